@@ -1,0 +1,1 @@
+"""Old import path (`ray.rllib.agents`) kept for code written against the Trainer-era docs."""

@@ -1,0 +1,4 @@
+"""Old import path of PPO: `import rlx.agents.ppo as ppo; ppo.PPOTrainer(config=ppo.DEFAULT_CONFIG)`."""
+from rlx.algorithms.ppo.ppo import DEFAULT_CONFIG, PPO, PPOConfig, PPOTrainer
+
+__all__ = ["PPO", "PPOConfig", "PPOTrainer", "DEFAULT_CONFIG"]

@@ -1,0 +1,463 @@
+"""AlgorithmConfig: the chained builder that configures and builds an Algorithm.
+
+Each section method (`training`, `environment`, `env_runners`, ...) validates its keyword
+arguments against the option table in `common_options.py` (plus an algorithm's own
+options) and returns `self`. Legacy flat dict keys (`num_workers`, `sgd_minibatch_size`,
+`lambda`, ...) are mapped to their current names by `update_from_dict`.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+from typing import Any, ClassVar, Iterable
+
+from rlx.algorithms.common_options import CALLBACK_EVENTS, COMMON_OPTIONS, LEGACY_NOOP_KEYS
+from rlx.algorithms.config_options import Option, OptionTable
+from rlx.models.model_defaults import MODEL_DEFAULTS, merge_model_config
+from rlx.utils.errors import ConfigError, NotSupportedYetError, did_you_mean
+
+
+class _NotProvided:
+    """Marker for a section-method argument the caller did not pass."""
+
+    def __repr__(self) -> str:
+        return "NotProvided"
+
+
+NotProvided = _NotProvided()
+
+# Keys whose to_dict() name drops the trailing underscore, as RLlib's does.
+_DICT_NAMES = {"lambda_": "lambda", "input_": "input"}
+
+
+class AlgorithmConfig:
+    """Builds an Algorithm from validated settings grouped in sections.
+
+    Example:
+        >>> from rlx.algorithms.ppo import PPOConfig
+        >>> config = PPOConfig().environment("CartPole-v1").training(lr=3e-4)
+        >>> algo = config.build()
+    """
+
+    #: Options the class adds on top of COMMON_OPTIONS (subclasses extend this).
+    _extra_options: ClassVar[list[Option]] = []
+    #: Defaults the class changes, by canonical option name.
+    _default_overrides: ClassVar[dict[str, Any]] = {}
+    #: The Algorithm class a plain `build()` creates.
+    _default_algo_class: ClassVar[Any] = None
+    _table: ClassVar[OptionTable]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._table = cls._build_table()
+
+    @classmethod
+    def _build_table(cls) -> OptionTable:
+        options: list[Option] = list(COMMON_OPTIONS)
+        overrides: dict[str, Any] = {}
+        for klass in reversed(cls.__mro__):
+            options.extend(klass.__dict__.get("_extra_options", []))
+            overrides.update(klass.__dict__.get("_default_overrides", {}))
+        table = OptionTable.build(options)
+        for name, default in overrides.items():
+            if name not in table.options:
+                raise ConfigError(f"{cls.__name__} overrides the default of unknown option '{name}'.")
+            table.options[name] = dataclasses.replace(table.options[name], default=default)
+        return table
+
+    def __init__(self, algo_class: Any = None):
+        object.__setattr__(self, "_values", {})
+        object.__setattr__(self, "_frozen", False)
+        object.__setattr__(self, "algo_class", algo_class or self._default_algo_class)
+        for name, opt in self._table.options.items():
+            self._values[name] = copy.deepcopy(opt.default)
+        self._values["model"] = copy.deepcopy(MODEL_DEFAULTS)
+        if "model" in self._default_overrides and self._default_overrides["model"]:
+            self._values["model"] = merge_model_config(None, self._default_overrides["model"])
+
+    # ------------------------------------------------------------ attribute access
+
+    def __getattr__(self, name: str) -> Any:
+        values = self.__dict__.get("_values")
+        if values is None:
+            raise AttributeError(name)
+        canonical = self._table.resolve(name)
+        if canonical is not None:
+            return values[canonical]
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(
+            f"{type(self).__name__} has no setting '{name}'.{did_you_mean(name, self._table.all_names())}"
+        )
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("algo_class",) or name.startswith("_"):
+            if self._table.resolve(name) is None:
+                object.__setattr__(self, name, value)
+                return
+        self._set(name, value)
+
+    def __getitem__(self, key: str) -> Any:
+        """Old dict-style read access: `config["lr"]`, `config["num_workers"]`."""
+        canonical = self._table.resolve(key)
+        if canonical is None:
+            raise KeyError(f"Unknown config key '{key}'.{did_you_mean(key, self._table.all_names())}")
+        return self._values[canonical]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        """Old dict-style write access: `config["lr"] = 0.01` (validated like `training(lr=...)`)."""
+        self.update_from_dict({key: value})
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._table.resolve(key) is not None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Dict-style `get` over current and legacy names."""
+        canonical = self._table.resolve(key)
+        return self._values[canonical] if canonical is not None else default
+
+    def keys(self) -> Iterable[str]:
+        """The names `to_dict()` uses."""
+        return self.to_dict().keys()
+
+    def items(self) -> Iterable[tuple[str, Any]]:
+        """The (name, value) pairs of `to_dict()`."""
+        return self.to_dict().items()
+
+    # ------------------------------------------------------------ setting values
+
+    def _set(self, key: str, value: Any, section: str | None = None) -> None:
+        if self._frozen:
+            raise ConfigError(
+                "This config is frozen because an Algorithm was built from it. "
+                "Change a copy instead: config = algo.config.copy(copy_frozen=False)."
+            )
+        canonical = self._table.resolve(key)
+        if canonical is None:
+            where = f" in {section}()" if section else ""
+            raise ConfigError(
+                f"Unknown config key '{key}'{where}.{did_you_mean(key, self._table.all_names())}"
+            )
+        opt = self._table.options[canonical]
+        if section is not None and section not in opt.sections:
+            home = opt.sections[0] if opt.sections else None
+            hint = f" It belongs to {home}(): config.{home}({key}=...)." if home else ""
+            raise ConfigError(f"'{key}' is not an option of {section}().{hint}")
+        if canonical == "model":
+            value = self._merge_model(value)
+        elif opt.check is not None:
+            value = opt.check(key, value)
+        if value != opt.default and not _same(value, opt.default):
+            if opt.tf_only:
+                raise ConfigError(
+                    f"'{key}' is a TensorFlow setting and rlx is PyTorch-only; remove it from your config."
+                )
+            if opt.later:
+                raise NotSupportedYetError(key, opt.later)
+        self._values[canonical] = value
+
+    def _merge_model(self, value: Any) -> dict:
+        if value is None:
+            return copy.deepcopy(MODEL_DEFAULTS)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            value = {k: v for k, v in dataclasses.asdict(value).items() if v is not None}
+        if not isinstance(value, dict):
+            raise ConfigError(f"'model' must be a dict of model settings, got {value!r}.")
+        return merge_model_config(self._values.get("model"), value)
+
+    def _update_section(self, section: str, kwargs: dict[str, Any]) -> "AlgorithmConfig":
+        for key, value in kwargs.items():
+            if value is NotProvided:
+                continue
+            self._set(key, value, section=section)
+        return self
+
+    # ------------------------------------------------------------ section methods
+
+    def training(self, **kwargs: Any) -> "AlgorithmConfig":
+        """Training settings: gamma, lr, grad_clip, grad_clip_by, train_batch_size,
+        train_batch_size_per_learner, model, optimizer, learner_class, plus the
+        algorithm's own options (e.g. PPO's clip_param)."""
+        return self._update_section("training", kwargs)
+
+    def environment(self, env: Any = NotProvided, **kwargs: Any) -> "AlgorithmConfig":
+        """Environment settings: env, env_config, observation_space, action_space,
+        clip_rewards, normalize_actions, clip_actions, disable_env_checking, is_atari,
+        auto_wrap_old_gym_envs, env_task_fn, render_env, action_mask_key."""
+        if env is not NotProvided:
+            kwargs = {"env": env, **kwargs}
+        return self._update_section("environment", kwargs)
+
+    def framework(self, framework: Any = NotProvided, **kwargs: Any) -> "AlgorithmConfig":
+        """Framework settings. rlx is PyTorch-only; `torch_num_threads` sets torch's
+        intra-op threads (1 is fastest for small models on few cores)."""
+        if framework is not NotProvided:
+            kwargs = {"framework": framework, **kwargs}
+        return self._update_section("framework", kwargs)
+
+    def env_runners(self, **kwargs: Any) -> "AlgorithmConfig":
+        """EnvRunner (sampling) settings: num_env_runners, num_envs_per_env_runner,
+        rollout_fragment_length, batch_mode, observation_filter, explore, ..."""
+        return self._update_section("env_runners", kwargs)
+
+    def rollouts(self, **kwargs: Any) -> "AlgorithmConfig":
+        """Old name of `env_runners()`."""
+        return self.env_runners(**kwargs)
+
+    def evaluation(self, **kwargs: Any) -> "AlgorithmConfig":
+        """Evaluation settings (evaluation_interval, evaluation_duration, ...)."""
+        if "evaluation_num_episodes" in kwargs:
+            kwargs = dict(kwargs)
+            n = kwargs.pop("evaluation_num_episodes")
+            if n not in (None, -1):
+                kwargs.setdefault("evaluation_duration", n)
+                kwargs.setdefault("evaluation_duration_unit", "episodes")
+        return self._update_section("evaluation", kwargs)
+
+    def exploration(self, **kwargs: Any) -> "AlgorithmConfig":
+        """Exploration settings: explore, exploration_config."""
+        return self._update_section("exploration", kwargs)
+
+    def offline_data(self, **kwargs: Any) -> "AlgorithmConfig":
+        """Offline data settings (input_, output, ...)."""
+        return self._update_section("offline_data", kwargs)
+
+    def multi_agent(self, **kwargs: Any) -> "AlgorithmConfig":
+        """Multi-agent settings (policies, policy_mapping_fn, ...)."""
+        return self._update_section("multi_agent", kwargs)
+
+    def reporting(self, **kwargs: Any) -> "AlgorithmConfig":
+        """Reporting settings: metrics_num_episodes_for_smoothing and the per-iteration minimums."""
+        return self._update_section("reporting", kwargs)
+
+    def checkpointing(self, **kwargs: Any) -> "AlgorithmConfig":
+        """Checkpoint settings: export_native_model_files, checkpoint_trainable_policies_only."""
+        return self._update_section("checkpointing", kwargs)
+
+    def debugging(self, **kwargs: Any) -> "AlgorithmConfig":
+        """Debugging settings: seed, log_level, logger_creator, logger_config, ..."""
+        return self._update_section("debugging", kwargs)
+
+    def callbacks(self, callbacks_class: Any = NotProvided, **kwargs: Any) -> "AlgorithmConfig":
+        """Callback settings: a callbacks class (or list) and per-event callables."""
+        if callbacks_class is not NotProvided:
+            kwargs = {"callbacks_class": callbacks_class, **kwargs}
+        for key in list(kwargs):
+            if key in CALLBACK_EVENTS:
+                if kwargs.pop(key) not in (None, NotProvided):
+                    raise NotSupportedYetError(key, "callbacks")
+        return self._update_section("callbacks", kwargs)
+
+    def resources(self, **kwargs: Any) -> "AlgorithmConfig":
+        """Resource settings: num_gpus, num_cpus_per_env_runner, ..."""
+        return self._update_section("resources", kwargs)
+
+    def learners(self, **kwargs: Any) -> "AlgorithmConfig":
+        """Learner settings: num_learners, num_cpus_per_learner, num_gpus_per_learner."""
+        return self._update_section("learners", kwargs)
+
+    def fault_tolerance(self, **kwargs: Any) -> "AlgorithmConfig":
+        """Fault-tolerance settings for EnvRunners."""
+        return self._update_section("fault_tolerance", kwargs)
+
+    def rl_module(self, **kwargs: Any) -> "AlgorithmConfig":
+        """RLModule settings: rl_module_spec, model_config."""
+        return self._update_section("rl_module", kwargs)
+
+    def experimental(self, **kwargs: Any) -> "AlgorithmConfig":
+        """Experimental switches kept for compatibility."""
+        return self._update_section("experimental", kwargs)
+
+    def api_stack(self, **kwargs: Any) -> "AlgorithmConfig":
+        """API-stack switches; rlx has one stack, so only the defaults are accepted."""
+        return self._update_section("api_stack", kwargs)
+
+    # ------------------------------------------------------------ dict conversion
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict of every setting under its current name (old-style config dict)."""
+        out = {}
+        for name, value in self._values.items():
+            out[_DICT_NAMES.get(name, name)] = copy.deepcopy(value)
+        return out
+
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any]) -> "AlgorithmConfig":
+        """Build a config of this class from a (possibly legacy) flat dict."""
+        return cls().update_from_dict(config_dict)
+
+    def update_from_dict(self, config_dict: dict[str, Any]) -> "AlgorithmConfig":
+        """Apply a flat dict of settings; legacy names are mapped to current ones."""
+        if not isinstance(config_dict, dict):
+            raise ConfigError(f"Expected a dict of settings, got {config_dict!r}.")
+        for key, value in config_dict.items():
+            if key in LEGACY_NOOP_KEYS and self._table.resolve(key) is None:
+                self._apply_legacy(key, value)
+                continue
+            if key in CALLBACK_EVENTS:
+                self.callbacks(**{key: value})
+                continue
+            self._set(key, value)
+        return self
+
+    def _apply_legacy(self, key: str, value: Any) -> None:
+        off = LEGACY_NOOP_KEYS[key]
+        if value is None or value == off or value is False:
+            return
+        if key == "multiagent":
+            self.multi_agent(**value)
+        elif key == "evaluation_num_episodes":
+            self.evaluation(evaluation_num_episodes=value)
+        elif key == "entropy_coeff_schedule":
+            self._set("entropy_coeff", value)
+        elif key == "use_pytorch":
+            self.framework("torch")
+        elif key == "monitor":
+            raise NotSupportedYetError("monitor", "episode video recording comes with render_env")
+        elif key == "horizon":
+            raise ConfigError(
+                "'horizon' was removed: limit episode length in the env itself, e.g. "
+                "gymnasium.make(id, max_episode_steps=N) or a gymnasium.wrappers.TimeLimit."
+            )
+        elif key == "eager":
+            raise ConfigError("'eager' is a TensorFlow setting and rlx is PyTorch-only; remove it.")
+        elif key in ("soft_horizon", "no_done_at_end"):
+            raise ConfigError(f"'{key}' was removed from RLlib and rlx; episodes end when the env says so.")
+        else:
+            # Performance switches of the old stack that have no meaning in rlx.
+            return
+
+    @classmethod
+    def overrides(cls, **kwargs: Any) -> dict[str, Any]:
+        """A validated dict of settings to override elsewhere (e.g. in evaluation_config)."""
+        probe = cls()
+        for key in kwargs:
+            if probe._table.resolve(key) is None:
+                raise ConfigError(f"Unknown config key '{key}'.{did_you_mean(key, probe._table.all_names())}")
+        return dict(kwargs)
+
+    def copy(self, copy_frozen: bool | None = None) -> "AlgorithmConfig":
+        """A deep copy; frozen unless `copy_frozen=False` (default: same as this one)."""
+        new = type(self).__new__(type(self))
+        object.__setattr__(new, "_values", {})
+        object.__setattr__(new, "algo_class", self.algo_class)
+        for name, value in self._values.items():
+            new._values[name] = _copy_value(value)
+        object.__setattr__(new, "_frozen", self._frozen if copy_frozen is None else bool(copy_frozen))
+        return new
+
+    def freeze(self) -> None:
+        """Make the config read-only (done when an Algorithm is built from it)."""
+        object.__setattr__(self, "_frozen", True)
+
+    @property
+    def is_frozen(self) -> bool:
+        """Whether the config is read-only."""
+        return self._frozen
+
+    # ------------------------------------------------------------ derived values
+
+    @property
+    def total_train_batch_size(self) -> int:
+        """Env steps in one training batch across all Learners."""
+        per = self._values["train_batch_size_per_learner"]
+        if per is not None:
+            return per * max(1, self._values["num_learners"])
+        return self._values["train_batch_size"]
+
+    def get_rollout_fragment_length(self, worker_index: int = 0) -> int:
+        """Steps each sub-env collects per `sample()` call ('auto' matches the batch size)."""
+        value = self._values["rollout_fragment_length"]
+        if value != "auto":
+            return int(value)
+        runners = max(1, self._values["num_env_runners"])
+        envs = self._values["num_envs_per_env_runner"]
+        return max(1, math.ceil(self.total_train_batch_size / (runners * envs)))
+
+    @property
+    def is_multi_agent(self) -> bool:
+        """rlx configs are single-agent for now."""
+        return False
+
+    @property
+    def model_config(self) -> dict:
+        """The model settings dict (alias of `model`)."""
+        return self._values["model"]
+
+    def validate(self) -> None:
+        """Check settings that depend on each other; raise ConfigError naming the conflict."""
+        v = self._values
+        if v["restart_failed_env_runners"] and v["ignore_env_runner_failures"]:
+            raise ConfigError(
+                "'ignore_env_runner_failures' (old: ignore_worker_failures) and 'restart_failed_env_runners' "
+                "(old: recreate_failed_workers) are mutually exclusive: set only one of them to True."
+            )
+        if v["evaluation_duration"] == "auto" and not v["evaluation_parallel_to_training"]:
+            raise ConfigError("evaluation_duration='auto' requires evaluation_parallel_to_training=True.")
+        if v["env"] is None and (v["observation_space"] is None or v["action_space"] is None):
+            raise ConfigError(
+                "No environment is configured. Call config.environment('CartPole-v1') "
+                "(a Gymnasium id, a name registered with rlx.register_env, an import path or an env class)."
+            )
+        self._validate_algorithm_settings()
+
+    def _validate_algorithm_settings(self) -> None:
+        """Algorithm-specific cross-checks; subclasses extend this."""
+
+    # ------------------------------------------------------------ building
+
+    def build(self, env: Any = None, logger_creator: Any = None, use_copy: bool = True) -> Any:
+        """Validate and build the Algorithm (alias of `build_algo`)."""
+        return self.build_algo(env=env, logger_creator=logger_creator, use_copy=use_copy)
+
+    def build_algo(self, env: Any = None, logger_creator: Any = None, use_copy: bool = True) -> Any:
+        """Validate this config and return a new Algorithm built from (a copy of) it."""
+        if logger_creator is not None:
+            raise NotSupportedYetError("logger_creator", "result loggers come with the CLI")
+        config = self.copy(copy_frozen=False) if use_copy else self
+        if env is not None:
+            config.environment(env)
+        algo_class = config.algo_class
+        if algo_class is None:
+            raise ConfigError(
+                "This config has no algorithm class. Use an algorithm's config, e.g. PPOConfig(), "
+                "or AlgorithmConfig(algo_class=PPO)."
+            )
+        if isinstance(algo_class, str):
+            from rlx.algorithms.registry import get_algorithm_class
+
+            algo_class = get_algorithm_class(algo_class)
+        return algo_class(config=config)
+
+    def __repr__(self) -> str:
+        changed = {
+            k: v for k, v in self._values.items()
+            if k in self._table.options and not _same(v, self._table.options[k].default) and k != "model"
+        }
+        return f"{type(self).__name__}({json.dumps(changed, default=repr)[:400]})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and _same(self.to_dict(), other.to_dict())  # type: ignore[union-attr]
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # e.g. numpy arrays inside spaces
+        return a is b
+
+
+def _copy_value(value: Any) -> Any:
+    if isinstance(value, type) or callable(value) and not isinstance(value, (dict, list)):
+        return value
+    try:
+        return copy.deepcopy(value)
+    except Exception:
+        return value
+
+
+AlgorithmConfig._table = AlgorithmConfig._build_table()

@@ -1,0 +1,312 @@
+"""The options every AlgorithmConfig has (seed 003 "Configuring RLlib Algorithms" and DESIGN.md).
+
+Options whose feature is not built yet carry `later="<feature>"`: they accept only their
+default, and any other value raises "not supported yet: <option>".
+"""
+from __future__ import annotations
+
+from rlx.algorithms.config_options import (
+    Option,
+    any_value,
+    boolean,
+    callable_or_none,
+    choice,
+    class_or_none,
+    clip_rewards_check,
+    dictionary,
+    env_spec,
+    int_or_literal,
+    integer,
+    number,
+    schedule_or_number,
+    space_or_none,
+    string,
+)
+from rlx.utils.errors import ConfigError
+
+EVAL = "evaluation during training (evaluation_interval and friends)"
+REMOTE = "remote EnvRunners (num_env_runners > 0)"
+MULTI = "multi-agent training"
+OFFLINE = "offline data (input/output)"
+CALLBACKS = "callbacks"
+CONNECTORS = "custom ConnectorV2 pipelines"
+COMPILE = "torch.compile of modules"
+LOGGERS = "result loggers (they come with the CLI)"
+
+
+def _framework(name: str, value):
+    if value == "torch":
+        return value
+    if value in ("tf", "tf2", "tfe", "jax"):
+        raise ConfigError(
+            f"framework={value!r} is not available: rlx is PyTorch-only. "
+            "Use config.framework('torch') (the default) or drop the framework setting."
+        )
+    raise ConfigError(f"'{name}' must be 'torch' (rlx is PyTorch-only), got {value!r}.")
+
+
+def _must_be_true(what: str):
+    def check(name: str, value):
+        value = boolean(name, value)
+        if not value:
+            raise ConfigError(f"'{name}=False' is not available: {what}")
+        return value
+
+    return check
+
+
+def _exploration_config(name: str, value):
+    value = dictionary()(name, value)
+    etype = value.get("type", "StochasticSampling")
+    if etype != "StochasticSampling" or set(value) - {"type"}:
+        from rlx.utils.errors import NotSupportedYetError
+
+        raise NotSupportedYetError(
+            f"exploration_config={value!r}",
+            "only the default {'type': 'StochasticSampling'} exists so far; "
+            "EpsilonGreedy, SoftQ, GaussianNoise and the other Exploration classes come with the off-policy algorithms",
+        )
+    return {"type": "StochasticSampling"}
+
+
+def _evaluation_interval(name: str, value):
+    if value == 0:
+        return None
+    return integer(min_value=1, allow_none=True)(name, value)
+
+
+def _log_level(name: str, value):
+    if not isinstance(value, str):
+        raise ConfigError(f"'{name}' must be one of DEBUG, INFO, WARN, ERROR; got {value!r}.")
+    upper = value.upper()
+    if upper == "WARNING":
+        upper = "WARN"
+    return choice("DEBUG", "INFO", "WARN", "ERROR", "CRITICAL")(name, upper)
+
+
+def _policies(name: str, value):
+    if value is None or value == {"default_policy"} or value == ["default_policy"]:
+        return None
+    from rlx.utils.errors import NotSupportedYetError
+
+    raise NotSupportedYetError("policies", MULTI)
+
+
+T = ("training",)
+E = ("environment",)
+F = ("framework",)
+R = ("env_runners",)
+EV = ("evaluation",)
+X = ("exploration",)
+O = ("offline_data",)
+M = ("multi_agent",)
+REP = ("reporting",)
+CK = ("checkpointing",)
+D = ("debugging",)
+CB = ("callbacks",)
+RES = ("resources",)
+L = ("learners", "resources")
+FT = ("fault_tolerance", "env_runners")
+RM = ("rl_module",)
+EXP = ("experimental",)
+API = ("api_stack",)
+
+COMMON_OPTIONS: list[Option] = [
+    # --- training
+    Option("gamma", 0.99, T, number(0.0, 1.0), doc="Discount factor."),
+    Option("lr", 0.001, T, schedule_or_number(0.0), aliases=("lr_schedule",),
+           doc="Learning rate: a float or a piecewise schedule [[timestep, lr], ...]."),
+    Option("grad_clip", None, T, number(0.0, allow_none=True, exclusive_min=True),
+           doc="Clip gradients at this value (see grad_clip_by); None for no clipping."),
+    Option("grad_clip_by", "global_norm", T, choice("value", "norm", "global_norm")),
+    Option("train_batch_size", 4000, T, integer(1), doc="Env steps per training batch."),
+    Option("train_batch_size_per_learner", None, T, integer(1, allow_none=True),
+           doc="Batch size per Learner; overrides train_batch_size when set."),
+    Option("model", None, T + RM, dictionary(allow_none=True), aliases=("model_config",),
+           doc="Model settings (see rlx.models.MODEL_DEFAULTS)."),
+    Option("optimizer", {}, T, dictionary(),
+           doc="Optimizer settings: {'type': 'adam'|'adamw'|'sgd'|'rmsprop', plus its keyword args}."),
+    Option("max_requests_in_flight_per_env_runner", 2, T + R, integer(1),
+           aliases=("max_requests_in_flight_per_sampler_worker",)),
+    Option("learner_class", None, T, class_or_none, doc="Learner subclass to use."),
+    Option("learner_connector", None, T, callable_or_none, later=CONNECTORS),
+    Option("_enable_learner_api", True, T + EXP, _must_be_true("rlx always uses the Learner API.")),
+    # --- environment
+    Option("env", None, E, env_spec, doc="Env name, Gymnasium id, import path or class."),
+    Option("env_config", {}, E, dictionary(), doc="Passed to the env creator as an EnvContext."),
+    Option("observation_space", None, E, space_or_none),
+    Option("action_space", None, E, space_or_none),
+    Option("env_task_fn", None, E, callable_or_none, later="curriculum learning (env_task_fn)"),
+    Option("render_env", False, E, boolean, later="rendering and episode videos"),
+    Option("clip_rewards", None, E, clip_rewards_check),
+    Option("normalize_actions", True, E, boolean),
+    Option("clip_actions", False, E, boolean),
+    Option("disable_env_checking", False, E, boolean),
+    Option("is_atari", None, E, lambda n, v: None if v is None else boolean(n, v)),
+    Option("auto_wrap_old_gym_envs", True, E, boolean),
+    Option("action_mask_key", "action_mask", E, string(), later="action masking"),
+    # --- framework
+    Option("framework", "torch", F, _framework, aliases=("framework_str",)),
+    Option("torch_num_threads", 1, F, integer(1, allow_none=True),
+           doc="torch intra-op threads for the driver (None keeps torch's default)."),
+    Option("eager_tracing", False, F, boolean, tf_only=True),
+    Option("eager_max_retraces", 20, F, integer(0, allow_none=True), tf_only=True),
+    Option("tf_session_args", {}, F, dictionary(), tf_only=True),
+    Option("local_tf_session_args", {}, F, dictionary(), tf_only=True),
+    Option("torch_compile_learner", False, F, boolean, later=COMPILE),
+    Option("torch_compile_learner_what_to_compile", "forward_train", F, any_value, later=COMPILE),
+    Option("torch_compile_learner_dynamo_mode", None, F, any_value, later=COMPILE),
+    Option("torch_compile_learner_dynamo_backend", "inductor", F, any_value, later=COMPILE),
+    Option("torch_compile_worker", False, F, boolean, later=COMPILE),
+    Option("torch_compile_worker_dynamo_backend", "onnxrt", F, any_value, later=COMPILE),
+    Option("torch_compile_worker_dynamo_mode", None, F, any_value, later=COMPILE),
+    # --- env runners (old name: rollouts)
+    Option("env_runner_cls", None, R, class_or_none),
+    Option("num_env_runners", 0, R, integer(0), aliases=("num_workers", "num_rollout_workers"), later=REMOTE),
+    Option("num_envs_per_env_runner", 1, R, integer(1), aliases=("num_envs_per_worker",)),
+    Option("create_env_on_local_worker", False, R, boolean, aliases=("create_env_on_driver",)),
+    Option("sample_collector", None, R, class_or_none, later="custom SampleCollectors (old API stack)"),
+    Option("enable_connectors", True, R, boolean),
+    Option("env_to_module_connector", None, R, callable_or_none, later=CONNECTORS),
+    Option("module_to_env_connector", None, R, callable_or_none, later=CONNECTORS),
+    Option("episode_lookback_horizon", 1, R, integer(1), later=CONNECTORS),
+    Option("use_worker_filter_stats", True, R, boolean),
+    Option("update_worker_filter_stats", True, R, boolean),
+    Option("rollout_fragment_length", "auto", R, int_or_literal("auto")),
+    Option("batch_mode", "truncate_episodes", R, choice("truncate_episodes", "complete_episodes")),
+    Option("remote_worker_envs", False, R, boolean, later="sub-environments in their own processes"),
+    Option("remote_env_batch_wait_ms", 0.0, R, number(0.0), later="sub-environments in their own processes"),
+    Option("validate_env_runners_after_construction", True, R, boolean,
+           aliases=("validate_workers_after_construction",)),
+    Option("preprocessor_pref", "deepmind", R, choice("deepmind", "rllib", None)),
+    Option("observation_filter", "NoFilter", R,
+           choice("NoFilter", "MeanStdFilter", "ConcurrentMeanStdFilter")),
+    Option("synchronize_filters", True, R, boolean, aliases=("synchronize_filter",)),
+    Option("compress_observations", False, R, boolean, later="LZ4 observation compression"),
+    Option("enable_tf1_exec_eagerly", False, R, boolean, tf_only=True),
+    Option("sampler_perf_stats_ema_coef", None, R, number(0.0, 1.0, allow_none=True),
+           later="sampler performance statistics"),
+    Option("sample_async", False, R, boolean, later="asynchronous sampling (removed in RLlib's new stack)"),
+    # --- evaluation
+    Option("evaluation_interval", None, EV, _evaluation_interval, later=EVAL),
+    Option("evaluation_duration", 10, EV, int_or_literal("auto"), later=EVAL),
+    Option("evaluation_duration_unit", "episodes", EV, choice("episodes", "timesteps"), later=EVAL),
+    Option("evaluation_sample_timeout_s", 120.0, EV, number(0.0), later=EVAL),
+    Option("evaluation_parallel_to_training", False, EV, boolean, later=EVAL),
+    Option("evaluation_config", None, EV, any_value, later=EVAL),
+    Option("off_policy_estimation_methods", {}, EV, dictionary(), later=OFFLINE),
+    Option("ope_split_batch_by_episode", True, EV, boolean, later=OFFLINE),
+    Option("evaluation_num_env_runners", 0, EV, integer(0), aliases=("evaluation_num_workers",), later=EVAL),
+    Option("custom_evaluation_function", None, EV, callable_or_none, later=EVAL),
+    Option("always_attach_evaluation_results", False, EV, boolean, later=EVAL),
+    Option("enable_async_evaluation", False, EV, boolean, later=EVAL),
+    Option("in_evaluation", False, (), boolean, doc="True on evaluation EnvRunners only."),
+    # --- exploration
+    Option("explore", True, X + R, boolean, doc="Default of compute_single_action(explore=None)."),
+    Option("exploration_config", {"type": "StochasticSampling"}, X, _exploration_config),
+    # --- offline data
+    Option("input_", "sampler", O, any_value, aliases=("input",), later=OFFLINE),
+    Option("input_config", {}, O, dictionary(), later=OFFLINE),
+    Option("actions_in_input_normalized", False, O, boolean, later=OFFLINE),
+    Option("input_evaluation", None, O, any_value, later=OFFLINE),
+    Option("postprocess_inputs", False, O, boolean, later=OFFLINE),
+    Option("shuffle_buffer_size", 0, O, integer(0), later=OFFLINE),
+    Option("output", None, O, any_value, later=OFFLINE),
+    Option("output_config", {}, O, dictionary(), later=OFFLINE),
+    Option("output_compress_columns", ["obs", "new_obs"], O, any_value, later=OFFLINE),
+    Option("output_max_file_size", 64 * 1024 * 1024, O, integer(1), later=OFFLINE),
+    Option("offline_sampling", False, O, boolean, later=OFFLINE),
+    # --- multi-agent
+    Option("policies", None, M, _policies),
+    Option("algorithm_config_overrides_per_module", {}, M, dictionary(), later=MULTI),
+    Option("policy_map_capacity", 100, M, integer(1), later=MULTI),
+    Option("policy_mapping_fn", None, M, callable_or_none, later=MULTI),
+    Option("policies_to_train", None, M, any_value, later=MULTI),
+    Option("policy_states_are_swappable", False, M, boolean, later=MULTI),
+    Option("observation_fn", None, M, callable_or_none, later=MULTI),
+    Option("count_steps_by", "env_steps", M, choice("env_steps", "agent_steps")),
+    # --- reporting
+    Option("keep_per_episode_custom_metrics", False, REP, boolean, later="custom metrics"),
+    Option("metrics_episode_collection_timeout_s", 60.0, REP, number(0.0)),
+    Option("metrics_num_episodes_for_smoothing", 100, REP, integer(1),
+           aliases=("metrics_smoothing_episodes",)),
+    Option("min_time_s_per_iteration", None, REP, number(0.0, allow_none=True), aliases=("min_iter_time_s",)),
+    Option("min_train_timesteps_per_iteration", 0, REP, integer(0, allow_none=True)),
+    Option("min_sample_timesteps_per_iteration", 0, REP, integer(0, allow_none=True),
+           aliases=("timesteps_per_iteration",)),
+    # --- checkpointing
+    Option("export_native_model_files", False, CK, boolean),
+    Option("checkpoint_trainable_policies_only", False, CK, boolean),
+    # --- debugging
+    Option("logger_creator", None, D, callable_or_none, later=LOGGERS),
+    Option("logger_config", None, D, dictionary(allow_none=True), later=LOGGERS),
+    Option("log_level", "WARN", D, _log_level),
+    Option("log_sys_usage", False, D, boolean, later="system usage logging"),
+    Option("fake_sampler", False, D, boolean, later="the fake sampler"),
+    Option("seed", None, D, integer(0, allow_none=True)),
+    # --- callbacks
+    Option("callbacks_class", None, CB, any_value, aliases=("callbacks",), later=CALLBACKS),
+    # --- resources
+    Option("num_gpus", 0, RES, number(0.0), later="GPU training (num_gpus > 0)"),
+    Option("_fake_gpus", False, RES, boolean, later="fake GPUs"),
+    Option("num_cpus_per_env_runner", 1, RES + R, number(0.0), aliases=("num_cpus_per_worker",)),
+    Option("num_gpus_per_env_runner", 0, RES + R, number(0.0), aliases=("num_gpus_per_worker",),
+           later="GPUs on EnvRunners"),
+    Option("custom_resources_per_env_runner", {}, RES + R, dictionary(),
+           aliases=("custom_resources_per_worker",)),
+    Option("num_cpus_for_main_process", 1, RES, number(0.0),
+           aliases=("num_cpus_for_local_worker", "num_cpus_for_driver")),
+    Option("placement_strategy", "PACK", RES, choice("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")),
+    # --- learners
+    Option("num_learners", 0, L, integer(0), aliases=("num_learner_workers",),
+           later="Learner worker processes (num_learners > 0)"),
+    Option("num_cpus_per_learner", 1, L, number(0.0), aliases=("num_cpus_per_learner_worker",)),
+    Option("num_gpus_per_learner", 0, L, number(0.0), aliases=("num_gpus_per_learner_worker",),
+           later="GPU learners"),
+    Option("local_gpu_idx", 0, L, integer(0)),
+    # --- fault tolerance
+    Option("restart_failed_env_runners", False, FT, boolean, aliases=("recreate_failed_workers", "recreate_failed_env_runners")),
+    Option("ignore_env_runner_failures", False, FT, boolean, aliases=("ignore_worker_failures",)),
+    Option("max_num_env_runner_restarts", 1000, FT, integer(0)),
+    Option("delay_between_env_runner_restarts_s", 60.0, FT, number(0.0)),
+    Option("restart_failed_sub_environments", False, FT, boolean, later="restarting failed sub-environments"),
+    Option("num_consecutive_env_runner_failures_tolerance", 100, FT, integer(0),
+           aliases=("num_consecutive_worker_failures_tolerance",)),
+    Option("env_runner_health_probe_timeout_s", 30.0, FT, number(0.0), aliases=("worker_health_probe_timeout_s",)),
+    Option("env_runner_restore_timeout_s", 1800.0, FT, number(0.0), aliases=("worker_restore_timeout_s",)),
+    # --- RLModule
+    Option("rl_module_spec", None, RM, any_value, doc="An RLModuleSpec for a custom RLModule."),
+    # --- experimental / API stack switches (rlx has one stack)
+    Option("_enable_new_api_stack", True, EXP, boolean),
+    Option("_tf_policy_handles_more_than_one_loss", False, EXP, boolean, tf_only=True),
+    Option("_disable_preprocessor_api", False, EXP, boolean),
+    Option("_disable_action_flattening", False, EXP, boolean),
+    Option("_disable_initialize_loss_from_dummy_batch", False, EXP, boolean),
+    Option("_disable_execution_plan_api", True, EXP, boolean),
+    Option("enable_rl_module_and_learner", True, API, _must_be_true("rlx has only the RLModule/Learner stack.")),
+    Option("enable_env_runner_and_connector_v2", True, API, _must_be_true("rlx has only the EnvRunner stack.")),
+]
+
+# Callback event names accepted by callbacks(); they come with the callbacks feature.
+CALLBACK_EVENTS = (
+    "on_algorithm_init", "on_train_result", "on_evaluate_start", "on_evaluate_end",
+    "on_env_runners_recreated", "on_checkpoint_loaded", "on_environment_created",
+    "on_episode_created", "on_episode_start", "on_episode_step", "on_episode_end",
+    "on_sample_end", "on_postprocess_trajectory", "on_learn_on_batch",
+)
+
+# Legacy keys without a current equivalent: accepted only at the value that means "off".
+LEGACY_NOOP_KEYS = {
+    "simple_optimizer": None,
+    "_use_trajectory_view_api": None,
+    "collect_metrics_timeout": None,
+    "use_pytorch": None,
+    "eager": False,
+    "horizon": None,
+    "soft_horizon": False,
+    "no_done_at_end": False,
+    "monitor": False,
+    "multiagent": None,
+    "evaluation_num_episodes": None,
+    "entropy_coeff_schedule": None,
+}

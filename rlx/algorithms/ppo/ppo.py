@@ -1,0 +1,84 @@
+"""PPO: its config (options and defaults) and its training step."""
+from __future__ import annotations
+
+from typing import Any
+
+from rlx.algorithms.algorithm import DEFAULT_POLICY_ID, Algorithm
+from rlx.algorithms.algorithm_config import AlgorithmConfig
+from rlx.algorithms.config_options import Option, boolean, integer, number, schedule_or_number
+from rlx.utils.errors import ConfigError
+
+T = ("training",)
+
+
+class PPOConfig(AlgorithmConfig):
+    """Config of PPO. Defaults learn classic-control tasks without tuning.
+
+    Example:
+        >>> config = PPOConfig().environment("CartPole-v1").training(lr=3e-4, num_epochs=10)
+        >>> algo = config.build()
+    """
+
+    _extra_options = [
+        Option("use_critic", True, T, boolean, doc="Use a value function baseline."),
+        Option("use_gae", True, T, boolean, doc="Generalized advantage estimation (needs use_critic)."),
+        Option("lambda_", 0.95, T, number(0.0, 1.0), aliases=("lambda",), doc="GAE lambda."),
+        Option("use_kl_loss", True, T, boolean, doc="Add the adaptive KL penalty to the loss."),
+        Option("kl_coeff", 0.2, T, number(0.0), doc="Initial KL penalty coefficient."),
+        Option("kl_target", 0.01, T, number(0.0), doc="Target KL for the adaptive coefficient."),
+        Option("minibatch_size", 128, T, integer(1), aliases=("sgd_minibatch_size", "mini_batch_size_per_learner"),
+               doc="SGD minibatch size."),
+        Option("num_epochs", 8, T, integer(1), aliases=("num_sgd_iter",), doc="Passes over each train batch."),
+        Option("shuffle_batch_per_epoch", True, T, boolean, aliases=("shuffle_sequences",)),
+        Option("vf_loss_coeff", 0.5, T, number(0.0)),
+        Option("entropy_coeff", 0.0, T, schedule_or_number(0.0), doc="Entropy bonus: a float or a schedule."),
+        Option("clip_param", 0.2, T, number(0.0, exclusive_min=True)),
+        Option("vf_clip_param", 10.0, T, number(0.0, exclusive_min=True)),
+    ]
+    _default_overrides = {
+        "lr": 3e-4,
+        "train_batch_size": 2000,
+        "num_envs_per_env_runner": 8,
+    }
+
+    def __init__(self, algo_class: Any = None):
+        super().__init__(algo_class=algo_class or PPO)
+
+    def _validate_algorithm_settings(self) -> None:
+        v = self._values
+        if v["use_gae"] and not v["use_critic"]:
+            raise ConfigError("use_gae=True needs use_critic=True (GAE uses the value function); set use_gae=False.")
+        if v["minibatch_size"] > self.total_train_batch_size:
+            raise ConfigError(
+                f"minibatch_size ({v['minibatch_size']}) is larger than the train batch "
+                f"({self.total_train_batch_size}); lower minibatch_size or raise train_batch_size."
+            )
+
+
+class PPO(Algorithm):
+    """Proximal Policy Optimization (clipped surrogate, GAE, adaptive KL penalty)."""
+
+    _config_class = PPOConfig
+
+    @property
+    def _learner_class(self) -> Any:  # type: ignore[override]
+        from rlx.algorithms.ppo.ppo_learner import PPOLearner
+
+        return PPOLearner
+
+    def training_step(self) -> dict[str, Any]:
+        """Sample a train batch, run PPO's update on it, and push the new weights."""
+        batch = self.env_runner_group.sample(num_timesteps=self.config.total_train_batch_size)
+        steps = int(batch["valid"].sum()) if "valid" in batch else int(batch["rewards"].size)
+        self._counters["num_env_steps_sampled_lifetime"] += steps
+        metrics = self.learner.update_from_batch(batch, timestep=self._counters["num_env_steps_sampled_lifetime"])
+        self._counters["num_env_steps_trained_lifetime"] += steps
+        self.env_runner_group.sync_weights(from_worker_or_learner_group=self.learner)
+        return {DEFAULT_POLICY_ID: metrics}
+
+
+# Old names (Trainer era).
+PPOTrainer = PPO
+
+
+DEFAULT_CONFIG = PPOConfig().to_dict()

@@ -1,0 +1,174 @@
+"""PPO's Learner: GAE, then `num_epochs` of minibatch SGD on the clipped surrogate loss."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlx.core.columns import Columns
+from rlx.core.learner import Learner
+from rlx.utils.postprocessing import compute_gae, discounted_returns
+from rlx.utils.schedules import PiecewiseSchedule
+
+
+class PPOLearner(Learner):
+    """Clipped-surrogate PPO with an optional adaptive KL penalty and clipped value loss.
+
+    Loss per sample (RLlib's formulation):
+        -min(A * r, A * clip(r, 1 - clip_param, 1 + clip_param))
+        + vf_loss_coeff * min((V - V_target)^2, vf_clip_param)
+        - entropy_coeff * H[pi]
+        + kl_coeff * KL(pi_old || pi)
+    """
+
+    def __init__(self, config: Any, module: Any):
+        super().__init__(config, module)
+        self.kl_coeff = float(config.kl_coeff)
+        self.entropy_schedule = PiecewiseSchedule(config.entropy_coeff)
+        self.dist_cls = module.get_train_action_dist_cls()
+        self._rng = np.random.default_rng(None if config.seed is None else int(config.seed) + 7)
+
+    # ------------------------------------------------------------ advantages
+
+    @torch.no_grad()
+    def _values(self, obs: np.ndarray) -> np.ndarray:
+        flat = torch.from_numpy(obs.reshape((-1,) + obs.shape[2:]))
+        return self.module.compute_values({Columns.OBS: flat}).numpy().reshape(obs.shape[:2])
+
+    def compute_advantages(self, batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(advantages, value_targets, vf_preds), each [T, B], for a time-major batch."""
+        cfg = self.config
+        rewards = batch[Columns.REWARDS]
+        term = batch[Columns.TERMINATEDS]
+        trunc = batch[Columns.TRUNCATEDS]
+        valid = batch.get(Columns.VALID)
+        dones = term | trunc
+        if valid is not None:
+            dones = dones | ~valid
+        if not cfg.use_critic:
+            zeros = np.zeros_like(rewards)
+            returns = discounted_returns(rewards, zeros, term, dones, cfg.gamma)
+            return returns, returns, zeros
+        values = self._values(batch[Columns.OBS])
+        # V(s_{t+1}) is the next row's value, except where the episode was cut (truncation,
+        # the end of the rollout, or padding): there it comes from the stored next observation.
+        next_values = np.zeros_like(values)
+        next_values[:-1] = values[1:]
+        need = trunc.copy()
+        need[-1] |= ~term[-1]
+        if valid is not None:
+            need &= valid
+            # The last valid step of each env in a padded batch needs its own bootstrap.
+            need[:-1] |= valid[:-1] & ~valid[1:] & ~term[:-1]
+        rows, cols = np.nonzero(need)
+        if rows.size:
+            next_obs = batch[Columns.NEXT_OBS][rows, cols]
+            with torch.no_grad():
+                boot = self.module.compute_values({Columns.OBS: torch.from_numpy(np.ascontiguousarray(next_obs))})
+            next_values[rows, cols] = boot.numpy()
+        if cfg.use_gae:
+            adv, targets = compute_gae(rewards, values, next_values, term, dones, cfg.gamma, cfg.lambda_)
+        else:
+            targets = discounted_returns(rewards, next_values, term, dones, cfg.gamma)
+            adv = targets - values
+        return adv, targets, values
+
+    # ------------------------------------------------------------ update
+
+    def update_from_batch(self, batch: dict[str, np.ndarray], timestep: int) -> dict[str, float]:
+        cfg = self.config
+        adv, targets, vf_preds = self.compute_advantages(batch)
+        valid = batch.get(Columns.VALID)
+        select = (lambda a: a[valid]) if valid is not None else (lambda a: a.reshape((-1,) + a.shape[2:]))
+        adv = select(adv)
+        if adv.size > 1:
+            adv = (adv - adv.mean()) / max(float(adv.std()), 1e-4)
+        data = {
+            Columns.OBS: torch.from_numpy(np.ascontiguousarray(select(batch[Columns.OBS]))),
+            Columns.ACTIONS: torch.from_numpy(np.ascontiguousarray(select(batch[Columns.ACTIONS]))),
+            Columns.ACTION_LOGP: torch.from_numpy(np.ascontiguousarray(select(batch[Columns.ACTION_LOGP]))),
+            Columns.ACTION_DIST_INPUTS: torch.from_numpy(np.ascontiguousarray(select(batch[Columns.ACTION_DIST_INPUTS]))),
+            Columns.ADVANTAGES: torch.from_numpy(np.ascontiguousarray(adv, dtype=np.float32)),
+            Columns.VALUE_TARGETS: torch.from_numpy(np.ascontiguousarray(select(targets), dtype=np.float32)),
+        }
+        n = data[Columns.OBS].shape[0]
+        lr = self.set_lr_for_timestep(timestep)
+        entropy_coeff = self.entropy_schedule.value(timestep)
+        mb = min(cfg.minibatch_size, n)
+        sums: dict[str, torch.Tensor] = {}
+        grad_norms = 0.0
+        count = 0
+        order = np.arange(n)
+        for _ in range(cfg.num_epochs):
+            if cfg.shuffle_batch_per_epoch:
+                order = self._rng.permutation(n)
+            for start in range(0, n, mb):
+                idx = order[start : start + mb]
+                if idx.size < mb // 2 and start > 0:
+                    continue  # a short tail adds noise without adding data: skip it
+                idx_t = torch.from_numpy(idx)
+                minibatch = {k: v.index_select(0, idx_t) for k, v in data.items()}
+                loss, stats = self._loss(minibatch, entropy_coeff)
+                grad_norms += self.apply_loss(loss)
+                for k, v in stats.items():
+                    sums[k] = sums[k] + v if k in sums else v
+                count += 1
+        metrics = {k: float(v) / count for k, v in sums.items()}
+        metrics["gradients_global_norm"] = grad_norms / max(count, 1)
+        metrics["curr_lr"] = lr
+        metrics["curr_entropy_coeff"] = entropy_coeff
+        metrics["num_minibatch_updates"] = count
+        if cfg.use_critic:
+            t_sel = select(targets)
+            var = float(np.var(t_sel))
+            metrics["vf_explained_var"] = float(1.0 - np.var(t_sel - select(vf_preds)) / var) if var > 0 else 0.0
+        if cfg.use_kl_loss:
+            metrics["curr_kl_coeff"] = self.kl_coeff
+            self._update_kl_coeff(metrics.get("mean_kl_loss", 0.0))
+        return metrics
+
+    def _loss(self, mb: dict[str, torch.Tensor], entropy_coeff: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        cfg = self.config
+        out = self.module.forward_train(mb)
+        dist = self.dist_cls.from_logits(out[Columns.ACTION_DIST_INPUTS])
+        logp = dist.logp(mb[Columns.ACTIONS])
+        ratio = torch.exp(logp - mb[Columns.ACTION_LOGP])
+        adv = mb[Columns.ADVANTAGES]
+        surrogate = torch.min(adv * ratio, adv * ratio.clamp(1.0 - cfg.clip_param, 1.0 + cfg.clip_param))
+        policy_loss = -surrogate.mean()
+        entropy = dist.entropy().mean()
+        total = policy_loss - entropy_coeff * entropy
+        stats = {"policy_loss": policy_loss.detach(), "entropy": entropy.detach()}
+        if cfg.use_critic:
+            vf_err = (out[Columns.VF_PREDS] - mb[Columns.VALUE_TARGETS]).pow(2)
+            vf_loss = vf_err.clamp(0.0, cfg.vf_clip_param).mean()
+            total = total + cfg.vf_loss_coeff * vf_loss
+            stats["vf_loss"] = vf_loss.detach()
+            stats["vf_loss_unclipped"] = vf_err.mean().detach()
+        if cfg.use_kl_loss:
+            prev = self.dist_cls.from_logits(mb[Columns.ACTION_DIST_INPUTS])
+            kl = prev.kl(dist).mean()
+            total = total + self.kl_coeff * kl
+            stats["mean_kl_loss"] = kl.detach()
+        stats["total_loss"] = total.detach()
+        return total, stats
+
+    def _update_kl_coeff(self, mean_kl: float) -> None:
+        target = self.config.kl_target
+        if mean_kl > 2.0 * target:
+            self.kl_coeff *= 1.5
+        elif mean_kl < 0.5 * target:
+            self.kl_coeff *= 0.5
+
+    def get_extra_state(self) -> dict[str, Any]:
+        state = super().get_extra_state()
+        state["kl_coeff"] = self.kl_coeff
+        state["rng"] = self._rng.bit_generator.state
+        return state
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        super().set_extra_state(state)
+        self.kl_coeff = float(state.get("kl_coeff", self.kl_coeff))
+        if "rng" in state:
+            self._rng.bit_generator.state = state["rng"]

@@ -1,0 +1,1 @@
+"""Core building blocks: batch columns, RLModule, default models, distributions, Learner."""

@@ -1,0 +1,258 @@
+"""Action distributions parameterized by a module's `action_dist_inputs`.
+
+Light-weight replacements for torch.distributions (no argument validation, no per-call
+object churn beyond one instance), with the old-API methods the seeds use: `sample`,
+`logp`, `entropy`, `kl`, `deterministic_sample`, `sampled_action_logp`.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def _as_tensor(x: Any, like: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    if isinstance(x, torch.Tensor):
+        return x.to(like.device) if dtype is None else x.to(device=like.device, dtype=dtype)
+    return torch.as_tensor(np.asarray(x), device=like.device, dtype=dtype)
+
+
+class Distribution:
+    """Base class: built from the flat `inputs` a module outputs for the action space.
+
+    `model` is accepted (and ignored) for compatibility with the old API's
+    `policy.dist_class(logits, policy.model)`.
+    """
+
+    def __init__(self, inputs: Any, model: Any = None):
+        if not isinstance(inputs, torch.Tensor):
+            inputs = torch.as_tensor(np.asarray(inputs), dtype=torch.float32)
+        self.inputs = inputs
+        self._last_sample: torch.Tensor | None = None
+
+    @classmethod
+    def from_logits(cls, logits: torch.Tensor, **kwargs: Any) -> "Distribution":
+        """Build the distribution from a module output tensor."""
+        return cls(logits, **kwargs)
+
+    @staticmethod
+    def required_input_dim(space: gym.Space, model_config: dict | None = None) -> int:
+        """Size of the flat input vector this distribution needs for `space`."""
+        raise TypeError("Distribution subclasses define required_input_dim")
+
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Draw one action per batch row."""
+        raise TypeError("Distribution subclasses define sample")
+
+    def deterministic_sample(self) -> torch.Tensor:
+        """The most likely action (argmax or mean)."""
+        raise TypeError("Distribution subclasses define deterministic_sample")
+
+    def logp(self, actions: Any) -> torch.Tensor:
+        """Log-likelihood of `actions`, one value per batch row."""
+        raise TypeError("Distribution subclasses define logp")
+
+    def entropy(self) -> torch.Tensor:
+        """Entropy per batch row."""
+        raise TypeError("Distribution subclasses define entropy")
+
+    def kl(self, other: "Distribution") -> torch.Tensor:
+        """KL(self || other) per batch row."""
+        raise TypeError("Distribution subclasses define kl")
+
+    def sampled_action_logp(self) -> torch.Tensor:
+        """Log-likelihood of the last `sample()`."""
+        if self._last_sample is None:
+            raise ValueError("sampled_action_logp() needs a sample() call first.")
+        return self.logp(self._last_sample)
+
+
+class Categorical(Distribution):
+    """Categorical distribution over `n` actions from unnormalized logits [B, n]."""
+
+    def __init__(self, inputs: Any, model: Any = None, temperature: float = 1.0):
+        super().__init__(inputs, model)
+        if temperature != 1.0:
+            self.inputs = self.inputs / temperature
+        self._log_probs: torch.Tensor | None = None
+
+    @property
+    def log_probs(self) -> torch.Tensor:
+        """Normalized log-probabilities [B, n]."""
+        if self._log_probs is None:
+            self._log_probs = torch.log_softmax(self.inputs, dim=-1)
+        return self._log_probs
+
+    @staticmethod
+    def required_input_dim(space: gym.Space, model_config: dict | None = None) -> int:
+        return int(space.n)
+
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        u = torch.rand(self.inputs.shape, generator=generator, device=self.inputs.device)
+        # Gumbel-max: argmax(logits + Gumbel noise) is a sample from softmax(logits).
+        gumbel = -torch.log(-torch.log(u.clamp_(min=1e-20)))
+        self._last_sample = torch.argmax(self.inputs + gumbel, dim=-1)
+        return self._last_sample
+
+    def deterministic_sample(self) -> torch.Tensor:
+        self._last_sample = torch.argmax(self.inputs, dim=-1)
+        return self._last_sample
+
+    def logp(self, actions: Any) -> torch.Tensor:
+        actions = _as_tensor(actions, self.inputs, torch.long)
+        return self.log_probs.gather(-1, actions.reshape(-1, 1)).reshape(actions.shape)
+
+    def entropy(self) -> torch.Tensor:
+        lp = self.log_probs
+        return -(lp.exp() * lp).sum(-1)
+
+    def kl(self, other: "Distribution") -> torch.Tensor:
+        lp = self.log_probs
+        return (lp.exp() * (lp - other.log_probs)).sum(-1)  # type: ignore[attr-defined]
+
+
+class MultiCategorical(Distribution):
+    """Independent categoricals for a MultiDiscrete space; inputs are concatenated logits."""
+
+    def __init__(self, inputs: Any, model: Any = None, input_lens: list[int] | tuple[int, ...] = ()):
+        super().__init__(inputs, model)
+        if not input_lens:
+            raise ValueError("MultiCategorical needs input_lens (the nvec of the MultiDiscrete space).")
+        self.input_lens = list(input_lens)
+        self.cats = [Categorical(chunk) for chunk in torch.split(self.inputs, self.input_lens, dim=-1)]
+
+    @staticmethod
+    def required_input_dim(space: gym.Space, model_config: dict | None = None) -> int:
+        return int(np.sum(space.nvec))
+
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        self._last_sample = torch.stack([c.sample(generator) for c in self.cats], dim=-1)
+        return self._last_sample
+
+    def deterministic_sample(self) -> torch.Tensor:
+        self._last_sample = torch.stack([c.deterministic_sample() for c in self.cats], dim=-1)
+        return self._last_sample
+
+    def logp(self, actions: Any) -> torch.Tensor:
+        actions = _as_tensor(actions, self.inputs, torch.long)
+        return torch.stack([c.logp(actions[..., i]) for i, c in enumerate(self.cats)], dim=-1).sum(-1)
+
+    def entropy(self) -> torch.Tensor:
+        return torch.stack([c.entropy() for c in self.cats], dim=-1).sum(-1)
+
+    def kl(self, other: "Distribution") -> torch.Tensor:
+        return torch.stack([c.kl(o) for c, o in zip(self.cats, other.cats)], dim=-1).sum(-1)  # type: ignore[attr-defined]
+
+
+class DiagGaussian(Distribution):
+    """Diagonal Gaussian; inputs are [mean, log_std] concatenated on the last axis."""
+
+    def __init__(self, inputs: Any, model: Any = None, log_std_clip: float = 20.0):
+        super().__init__(inputs, model)
+        self.mean, log_std = torch.chunk(self.inputs, 2, dim=-1)
+        self.log_std = log_std.clamp(-log_std_clip, log_std_clip)
+        self.std = self.log_std.exp()
+
+    @staticmethod
+    def required_input_dim(space: gym.Space, model_config: dict | None = None) -> int:
+        return 2 * int(np.prod(space.shape))
+
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        noise = torch.randn(self.mean.shape, generator=generator, device=self.mean.device)
+        self._last_sample = self.mean + self.std * noise
+        return self._last_sample
+
+    def deterministic_sample(self) -> torch.Tensor:
+        self._last_sample = self.mean
+        return self._last_sample
+
+    def logp(self, actions: Any) -> torch.Tensor:
+        actions = _as_tensor(actions, self.mean, self.mean.dtype)
+        z = (actions - self.mean) / self.std
+        return (-0.5 * z.pow(2) - self.log_std - 0.5 * _LOG_2PI).sum(-1)
+
+    def entropy(self) -> torch.Tensor:
+        return (self.log_std + 0.5 * (_LOG_2PI + 1.0)).sum(-1)
+
+    def kl(self, other: "Distribution") -> torch.Tensor:
+        o_log_std, o_std, o_mean = other.log_std, other.std, other.mean  # type: ignore[attr-defined]
+        return (
+            o_log_std - self.log_std + (self.std.pow(2) + (self.mean - o_mean).pow(2)) / (2.0 * o_std.pow(2)) - 0.5
+        ).sum(-1)
+
+
+class SquashedGaussian(DiagGaussian):
+    """tanh-squashed diagonal Gaussian with values in (-1, 1) (used by SAC)."""
+
+    _EPS = 1e-6
+
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        self._last_sample = torch.tanh(super().sample(generator))
+        return self._last_sample
+
+    def deterministic_sample(self) -> torch.Tensor:
+        self._last_sample = torch.tanh(self.mean)
+        return self._last_sample
+
+    def logp(self, actions: Any) -> torch.Tensor:
+        actions = _as_tensor(actions, self.mean, self.mean.dtype).clamp(-1 + self._EPS, 1 - self._EPS)
+        pre = torch.atanh(actions)
+        return super().logp(pre) - torch.log1p(-actions.pow(2) + self._EPS).sum(-1)
+
+    def entropy(self) -> torch.Tensor:
+        raise ValueError("SquashedGaussian has no closed-form entropy; estimate it with -logp(sample()).")
+
+    def kl(self, other: "Distribution") -> torch.Tensor:
+        raise ValueError("SquashedGaussian has no closed-form KL divergence.")
+
+
+def dist_class_for_space(space: gym.Space, model_config: dict | None = None) -> tuple[type[Distribution], dict]:
+    """The default distribution class (and its extra constructor kwargs) for an action space."""
+    model_config = model_config or {}
+    if isinstance(space, gym.spaces.Discrete):
+        return Categorical, {}
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return MultiCategorical, {"input_lens": [int(n) for n in np.asarray(space.nvec).reshape(-1)]}
+    if isinstance(space, gym.spaces.Box):
+        if len(space.shape) != 1:
+            from rlx.utils.errors import NotSupportedYetError
+
+            raise NotSupportedYetError(
+                f"Box action spaces of shape {space.shape}", "only 1-D Box action spaces have a default distribution"
+            )
+        return DiagGaussian, {"log_std_clip": float(model_config.get("log_std_clip_param", 20.0))}
+    from rlx.utils.errors import NotSupportedYetError
+
+    raise NotSupportedYetError(
+        f"action space {space}", "default distributions exist for Discrete, MultiDiscrete and 1-D Box"
+    )
+
+
+class BoundDistribution:
+    """A distribution class with fixed extra constructor kwargs, callable like the class."""
+
+    def __init__(self, cls: type[Distribution], **kwargs: Any):
+        self.cls = cls
+        self.kwargs = kwargs
+        self.__name__ = cls.__name__
+
+    def __call__(self, inputs: Any, model: Any = None) -> Distribution:
+        return self.cls(inputs, model, **self.kwargs)
+
+    def from_logits(self, logits: torch.Tensor) -> Distribution:
+        """Build the distribution from a module output tensor."""
+        return self.cls(logits, None, **self.kwargs)
+
+    def __repr__(self) -> str:
+        return f"<class_object 'rlx.core.distributions.{self.cls.__name__}'>"
+
+
+__all__ = [
+    "Distribution", "Categorical", "MultiCategorical", "DiagGaussian", "SquashedGaussian",
+    "dist_class_for_space", "BoundDistribution",
+]

@@ -1,0 +1,136 @@
+"""Learner: owns a module's optimizer, learning-rate schedule and gradient clipping.
+
+Algorithms subclass it and implement `update_from_batch(batch, timestep) -> metrics`
+with their loss; the shared machinery (optimizer construction from `config.optimizer`,
+lr schedules, `grad_clip` by value/norm/global_norm, state for checkpoints) lives here.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Iterable
+
+import numpy as np
+import torch
+
+from rlx.core.rl_module import RLModule
+from rlx.utils.errors import ConfigError, did_you_mean
+from rlx.utils.schedules import PiecewiseSchedule
+
+_OWN_OPTIMIZERS = ("adam", "adamw", "sgd")
+
+
+def build_optimizer(params: Iterable[torch.nn.Parameter], lr: float, options: dict[str, Any]) -> Any:
+    """Create the optimizer named by `options['type']` (default Adam) with the other keys as kwargs.
+
+    'adam', 'adamw' and 'sgd' use rlx's foreach implementations; any other name is looked
+    up in torch.optim (e.g. 'RMSprop', 'Adagrad').
+    """
+    from rlx.core import optimizers
+
+    options = dict(options or {})
+    name = str(options.pop("type", "adam"))
+    lowered = name.lower()
+    if lowered in _OWN_OPTIMIZERS:
+        cls: Any = optimizers.SGD if lowered == "sgd" else optimizers.Adam
+        if lowered == "adamw":
+            options.setdefault("weight_decay", 0.01)
+            options["decoupled"] = True
+    else:
+        torch_names = {n.lower(): n for n in dir(torch.optim) if n[:1].isupper() and n != "Optimizer"}
+        if lowered not in torch_names:
+            choices = list(_OWN_OPTIMIZERS) + sorted(torch_names.values())
+            raise ConfigError(
+                f"optimizer type '{name}' is unknown.{did_you_mean(name, choices)} "
+                f"Choose one of {', '.join(choices)}."
+            )
+        cls = getattr(torch.optim, torch_names[lowered])
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "params", "lr", "decoupled"}
+    for key in options:
+        if key not in accepted and key != "decoupled":
+            raise ConfigError(
+                f"optimizer option '{key}' is not an argument of the {name} optimizer."
+                f"{did_you_mean(key, accepted)} Accepted: {', '.join(sorted(accepted))}."
+            )
+    if "betas" in options:
+        options["betas"] = tuple(options["betas"])
+    return cls(params, lr=lr, **options)
+
+
+def clip_gradients(params: list[torch.nn.Parameter], grad_clip: float | None, clip_by: str) -> float:
+    """Clip gradients in place; return the global L2 norm before clipping."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return 0.0
+    if grad_clip is None:
+        return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
+    if clip_by == "global_norm":
+        return float(torch.nn.utils.clip_grad_norm_(params, grad_clip))
+    total = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
+    if clip_by == "value":
+        for g in grads:
+            g.clamp_(-grad_clip, grad_clip)
+    elif clip_by == "norm":
+        for g in grads:
+            norm = torch.linalg.vector_norm(g)
+            if norm > grad_clip:
+                g.mul_(grad_clip / (norm + 1e-6))
+    else:
+        raise ConfigError(f"grad_clip_by must be 'value', 'norm' or 'global_norm', got {clip_by!r}.")
+    return total
+
+
+class Learner:
+    """Updates one RLModule from training batches.
+
+    Args:
+        config: the Algorithm's (frozen) config.
+        module: the module to train (shared with the local EnvRunner).
+    """
+
+    def __init__(self, config: Any, module: RLModule):
+        self.config = config
+        self.module = module
+        self.lr_schedule = PiecewiseSchedule(config.lr)
+        self.params = [p for p in module.parameters() if p.requires_grad]
+        self.optimizer = build_optimizer(self.params, self.lr_schedule.value(0), config.optimizer)
+        self.num_grad_updates = 0
+
+    # ------------------------------------------------------------ updates
+
+    def update_from_batch(self, batch: dict[str, np.ndarray], timestep: int) -> dict[str, float]:
+        """Run the algorithm's update on a sampled batch; return scalar metrics."""
+        raise TypeError(f"{type(self).__name__} must implement update_from_batch(batch, timestep)")
+
+    def set_lr_for_timestep(self, timestep: int) -> float:
+        """Apply the lr schedule at `timestep` and return the lr."""
+        lr = self.lr_schedule.value(timestep)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def apply_loss(self, loss: torch.Tensor) -> float:
+        """Backpropagate `loss`, clip gradients and take an optimizer step; return the grad norm."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        norm = clip_gradients(self.params, self.config.grad_clip, self.config.grad_clip_by)
+        self.optimizer.step()
+        self.num_grad_updates += 1
+        return norm
+
+    # ------------------------------------------------------------ weights and state
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """Module weights as NumPy arrays."""
+        return self.module.get_state()
+
+    def set_weights(self, weights: dict[str, Any]) -> None:
+        """Load module weights."""
+        self.module.set_state(weights)
+
+    def get_extra_state(self) -> dict[str, Any]:
+        """Algorithm-specific learner state as JSON-safe values (e.g. PPO's KL coefficient)."""
+        return {"num_grad_updates": self.num_grad_updates}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore get_extra_state()."""
+        self.num_grad_updates = int(state.get("num_grad_updates", 0))

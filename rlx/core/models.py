@@ -1,0 +1,145 @@
+"""Default networks: MLP trunks and the actor-critic RLModule built from `model_config`."""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlx.core.columns import Columns
+from rlx.core.distributions import DiagGaussian, dist_class_for_space
+from rlx.core.rl_module import RLModule
+from rlx.utils.errors import NotSupportedYetError
+
+_ACTIVATIONS = {
+    "tanh": nn.Tanh,
+    "relu": nn.ReLU,
+    "swish": nn.SiLU,
+    "silu": nn.SiLU,
+    "elu": nn.ELU,
+    "linear": None,
+    None: None,
+}
+
+
+def make_mlp(
+    in_dim: int,
+    hiddens: Sequence[int],
+    activation: str | None,
+    out_dim: int | None = None,
+    out_gain: float = 1.0,
+    post_hiddens: Sequence[int] = (),
+    post_activation: str | None = "relu",
+) -> nn.Sequential:
+    """An MLP `in_dim -> hiddens (activation) -> post_hiddens (post_activation) [-> out_dim]`.
+
+    Hidden layers use orthogonal init with gain sqrt(2); the output layer uses `out_gain`
+    (small for policy logits, 1 for values), the initialization PPO is known to like.
+    """
+    layers: list[nn.Module] = []
+    dim = in_dim
+    for sizes, act_name in ((hiddens, activation), (post_hiddens, post_activation)):
+        act = _ACTIVATIONS[act_name]
+        for h in sizes:
+            lin = nn.Linear(dim, h)
+            nn.init.orthogonal_(lin.weight, gain=math.sqrt(2.0))
+            nn.init.zeros_(lin.bias)
+            layers.append(lin)
+            if act is not None:
+                layers.append(act())
+            dim = h
+    if out_dim is not None:
+        lin = nn.Linear(dim, out_dim)
+        nn.init.orthogonal_(lin.weight, gain=out_gain)
+        nn.init.zeros_(lin.bias)
+        layers.append(lin)
+    return nn.Sequential(*layers)
+
+
+def flat_obs_dim(space: gym.Space) -> int:
+    """Input width of an MLP reading (preprocessed) observations of `space`."""
+    if isinstance(space, gym.spaces.Box):
+        return int(np.prod(space.shape))
+    raise NotSupportedYetError(
+        f"observation space {space} as direct model input",
+        "the default MLP reads Box observations; Discrete, Dict and Tuple spaces are preprocessed into one",
+    )
+
+
+class ActorCriticModule(RLModule):
+    """The default module of policy-gradient algorithms: a policy head and a value head.
+
+    With `vf_share_layers=True` both heads sit on one MLP trunk; otherwise the policy and
+    the value function are separate MLPs. For Box actions, `free_log_std=True` makes the
+    log standard deviation a free parameter instead of a network output.
+    """
+
+    def setup(self) -> None:
+        cfg = self.model_config
+        hiddens = cfg.get("fcnet_hiddens", [64, 64])
+        act = cfg.get("fcnet_activation", "tanh")
+        post = cfg.get("post_fcnet_hiddens", [])
+        post_act = cfg.get("post_fcnet_activation", "relu")
+        in_dim = flat_obs_dim(self.observation_space)
+        dist_cls, _ = dist_class_for_space(self.action_space, cfg)
+        out_dim = dist_cls.required_input_dim(self.action_space, cfg)
+        self.free_log_std = bool(cfg.get("free_log_std", False)) and dist_cls is DiagGaussian
+        if cfg.get("free_log_std", False) and dist_cls is not DiagGaussian:
+            raise NotSupportedYetError("model['free_log_std']=True", "it applies to Box action spaces only")
+        pi_out = out_dim // 2 if self.free_log_std else out_dim
+        self.vf_share_layers = bool(cfg.get("vf_share_layers", False))
+        self._flatten = len(self.observation_space.shape) != 1
+        trunk_dim = (list(hiddens) + list(post) or [in_dim])[-1]
+        if self.vf_share_layers:
+            self.encoder = make_mlp(in_dim, hiddens, act, post_hiddens=post, post_activation=post_act)
+            self.pi = make_mlp(trunk_dim, [], None, pi_out, out_gain=0.01)
+            self.vf = None if self.inference_only else make_mlp(trunk_dim, [], None, 1, out_gain=1.0)
+        else:
+            self.encoder = None
+            self.pi = make_mlp(in_dim, hiddens, act, pi_out, out_gain=0.01, post_hiddens=post, post_activation=post_act)
+            self.vf = None if self.inference_only else make_mlp(
+                in_dim, hiddens, act, 1, out_gain=1.0, post_hiddens=post, post_activation=post_act
+            )
+        if self.free_log_std:
+            self.log_std = nn.Parameter(torch.zeros(pi_out))
+
+    def _obs(self, batch: dict[str, Any]) -> torch.Tensor:
+        obs = batch[Columns.OBS]
+        if self._flatten:
+            obs = obs.reshape(obs.shape[0], -1)
+        return obs
+
+    def _pi(self, features: torch.Tensor) -> torch.Tensor:
+        out = self.pi(features)
+        if self.free_log_std:
+            out = torch.cat([out, self.log_std.expand_as(out)], dim=-1)
+        return out
+
+    def forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        obs = self._obs(batch)
+        features = self.encoder(obs) if self.encoder is not None else obs
+        return {Columns.ACTION_DIST_INPUTS: self._pi(features)}
+
+    def forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return self.forward_inference(batch, **kwargs)
+
+    def forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        obs = self._obs(batch)
+        if self.encoder is not None:
+            features = self.encoder(obs)
+            logits = self._pi(features)
+            values = self.vf(features).squeeze(-1)
+        else:
+            logits = self._pi(obs)
+            values = self.vf(obs).squeeze(-1)
+        return {Columns.ACTION_DIST_INPUTS: logits, Columns.VF_PREDS: values}
+
+    def compute_values(self, batch: dict[str, Any]) -> torch.Tensor:
+        """State values V(obs), shape [B]."""
+        obs = self._obs(batch)
+        if self.encoder is not None:
+            obs = self.encoder(obs)
+        return self.vf(obs).squeeze(-1)

@@ -1,0 +1,153 @@
+"""RLModule: the torch.nn.Module that maps observations to action-distribution inputs.
+
+Subclasses build their layers in `setup()` and implement `forward_train` (and, when
+inference differs, `forward_inference` / `forward_exploration`). Every forward method
+takes a dict batch keyed by `Columns` names and returns a dict.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlx.core.columns import Columns
+from rlx.core.distributions import BoundDistribution, dist_class_for_space
+from rlx.utils.errors import ConfigError
+
+
+class RLModule(nn.Module):
+    """Base class of rlx's neural-network modules.
+
+    Args:
+        observation_space: the (preprocessed) observation space the module reads.
+        action_space: the env's action space.
+        model_config: model settings (see rlx.models.MODEL_DEFAULTS).
+        inference_only: build only what inference needs (e.g. no value head).
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space | None = None,
+        action_space: gym.Space | None = None,
+        model_config: dict | None = None,
+        inference_only: bool = False,
+    ):
+        super().__init__()
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.model_config = dict(model_config or {})
+        self.inference_only = inference_only
+        self.setup()
+
+    def setup(self) -> None:
+        """Create the layers (override in subclasses)."""
+
+    # -------------------------------------------------------------- forward passes
+
+    def forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """Forward pass for the loss; must return at least `action_dist_inputs`."""
+        raise TypeError(f"{type(self).__name__} must implement forward_train(batch)")
+
+    def forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """Forward pass while sampling with exploration (defaults to forward_inference)."""
+        return self.forward_inference(batch, **kwargs)
+
+    def forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """Forward pass for acting without exploration (defaults to forward_train)."""
+        return self.forward_train(batch, **kwargs)
+
+    def forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:  # noqa: D102
+        return self.forward_train(batch, **kwargs)
+
+    # -------------------------------------------------------------- distributions
+
+    def get_train_action_dist_cls(self) -> BoundDistribution:
+        """Distribution class built from forward_train's `action_dist_inputs`."""
+        cls, kwargs = dist_class_for_space(self.action_space, self.model_config)
+        return BoundDistribution(cls, **kwargs)
+
+    def get_exploration_action_dist_cls(self) -> BoundDistribution:
+        """Distribution class used while sampling with exploration."""
+        return self.get_train_action_dist_cls()
+
+    def get_inference_action_dist_cls(self) -> BoundDistribution:
+        """Distribution class used for deterministic inference."""
+        return self.get_train_action_dist_cls()
+
+    # -------------------------------------------------------------- state
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """Weights as a flat dict of NumPy arrays."""
+        return {k: v.detach().cpu().numpy().copy() for k, v in self.state_dict().items()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Load weights from a flat dict of arrays or tensors (shapes must match)."""
+        own = self.state_dict()
+        missing = sorted(set(own) - set(state))
+        unexpected = sorted(set(state) - set(own))
+        if missing or unexpected:
+            raise ValueError(
+                f"Weights do not match {type(self).__name__}: missing {missing or 'none'}, "
+                f"unexpected {unexpected or 'none'}."
+            )
+        tensors = {}
+        for k, v in state.items():
+            t = torch.as_tensor(np.asarray(v)) if not isinstance(v, torch.Tensor) else v
+            if tuple(t.shape) != tuple(own[k].shape):
+                raise ValueError(f"Weight '{k}' has shape {tuple(t.shape)}, the module expects {tuple(own[k].shape)}.")
+            tensors[k] = t
+        with torch.no_grad():
+            self.load_state_dict(tensors)
+
+    @property
+    def has_value_function(self) -> bool:
+        """Whether `compute_values` is available."""
+        return hasattr(self, "compute_values")
+
+    def output_specs_inference(self) -> list[str]:
+        """Keys forward_inference returns."""
+        return [Columns.ACTION_DIST_INPUTS]
+
+
+@dataclasses.dataclass
+class RLModuleSpec:
+    """Recipe for an RLModule: its class, spaces and model config.
+
+    Spaces left as None are filled in from the environment when the Algorithm builds.
+    """
+
+    module_class: type[RLModule] | None = None
+    observation_space: gym.Space | None = None
+    action_space: gym.Space | None = None
+    model_config: dict | None = None
+    inference_only: bool = False
+
+    def build(self) -> RLModule:
+        """Instantiate the module."""
+        if self.module_class is None:
+            raise ConfigError("RLModuleSpec.module_class is not set.")
+        if self.observation_space is None or self.action_space is None:
+            raise ConfigError("RLModuleSpec needs observation_space and action_space to build a module.")
+        if not (isinstance(self.module_class, type) and issubclass(self.module_class, RLModule)):
+            raise ConfigError(
+                f"RLModuleSpec.module_class must be a subclass of rlx.core.rl_module.RLModule, got {self.module_class!r}."
+            )
+        return self.module_class(
+            observation_space=self.observation_space,
+            action_space=self.action_space,
+            model_config=self.model_config,
+            inference_only=self.inference_only,
+        )
+
+    # Older name used by RLlib's docs.
+    @property
+    def model_config_dict(self) -> dict | None:
+        """Old name of model_config."""
+        return self.model_config
+
+
+SingleAgentRLModuleSpec = RLModuleSpec

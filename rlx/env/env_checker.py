@@ -1,0 +1,168 @@
+"""Checks that an env follows the Gymnasium API, with errors that name the problem and the fix.
+
+Also wraps envs written against the old gym API (reset() -> obs, step() -> 4-tuple) when
+`auto_wrap_old_gym_envs=True`.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from rlx.utils.errors import EnvError
+
+_DISABLE_HINT = " (Turn these checks off with config.environment(disable_env_checking=True).)"
+
+
+class OldGymEnvCompatibility(gym.Env):
+    """Adapts an env with the pre-0.26 gym API to Gymnasium's reset/step signatures."""
+
+    def __init__(self, env: Any):
+        self.env = env
+        self.observation_space = convert_space(env.observation_space)
+        self.action_space = convert_space(env.action_space)
+        self.metadata = getattr(env, "metadata", {})
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        if seed is not None and hasattr(self.env, "seed"):
+            self.env.seed(seed)
+        out = self.env.reset()
+        if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict):
+            return out
+        return out, {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        obs, reward, done, info = self.env.step(action)
+        info = dict(info or {})
+        truncated = bool(info.pop("TimeLimit.truncated", False))
+        return obs, reward, bool(done) and not truncated, truncated, info
+
+    def render(self) -> Any:
+        return self.env.render()
+
+    def close(self) -> None:
+        if hasattr(self.env, "close"):
+            self.env.close()
+
+    @property
+    def unwrapped(self) -> Any:
+        return getattr(self.env, "unwrapped", self.env)
+
+
+def convert_space(space: Any) -> gym.Space:
+    """Convert an old `gym` space (or a Gymnasium one) to a Gymnasium space."""
+    if isinstance(space, gym.spaces.Space):
+        return space
+    name = type(space).__name__
+    try:
+        if name == "Box":
+            return gym.spaces.Box(space.low, space.high, space.shape, space.dtype)
+        if name == "Discrete":
+            return gym.spaces.Discrete(int(space.n))
+        if name == "MultiDiscrete":
+            return gym.spaces.MultiDiscrete(space.nvec)
+        if name == "MultiBinary":
+            return gym.spaces.MultiBinary(space.n)
+        if name == "Tuple":
+            return gym.spaces.Tuple([convert_space(s) for s in space.spaces])
+        if name == "Dict":
+            return gym.spaces.Dict({k: convert_space(s) for k, s in space.spaces.items()})
+    except Exception as err:  # pragma: no cover - defensive
+        raise EnvError(f"Could not convert space {space!r} to a gymnasium space: {err}") from err
+    raise EnvError(f"{space!r} is not a gymnasium.spaces.Space; define your env's spaces with gymnasium.spaces.")
+
+
+def _is_old_api_reset(out: Any) -> bool:
+    return not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict))
+
+
+def _describe(obs: Any) -> str:
+    if isinstance(obs, np.ndarray):
+        return f"array of shape {obs.shape} and dtype {obs.dtype}"
+    return f"{type(obs).__name__} {obs!r}"[:200]
+
+
+def _check_in_space(obs: Any, space: gym.Space, where: str) -> None:
+    try:
+        ok = space.contains(obs)
+    except Exception:
+        ok = False
+    if not ok:
+        hint = ""
+        if isinstance(space, gym.spaces.Box) and isinstance(obs, np.ndarray):
+            if obs.shape != space.shape:
+                hint = f" The shapes differ: {obs.shape} vs {space.shape}."
+            elif obs.dtype != space.dtype:
+                hint = f" The dtypes differ: {obs.dtype} vs {space.dtype} (cast with .astype({space.dtype}))."
+            else:
+                hint = " Some values are outside the space's low/high bounds."
+        raise EnvError(
+            f"The observation returned by {where} is not in the env's observation_space: got "
+            f"{_describe(obs)}, observation_space is {space}.{hint}{_DISABLE_HINT}"
+        )
+
+
+def check_env(env: Any, auto_wrap_old_gym_envs: bool = True, seed: int | None = None) -> Any:
+    """Validate spaces and the reset/step signatures of `env`; return the env (wrapped if old-API).
+
+    Raises EnvError naming the first problem found.
+    """
+    for attr in ("observation_space", "action_space"):
+        if not hasattr(env, attr):
+            raise EnvError(f"The env {type(env).__name__} has no `{attr}` attribute; set it in __init__.{_DISABLE_HINT}")
+    old_spaces = not isinstance(env.observation_space, gym.spaces.Space) or not isinstance(
+        env.action_space, gym.spaces.Space
+    )
+    if old_spaces and not auto_wrap_old_gym_envs:
+        raise EnvError(
+            f"The env {type(env).__name__} uses spaces that are not gymnasium.spaces "
+            f"({type(env.observation_space).__module__}); switch to gymnasium or set auto_wrap_old_gym_envs=True."
+        )
+    try:
+        out = env.reset(seed=seed) if not old_spaces else env.reset()
+    except TypeError as err:
+        if "seed" not in str(err) and "options" not in str(err):
+            raise
+        out = env.reset()
+        old_spaces = True
+    if old_spaces or _is_old_api_reset(out):
+        if not auto_wrap_old_gym_envs:
+            raise EnvError(
+                f"{type(env).__name__}.reset() returned {_describe(out)}, but the Gymnasium API returns (obs, info). "
+                "Upgrade the env to gymnasium's reset(*, seed=None, options=None) -> (obs, info) and "
+                "step() -> (obs, reward, terminated, truncated, info), or set "
+                "config.environment(auto_wrap_old_gym_envs=True)."
+            )
+        env = OldGymEnvCompatibility(env)
+        out = env.reset(seed=seed)
+    obs, info = out
+    if not isinstance(info, dict):
+        raise EnvError(f"{type(env).__name__}.reset() must return (obs, info) with info a dict, got info={info!r}.")
+    _check_in_space(obs, env.observation_space, "reset()")
+    action = env.action_space.sample()
+    result = env.step(action)
+    if not isinstance(result, tuple) or len(result) != 5:
+        n = len(result) if isinstance(result, tuple) else "a non-tuple"
+        raise EnvError(
+            f"{type(env).__name__}.step() returned {n} values; the Gymnasium API returns 5: "
+            "(obs, reward, terminated, truncated, info). An old-gym env returning (obs, reward, done, info) "
+            "is wrapped automatically only if its reset() also uses the old API."
+        )
+    obs, reward, terminated, truncated, info = result
+    _check_in_space(obs, env.observation_space, "step()")
+    if isinstance(reward, (bool, np.bool_)) or not isinstance(reward, (numbers.Real, np.number)):
+        if not (isinstance(reward, np.ndarray) and reward.shape == ()):
+            raise EnvError(
+                f"{type(env).__name__}.step() returned reward {reward!r} ({type(reward).__name__}); "
+                f"it must be a single number.{_DISABLE_HINT}"
+            )
+    for name, flag in (("terminated", terminated), ("truncated", truncated)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise EnvError(
+                f"{type(env).__name__}.step() returned {name}={flag!r} ({type(flag).__name__}); it must be a bool."
+            )
+    if not isinstance(info, dict):
+        raise EnvError(f"{type(env).__name__}.step() must return a dict as info, got {info!r}.")
+    return env

@@ -1,0 +1,480 @@
+"""SingleAgentEnvRunner: steps a vector of envs with one module and returns time-major batches.
+
+`sample()` returns a dict of NumPy arrays shaped [T, B, ...] (T steps of B sub-envs)
+with the columns of `rlx.core.columns.Columns`. Completed-episode statistics are kept
+until `get_metrics()` collects them.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlx.core.columns import Columns
+from rlx.core.rl_module import RLModule, RLModuleSpec
+from rlx.env.env_checker import OldGymEnvCompatibility, check_env
+from rlx.env.env_context import EnvContext
+from rlx.env.registry import make_env_creator
+from rlx.env.vector_env import VectorEnv
+from rlx.models.preprocessors import NoPreprocessor, Preprocessor, get_preprocessor
+from rlx.utils.errors import EnvError
+from rlx.utils.filters import make_filter
+
+
+def _worker_seed(seed: int | None, worker_index: int) -> int | None:
+    return None if seed is None else int(seed) + 1000 * int(worker_index)
+
+
+class ActionAdapter:
+    """Maps module actions to env actions: unsquash from [-1, 1] (normalize_actions) and clip."""
+
+    def __init__(self, action_space: gym.Space, normalize: bool, clip: bool):
+        self.space = action_space
+        self.is_box = isinstance(action_space, gym.spaces.Box)
+        self.is_discrete = isinstance(action_space, gym.spaces.Discrete)
+        self.discrete_start = int(action_space.start) if self.is_discrete else 0
+        self.normalize = False
+        self.clip = False
+        if self.is_box:
+            finite = bool(np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high)))
+            self.normalize = normalize and finite
+            self.clip = clip or self.normalize
+            self.low = action_space.low.astype(np.float64)
+            self.high = action_space.high.astype(np.float64)
+
+    def to_env(self, actions: np.ndarray) -> Any:
+        """Env actions for a batch of module actions; a list for Discrete spaces."""
+        if self.is_discrete:
+            if self.discrete_start:
+                return (actions + self.discrete_start).tolist()
+            return actions.tolist()
+        if not self.is_box:
+            return actions
+        out = actions
+        if self.normalize:
+            out = self.low + (out + 1.0) * 0.5 * (self.high - self.low)
+        if self.clip:
+            out = np.clip(out, self.low, self.high)
+        return out.astype(self.space.dtype, copy=False)
+
+
+class SingleAgentEnvRunner:
+    """Samples experience from `num_envs_per_env_runner` copies of the env with one RLModule.
+
+    Args:
+        config: the (frozen) AlgorithmConfig.
+        worker_index: 0 for the local runner in the driver, 1..N for remote runners.
+        num_workers: total number of remote runners.
+        module_spec: the RLModuleSpec to build the module from (spaces filled from the env).
+        module: an existing module to use instead (shared with the local Learner).
+    """
+
+    def __init__(
+        self,
+        config: Any,
+        worker_index: int = 0,
+        num_workers: int = 0,
+        module_spec: RLModuleSpec | None = None,
+        module: RLModule | None = None,
+    ):
+        self.config = config
+        self.worker_index = worker_index
+        self.num_workers = num_workers
+        self._seed = _worker_seed(config.seed, worker_index)
+        self._make_env, self.env_name = make_env_creator(config.env)
+        self.env = VectorEnv(self._create_envs())
+        self.num_envs = self.env.num_envs
+        self.observation_space = config.observation_space or self.env.observation_space
+        self.action_space = config.action_space or self.env.action_space
+        self.preprocessor = self._make_preprocessor(self.observation_space)
+        self.filter = make_filter(config.observation_filter, self.preprocessor.shape)
+        self.module_observation_space = self.preprocessor.observation_space
+        self.actions = ActionAdapter(self.action_space, config.normalize_actions, config.clip_actions)
+        self.module = module if module is not None else self._build_module(module_spec)
+        self._dist_cls = self.module.get_exploration_action_dist_cls()
+        self._inference_dist_cls = self.module.get_inference_action_dist_cls()
+        self._generator = torch.Generator()
+        self._generator.manual_seed(self._seed if self._seed is not None else int(torch.seed() % (2**31)))
+        self._needs_reset = True
+        self._needs_seed = True
+        self._obs_shape = self.preprocessor.shape
+        self._raw_obs = np.zeros((self.num_envs,) + self._obs_shape, dtype=np.float32)
+        self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
+        self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
+        self._at_boundary = np.ones(self.num_envs, dtype=bool)
+        self._done_returns: list[float] = []
+        self._done_lengths: list[int] = []
+        self._steps_since_metrics = 0
+        self.num_env_steps_sampled_lifetime = 0
+        self._policy_view = None
+
+    # ------------------------------------------------------------------ setup
+
+    def _create_envs(self) -> list[Any]:
+        cfg = self.config
+        envs = []
+        wrap_old = False
+        for i in range(cfg.num_envs_per_env_runner):
+            ctx = EnvContext(
+                cfg.env_config,
+                worker_index=self.worker_index,
+                vector_index=i,
+                remote=self.worker_index > 0,
+                num_workers=self.num_workers,
+            )
+            try:
+                env = self._make_env(ctx)
+            except EnvError:
+                raise
+            except Exception as err:
+                raise EnvError(
+                    f"Creating env '{self.env_name}' (worker_index={self.worker_index}, vector_index={i}) "
+                    f"failed: {type(err).__name__}: {err}"
+                ) from err
+            if i == 0 and not cfg.disable_env_checking:
+                checked = check_env(env, cfg.auto_wrap_old_gym_envs, seed=self._seed)
+                wrap_old = isinstance(checked, OldGymEnvCompatibility)
+                env = checked
+            elif wrap_old:
+                env = OldGymEnvCompatibility(env)
+            envs.append(env)
+        return envs
+
+    def _make_preprocessor(self, space: gym.Space) -> Preprocessor:
+        cfg = self.config
+        if cfg.preprocessor_pref is None or cfg._disable_preprocessor_api:
+            if not isinstance(space, gym.spaces.Box):
+                raise EnvError(
+                    f"Observation space {space} needs a preprocessor (one-hot or flattening), but preprocessing "
+                    "is disabled (preprocessor_pref=None or _disable_preprocessor_api=True)."
+                )
+            return NoPreprocessor(space, cfg.model)
+        return get_preprocessor(space)(space, cfg.model)
+
+    def _build_module(self, spec: RLModuleSpec | None) -> RLModule:
+        if spec is None:
+            raise ValueError("SingleAgentEnvRunner needs a module_spec or a module.")
+        spec = RLModuleSpec(
+            module_class=spec.module_class,
+            observation_space=spec.observation_space or self.module_observation_space,
+            action_space=spec.action_space or self.action_space,
+            model_config=spec.model_config if spec.model_config is not None else self.config.model,
+            inference_only=spec.inference_only,
+        )
+        ctx = torch.random.fork_rng(devices=[]) if self.config.seed is not None else contextlib.nullcontext()
+        with ctx:
+            if self.config.seed is not None:
+                torch.manual_seed(int(self.config.seed))
+            return spec.build()
+
+    # ------------------------------------------------------------------ sampling
+
+    def _reset_all(self) -> None:
+        for i, env in enumerate(self.env.envs):
+            seed = None
+            if self._seed is not None and self._needs_seed:
+                seed = self._seed + i
+            obs, _ = env.reset(seed=seed)
+            self._write_obs(obs, self._raw_obs, i)
+        self._needs_seed = False
+        self._ep_return[:] = 0.0
+        self._ep_len[:] = 0
+        self._at_boundary[:] = True
+        self._needs_reset = False
+
+    def _write_obs(self, obs: Any, out: np.ndarray, i: int) -> None:
+        if type(self.preprocessor) is NoPreprocessor:
+            out[i] = obs
+        else:
+            out[i] = self.preprocessor.transform(obs)
+
+    def _policy_obs(self) -> np.ndarray:
+        if self.filter.is_identity:
+            return self._raw_obs
+        return self.filter.apply_batch(self._raw_obs, update=False)
+
+    def sample(
+        self,
+        num_timesteps: int | None = None,
+        num_episodes: int | None = None,
+        explore: bool | None = None,
+        random_actions: bool = False,
+        force_reset: bool = False,
+    ) -> dict[str, np.ndarray]:
+        """Step the envs and return a time-major batch.
+
+        With `num_timesteps` (default: rollout_fragment_length per sub-env) each sub-env
+        takes ceil(num_timesteps / num_envs) steps; with batch_mode='complete_episodes'
+        the envs then run on until their episodes end. With `num_episodes`, sampling
+        starts fresh episodes and stops once that many have completed. Rows that belong
+        to no collected step are marked False in the `valid` column (present only then).
+        """
+        explore = self.config.explore if explore is None else bool(explore)
+        B = self.num_envs
+        complete = self.config.batch_mode == "complete_episodes"
+        if num_episodes is not None:
+            self._reset_all()
+            return self._run(steps_per_env=None, num_episodes=int(num_episodes), explore=explore,
+                             random_actions=random_actions, complete=True)
+        if num_timesteps is None:
+            steps_per_env = self.config.get_rollout_fragment_length(self.worker_index)
+        else:
+            steps_per_env = max(1, math.ceil(num_timesteps / B))
+        if self._needs_reset or force_reset or (complete and not self._at_boundary.all()):
+            self._reset_all()
+        return self._run(steps_per_env, None, explore, random_actions, complete)
+
+    def _alloc(self, T: int) -> dict[str, np.ndarray]:
+        B = self.num_envs
+        act_shape = self.action_space.shape or ()
+        act_dtype = np.int64 if isinstance(self.action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)) else np.float32
+        return {
+            Columns.OBS: np.zeros((T, B) + self._obs_shape, dtype=np.float32),
+            Columns.NEXT_OBS: np.zeros((T, B) + self._obs_shape, dtype=np.float32),
+            Columns.ACTIONS: np.zeros((T, B) + tuple(act_shape), dtype=act_dtype),
+            Columns.REWARDS: np.zeros((T, B), dtype=np.float32),
+            Columns.TERMINATEDS: np.zeros((T, B), dtype=bool),
+            Columns.TRUNCATEDS: np.zeros((T, B), dtype=bool),
+            Columns.ACTION_LOGP: np.zeros((T, B), dtype=np.float32),
+            Columns.VALID: np.zeros((T, B), dtype=bool),
+        }
+
+    @staticmethod
+    def _grow(buf: dict[str, np.ndarray], T_new: int) -> dict[str, np.ndarray]:
+        out = {}
+        for k, v in buf.items():
+            grown = np.zeros((T_new,) + v.shape[1:], dtype=v.dtype)
+            grown[: v.shape[0]] = v
+            out[k] = grown
+        return out
+
+    @torch.inference_mode()
+    def _act(self, obs: np.ndarray, explore: bool, random_actions: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Actions, their log-probabilities and the distribution inputs for a batch of observations."""
+        out = self.module.forward_exploration({Columns.OBS: torch.from_numpy(obs)}) if explore else \
+            self.module.forward_inference({Columns.OBS: torch.from_numpy(obs)})
+        dist_inputs = out[Columns.ACTION_DIST_INPUTS]
+        if random_actions:
+            acts = np.stack([self.action_space.sample() for _ in range(obs.shape[0])])
+            return acts, np.zeros(obs.shape[0], np.float32), dist_inputs.numpy()
+        if explore:
+            dist = self._dist_cls.from_logits(dist_inputs)
+            actions = dist.sample(self._generator)
+            logp = dist.logp(actions)
+        else:
+            dist = self._inference_dist_cls.from_logits(dist_inputs)
+            actions = dist.deterministic_sample()
+            logp = torch.zeros(actions.shape[0])
+        return actions.numpy(), logp.numpy(), dist_inputs.numpy()
+
+    def _run(
+        self,
+        steps_per_env: int | None,
+        num_episodes: int | None,
+        explore: bool,
+        random_actions: bool,
+        complete: bool,
+    ) -> dict[str, np.ndarray]:
+        B = self.num_envs
+        envs = self.env.envs
+        T_cap = steps_per_env if steps_per_env is not None else 256
+        buf = self._alloc(T_cap)
+        dist_buf: np.ndarray | None = None
+        direct = type(self.preprocessor) is NoPreprocessor
+        identity_filter = self.filter.is_identity
+        prep = self.preprocessor
+        raw = self._raw_obs
+        active = list(range(B))
+        episodes_started = B if num_episodes is not None else 0
+        episodes_done = 0
+        t = 0
+        while True:
+            if t >= T_cap:
+                T_cap *= 2
+                buf = self._grow(buf, T_cap)
+                if dist_buf is not None:
+                    grown = np.zeros((T_cap,) + dist_buf.shape[1:], dtype=np.float32)
+                    grown[: dist_buf.shape[0]] = dist_buf
+                    dist_buf = grown
+            obs_t = buf[Columns.OBS][t]
+            if identity_filter:
+                obs_t[:] = raw
+            else:
+                self.filter.update(raw[active])
+                obs_t[:] = self.filter.apply_batch(raw, update=False)
+            actions, logp, dist_inputs = self._act(obs_t, explore, random_actions)
+            if dist_buf is None:
+                dist_buf = np.zeros((T_cap, B) + dist_inputs.shape[1:], dtype=np.float32)
+            dist_buf[t] = dist_inputs
+            buf[Columns.ACTIONS][t] = actions
+            buf[Columns.ACTION_LOGP][t] = logp
+            env_actions = self.actions.to_env(actions)
+            rew_t = buf[Columns.REWARDS][t]
+            term_t = buf[Columns.TERMINATEDS][t]
+            trunc_t = buf[Columns.TRUNCATEDS][t]
+            next_t = buf[Columns.NEXT_OBS][t]
+            valid_t = buf[Columns.VALID][t]
+            finished = []
+            for i in active:
+                try:
+                    obs, r, te, tr, _ = envs[i].step(env_actions[i])
+                except Exception as err:
+                    raise EnvError(
+                        f"env.step() of sub-env {i} on EnvRunner {self.worker_index} raised "
+                        f"{type(err).__name__}: {err}"
+                    ) from err
+                rew_t[i] = r
+                valid_t[i] = True
+                if direct:
+                    next_t[i] = obs
+                else:
+                    next_t[i] = prep.transform(obs)
+                if te or tr:
+                    term_t[i] = te
+                    trunc_t[i] = tr
+                    finished.append(i)
+                    obs, _ = envs[i].reset()
+                    if direct:
+                        raw[i] = obs
+                    else:
+                        raw[i] = prep.transform(obs)
+                else:
+                    raw[i] = next_t[i]
+            if not identity_filter:
+                next_t[:] = self.filter.apply_batch(next_t, update=False)
+            n_active = len(active)
+            self._ep_return[active] += rew_t[active]
+            self._ep_len[active] += 1
+            self._at_boundary[active] = False
+            self.num_env_steps_sampled_lifetime += n_active
+            self._steps_since_metrics += n_active
+            t += 1
+            if finished:
+                for i in finished:
+                    self._done_returns.append(float(self._ep_return[i]))
+                    self._done_lengths.append(int(self._ep_len[i]))
+                self._ep_return[finished] = 0.0
+                self._ep_len[finished] = 0
+                self._at_boundary[finished] = True
+                episodes_done += len(finished)
+            # Decide which envs keep stepping.
+            if num_episodes is not None:
+                if finished:
+                    keep = []
+                    for i in active:
+                        if i in finished:
+                            if episodes_started < num_episodes:
+                                episodes_started += 1
+                                keep.append(i)
+                        else:
+                            keep.append(i)
+                    active = keep
+                if episodes_done >= num_episodes or not active:
+                    break
+            elif t >= steps_per_env:
+                if not complete:
+                    break
+                active = [i for i in active if not self._at_boundary[i]]
+                if not active:
+                    break
+        batch = {k: v[:t] for k, v in buf.items()}
+        batch[Columns.ACTION_DIST_INPUTS] = dist_buf[:t]
+        if num_episodes is None and not complete:
+            del batch[Columns.VALID]
+        self._clip_rewards(batch[Columns.REWARDS])
+        return batch
+
+    def _clip_rewards(self, rewards: np.ndarray) -> None:
+        clip = self.config.clip_rewards
+        if clip is None:
+            clip = bool(self.config.is_atari)
+        if clip is True:
+            np.sign(rewards, out=rewards)
+        elif clip is False:
+            return
+        elif isinstance(clip, tuple):
+            np.clip(rewards, clip[0], clip[1], out=rewards)
+        else:
+            np.clip(rewards, -clip, clip, out=rewards)
+
+    # ------------------------------------------------------------------ metrics and state
+
+    def get_metrics(self) -> dict[str, Any]:
+        """Completed episodes (returns, lengths) and steps since the last call; resets them."""
+        out = {
+            "episode_returns": self._done_returns,
+            "episode_lengths": self._done_lengths,
+            "num_env_steps_sampled": self._steps_since_metrics,
+        }
+        self._done_returns, self._done_lengths = [], []
+        self._steps_since_metrics = 0
+        return out
+
+    def get_weights(self, policies: list[str] | None = None) -> dict[str, np.ndarray]:
+        """Module weights as NumPy arrays."""
+        return self.module.get_state()
+
+    def set_weights(self, weights: dict[str, Any], global_vars: dict | None = None) -> None:
+        """Load module weights."""
+        self.module.set_state(weights)
+
+    def get_state(self) -> dict[str, Any]:
+        """Serializable runner state: observation filter and sampling counters."""
+        return {
+            "filter": self.filter.get_state(),
+            "num_env_steps_sampled_lifetime": int(self.num_env_steps_sampled_lifetime),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore from get_state()."""
+        self.filter.set_state(state["filter"])
+        self.num_env_steps_sampled_lifetime = int(state.get("num_env_steps_sampled_lifetime", 0))
+
+    def foreach_env(self, func: Callable[[Any], Any]) -> list[Any]:
+        """Apply `func` to every sub-environment."""
+        return self.env.foreach_env(func)
+
+    def foreach_env_with_context(self, func: Callable[[Any, EnvContext], Any]) -> list[Any]:
+        """Apply `func(env, env_context)` to every sub-environment."""
+        return [
+            func(env, EnvContext(self.config.env_config, self.worker_index, i, self.worker_index > 0, self.num_workers))
+            for i, env in enumerate(self.env.envs)
+        ]
+
+    # ------------------------------------------------------------------ old API
+
+    def get_policy(self, policy_id: str = "default_policy") -> Any:
+        """The Policy view of this runner's module (old API)."""
+        if policy_id != "default_policy":
+            raise KeyError(f"Unknown policy '{policy_id}'; this single-agent runner has only 'default_policy'.")
+        if self._policy_view is None:
+            from rlx.policy.policy import Policy
+
+            self._policy_view = Policy.from_env_runner(self)
+        return self._policy_view
+
+    @property
+    def policy_map(self) -> dict[str, Any]:
+        """{'default_policy': Policy} (old API)."""
+        return {"default_policy": self.get_policy()}
+
+    @property
+    def preprocessors(self) -> dict[str, Preprocessor]:
+        """{'default_policy': preprocessor} (old API)."""
+        return {"default_policy": self.preprocessor}
+
+    @property
+    def filters(self) -> dict[str, Any]:
+        """{'default_policy': observation filter} (old API)."""
+        return {"default_policy": self.filter}
+
+    def stop(self) -> None:
+        """Close the envs."""
+        self.env.close()
+
+
+EnvRunner = SingleAgentEnvRunner

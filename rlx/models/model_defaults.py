@@ -1,0 +1,93 @@
+"""MODEL_DEFAULTS: the keys of the `model` (a.k.a. `model_config`) dict and their defaults."""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from rlx.utils.errors import ConfigError, NotSupportedYetError, did_you_mean
+
+MODEL_DEFAULTS: dict[str, Any] = {
+    # Fully connected encoder and heads (the default MLP).
+    "fcnet_hiddens": [64, 64],
+    "fcnet_activation": "tanh",
+    "post_fcnet_hiddens": [],
+    "post_fcnet_activation": "relu",
+    "free_log_std": False,
+    "log_std_clip_param": 20.0,
+    "vf_share_layers": False,
+    "no_final_linear": False,
+    # Convolutional encoder (images).
+    "conv_filters": None,
+    "conv_activation": "relu",
+    # Recurrent / attention wrappers.
+    "use_lstm": False,
+    "max_seq_len": 20,
+    "lstm_cell_size": 256,
+    "lstm_use_prev_action": False,
+    "lstm_use_prev_reward": False,
+    "use_attention": False,
+    # Image preprocessing (GenericPixelPreprocessor).
+    "dim": 84,
+    "grayscale": False,
+    "zero_mean": True,
+    "framestack": True,
+    # Custom extensions of the old ModelV2 API.
+    "custom_model": None,
+    "custom_model_config": {},
+    "custom_action_dist": None,
+    "custom_preprocessor": None,
+}
+
+ACTIVATIONS = ("tanh", "relu", "swish", "silu", "elu", "linear", None)
+
+# Keys whose feature is not built yet: they accept only their default.
+_LATER = {
+    "conv_filters": "CNN encoders for image observations",
+    "use_lstm": "recurrent (LSTM) models",
+    "use_attention": "attention models",
+    "no_final_linear": "models without a final linear layer",
+    "custom_model": "custom ModelV2 classes (use rl_module(rl_module_spec=...) for a custom RLModule)",
+    "custom_action_dist": "custom action distributions",
+    "custom_preprocessor": "custom preprocessors",
+}
+
+
+def _check_hiddens(key: str, value: Any) -> list[int]:
+    if not isinstance(value, (list, tuple)) or not all(
+        isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in value
+    ):
+        raise ConfigError(f"model['{key}'] must be a list of positive layer sizes, got {value!r}.")
+    return list(value)
+
+
+def merge_model_config(base: dict[str, Any] | None, update: dict[str, Any]) -> dict[str, Any]:
+    """Return `base` (MODEL_DEFAULTS when None) updated with `update`, validating every key."""
+    merged = copy.deepcopy(MODEL_DEFAULTS if base is None else base)
+    for key, value in update.items():
+        if key not in MODEL_DEFAULTS:
+            raise ConfigError(
+                f"Unknown model config key '{key}'.{did_you_mean(key, MODEL_DEFAULTS)} "
+                f"Known keys: {', '.join(sorted(MODEL_DEFAULTS))}."
+            )
+        if key in ("fcnet_hiddens", "post_fcnet_hiddens"):
+            value = _check_hiddens(key, value)
+        elif key in ("fcnet_activation", "post_fcnet_activation", "conv_activation"):
+            if value not in ACTIVATIONS:
+                raise ConfigError(
+                    f"model['{key}'] must be one of {', '.join(map(repr, ACTIVATIONS))}; got {value!r}."
+                )
+        elif key in ("free_log_std", "vf_share_layers", "grayscale", "zero_mean", "framestack"):
+            if not isinstance(value, bool):
+                raise ConfigError(f"model['{key}'] must be True or False, got {value!r}.")
+        elif key in ("max_seq_len", "lstm_cell_size", "dim"):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"model['{key}'] must be a positive integer, got {value!r}.")
+        elif key == "log_std_clip_param":
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigError(f"model['{key}'] must be a positive number, got {value!r}.")
+        elif key == "custom_model_config" and not isinstance(value, dict):
+            raise ConfigError(f"model['custom_model_config'] must be a dict, got {value!r}.")
+        if key in _LATER and value != MODEL_DEFAULTS[key]:
+            raise NotSupportedYetError(f"model['{key}']", _LATER[key])
+        merged[key] = copy.deepcopy(value)
+    return merged

@@ -1,0 +1,225 @@
+"""Policy: the old API's view of an EnvRunner's module, preprocessor and observation filter.
+
+`algo.get_policy()` and `worker.policy_map["default_policy"]` return this view. It does
+not own weights: it reads and writes the module the EnvRunner (and the local Learner)
+use, so `policy.set_weights(w)` changes what is trained and sampled.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlx.core.columns import Columns
+
+
+class ModelView:
+    """Callable like an old ModelV2: `logits, state = model({"obs": batch})`, then `value_function()`."""
+
+    def __init__(self, module: Any):
+        self.module = module
+        self._last_values: torch.Tensor | None = None
+
+    def __call__(self, input_dict: dict[str, Any], state: list | None = None, seq_lens: Any = None) -> tuple[torch.Tensor, list]:
+        obs = input_dict["obs"] if isinstance(input_dict, dict) else input_dict
+        obs_t = obs if isinstance(obs, torch.Tensor) else torch.as_tensor(np.asarray(obs, dtype=np.float32))
+        if obs_t.dtype != torch.float32:
+            obs_t = obs_t.float()
+        batch = {Columns.OBS: obs_t}
+        if getattr(self.module, "has_value_function", False) and getattr(self.module, "vf", True) is not None:
+            out = self.module.forward_train(batch)
+            self._last_values = out.get(Columns.VF_PREDS)
+        else:
+            out = self.module.forward_inference(batch)
+            self._last_values = None
+        return out[Columns.ACTION_DIST_INPUTS], []
+
+    from_batch = __call__
+
+    def value_function(self) -> torch.Tensor:
+        """Values of the observations of the most recent forward pass, shape [B]."""
+        if self._last_values is None:
+            raise ValueError("value_function() needs a forward pass first (and a module with a value head).")
+        return self._last_values
+
+    def parameters(self) -> list[torch.nn.Parameter]:
+        """The module's parameters."""
+        return list(self.module.parameters())
+
+    variables = parameters
+    trainable_variables = parameters
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The module's state_dict."""
+        return self.module.state_dict()
+
+    @property
+    def base_model(self) -> Any:
+        """The underlying torch module."""
+        return self.module
+
+    def __repr__(self) -> str:
+        return f"ModelView({self.module!r})"
+
+
+class Policy:
+    """Acting and weight access for one module, as the old Policy API offered."""
+
+    def __init__(self, module: Any, preprocessor: Any, obs_filter: Any, action_adapter_factory: Any,
+                 config: Any, observation_space: Any, action_space: Any, generator: torch.Generator | None = None):
+        self.module = module
+        self.preprocessor = preprocessor
+        self.filter = obs_filter
+        self._adapter_factory = action_adapter_factory
+        self._adapters: dict[tuple[bool, bool], Any] = {}
+        self.config = config
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self._generator = generator
+        self.model = ModelView(module)
+
+    @classmethod
+    def from_env_runner(cls, runner: Any) -> "Policy":
+        """The view of a SingleAgentEnvRunner's module."""
+        from rlx.env.env_runner import ActionAdapter
+
+        return cls(
+            module=runner.module,
+            preprocessor=runner.preprocessor,
+            obs_filter=runner.filter,
+            action_adapter_factory=lambda normalize, clip: ActionAdapter(runner.action_space, normalize, clip),
+            config=runner.config,
+            observation_space=runner.observation_space,
+            action_space=runner.action_space,
+            generator=runner._generator,
+        )
+
+    @property
+    def dist_class(self) -> Any:
+        """Distribution class: `policy.dist_class(logits, policy.model)`."""
+        return self.module.get_train_action_dist_cls()
+
+    # ------------------------------------------------------------------ acting
+
+    def _prepare(self, observations: list[Any]) -> np.ndarray:
+        rows = [np.asarray(self.preprocessor.transform(o), dtype=np.float32) for o in observations]
+        batch = np.stack(rows) if rows else np.zeros((0,) + self.preprocessor.shape, np.float32)
+        return self.filter.apply_batch(batch, update=False)
+
+    def _adapter(self, unsquash: bool | None, clip: bool | None) -> Any:
+        key = (self.config.normalize_actions if unsquash is None else bool(unsquash),
+               self.config.clip_actions if clip is None else bool(clip))
+        if key not in self._adapters:
+            self._adapters[key] = self._adapter_factory(*key)
+        return self._adapters[key]
+
+    @torch.no_grad()
+    def _act(self, obs: np.ndarray, explore: bool | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        explore = self.config.explore if explore is None else bool(explore)
+        obs_t = torch.from_numpy(obs)
+        if explore:
+            out = self.module.forward_exploration({Columns.OBS: obs_t})
+            dist = self.module.get_exploration_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
+            actions = dist.sample(self._generator)
+        else:
+            out = self.module.forward_inference({Columns.OBS: obs_t})
+            dist = self.module.get_inference_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
+            actions = dist.deterministic_sample()
+        logp = dist.logp(actions)
+        extra = {
+            Columns.ACTION_DIST_INPUTS: out[Columns.ACTION_DIST_INPUTS].numpy(),
+            Columns.ACTION_LOGP: logp.numpy(),
+            "action_prob": logp.exp().numpy(),
+        }
+        if getattr(self.module, "has_value_function", False) and getattr(self.module, "vf", None) is not None:
+            extra[Columns.VF_PREDS] = self.module.compute_values({Columns.OBS: obs_t}).numpy()
+        return actions.numpy(), extra
+
+    def _to_env(self, actions: np.ndarray, unsquash: bool | None, clip: bool | None) -> np.ndarray:
+        adapter = self._adapter(unsquash, clip)
+        if adapter.is_discrete:
+            return actions + adapter.discrete_start
+        return np.asarray(adapter.to_env(actions))
+
+    def compute_single_action(
+        self,
+        obs: Any = None,
+        state: list | None = None,
+        prev_action: Any = None,
+        prev_reward: Any = None,
+        info: Any = None,
+        input_dict: dict | None = None,
+        explore: bool | None = None,
+        timestep: int | None = None,
+        unsquash_action: bool | None = None,
+        clip_action: bool | None = None,
+        **kwargs: Any,
+    ) -> tuple[Any, list, dict[str, Any]]:
+        """(action, state_out, extra_fetches) for one observation."""
+        if obs is None and input_dict is not None:
+            obs = input_dict["obs"]
+        actions, extra = self._act(self._prepare([obs]), explore)
+        env_actions = self._to_env(actions, unsquash_action, clip_action)
+        return env_actions[0], [], {k: v[0] for k, v in extra.items()}
+
+    def compute_actions(
+        self,
+        obs_batch: Any,
+        state_batches: list | None = None,
+        prev_action_batch: Any = None,
+        prev_reward_batch: Any = None,
+        info_batch: Any = None,
+        explore: bool | None = None,
+        timestep: int | None = None,
+        unsquash_actions: bool | None = None,
+        clip_actions: bool | None = None,
+        **kwargs: Any,
+    ) -> tuple[np.ndarray, list, dict[str, np.ndarray]]:
+        """(actions, state_outs, extra_fetches) for a batch of observations."""
+        observations = list(obs_batch) if not isinstance(obs_batch, dict) else [obs_batch]
+        actions, extra = self._act(self._prepare(observations), explore)
+        return self._to_env(actions, unsquash_actions, clip_actions), [], extra
+
+    @torch.no_grad()
+    def compute_log_likelihoods(self, actions: Any, obs_batch: Any, **kwargs: Any) -> np.ndarray:
+        """log pi(a|s) for module-space actions and raw observations."""
+        obs_t = torch.from_numpy(self._prepare(list(obs_batch)))
+        out = self.module.forward_inference({Columns.OBS: obs_t})
+        dist = self.dist_class.from_logits(out[Columns.ACTION_DIST_INPUTS])
+        return dist.logp(np.asarray(actions)).numpy()
+
+    # ------------------------------------------------------------------ weights and state
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """Module weights as NumPy arrays."""
+        return self.module.get_state()
+
+    def set_weights(self, weights: dict[str, Any]) -> None:
+        """Load module weights (used for training and sampling from now on)."""
+        self.module.set_state(weights)
+
+    def get_state(self) -> dict[str, Any]:
+        """Weights plus the observation filter state."""
+        return {"weights": self.get_weights(), "filter": self.filter.get_state()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore get_state()."""
+        self.set_weights(state["weights"])
+        if "filter" in state:
+            self.filter.set_state(state["filter"])
+
+    def get_initial_state(self) -> list:
+        """Recurrent state at an episode start (empty: the default models are feed-forward)."""
+        return []
+
+    def is_recurrent(self) -> bool:
+        """Whether the model keeps state between steps."""
+        return False
+
+    def num_state_tensors(self) -> int:
+        """Number of recurrent state tensors."""
+        return 0
+
+    def __repr__(self) -> str:
+        return f"<rlx.policy.Policy module={type(self.module).__name__} action_space={self.action_space}>"

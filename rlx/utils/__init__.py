@@ -1,0 +1,1 @@
+"""Utilities shared across rlx: schedules, filters, checkpoints, errors."""

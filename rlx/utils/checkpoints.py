@@ -1,0 +1,259 @@
+"""Safe, versioned checkpoint directories: JSON for structure, safetensors for tensors.
+
+Loading never unpickles anything. Writes go to a temporary sibling directory that is
+renamed into place, so a crash mid-save never leaves a half-written checkpoint.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlx.utils.errors import CheckpointError
+
+FORMAT_NAME = "rlx-checkpoint"
+FORMAT_VERSION = 1
+METADATA_FILE = "rlx_checkpoint.json"
+
+
+# ------------------------------------------------------------------ JSON encoding of config values
+
+
+def _import_path(obj: Any) -> str | None:
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None)
+    if not module or not qualname or "<lambda>" in qualname or "<locals>" in qualname:
+        return None
+    return f"{module}:{qualname}"
+
+
+def encode_value(value: Any) -> Any:
+    """Turn a config value into JSON: classes/functions become import paths, spaces become dicts."""
+    import gymnasium as gym
+
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (np.integer, np.floating, np.bool_)):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return {"__ndarray__": value.tolist(), "dtype": str(value.dtype)}
+    if isinstance(value, dict):
+        return {str(k): encode_value(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return {"__tuple__": [encode_value(v) for v in value]}
+    if isinstance(value, (list, set)):
+        return [encode_value(v) for v in value]
+    if isinstance(value, gym.spaces.Space):
+        return {"__space__": space_to_dict(value)}
+    if hasattr(value, "__dataclass_fields__") and not isinstance(value, type):
+        import dataclasses
+
+        return {
+            "__dataclass__": _import_path(type(value)),
+            "fields": {f.name: encode_value(getattr(value, f.name)) for f in dataclasses.fields(value)},
+        }
+    if isinstance(value, type) or callable(value):
+        path = _import_path(value)
+        if path is not None:
+            return {"__import__": path}
+    return {"__unserializable__": repr(value)[:200]}
+
+
+def decode_value(value: Any, key: str = "") -> Any:
+    """Inverse of encode_value; raises CheckpointError for values that could not be stored."""
+    if isinstance(value, list):
+        return [decode_value(v, key) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "__import__" in value:
+        from rlx.env.registry import import_object
+
+        try:
+            return import_object(value["__import__"])
+        except (ImportError, AttributeError) as err:
+            raise CheckpointError(
+                f"Config setting '{key}' refers to {value['__import__']}, which cannot be imported now: {err}. "
+                "Make it importable (define it at module level in an installed module) before loading."
+            ) from err
+    if "__unserializable__" in value:
+        raise CheckpointError(
+            f"Config setting '{key}' held {value['__unserializable__']}, which a checkpoint cannot store "
+            "(a lambda or local object). Define it at module level, or pass it again with "
+            f"Algorithm.from_checkpoint(path, config_overrides={{'{key}': ...}})."
+        )
+    if "__ndarray__" in value:
+        return np.asarray(value["__ndarray__"], dtype=value["dtype"])
+    if "__tuple__" in value:
+        return tuple(decode_value(v, key) for v in value["__tuple__"])
+    if "__space__" in value:
+        return space_from_dict(value["__space__"])
+    if "__dataclass__" in value:
+        from rlx.env.registry import import_object
+
+        cls = import_object(value["__dataclass__"])
+        return cls(**{k: decode_value(v, f"{key}.{k}") for k, v in value["fields"].items()})
+    return {k: decode_value(v, f"{key}.{k}" if key else k) for k, v in value.items()}
+
+
+def space_to_dict(space: Any) -> dict:
+    """JSON description of a gymnasium space."""
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Box):
+        return {"type": "Box", "low": space.low.tolist(), "high": space.high.tolist(),
+                "shape": list(space.shape), "dtype": str(space.dtype)}
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return {"type": "MultiDiscrete", "nvec": np.asarray(space.nvec).tolist()}
+    if isinstance(space, gym.spaces.MultiBinary):
+        return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
+    if isinstance(space, gym.spaces.Tuple):
+        return {"type": "Tuple", "spaces": [space_to_dict(s) for s in space.spaces]}
+    if isinstance(space, gym.spaces.Dict):
+        return {"type": "Dict", "spaces": {k: space_to_dict(s) for k, s in space.spaces.items()}}
+    raise CheckpointError(f"Cannot store space {space!r} in a checkpoint.")
+
+
+def space_from_dict(d: dict) -> Any:
+    """Inverse of space_to_dict."""
+    import gymnasium as gym
+
+    kind = d["type"]
+    if kind == "Box":
+        return gym.spaces.Box(np.asarray(d["low"], dtype=d["dtype"]), np.asarray(d["high"], dtype=d["dtype"]),
+                              tuple(d["shape"]), dtype=d["dtype"])
+    if kind == "Discrete":
+        return gym.spaces.Discrete(d["n"], start=d.get("start", 0))
+    if kind == "MultiDiscrete":
+        return gym.spaces.MultiDiscrete(d["nvec"])
+    if kind == "MultiBinary":
+        return gym.spaces.MultiBinary(d["n"])
+    if kind == "Tuple":
+        return gym.spaces.Tuple([space_from_dict(s) for s in d["spaces"]])
+    if kind == "Dict":
+        return gym.spaces.Dict({k: space_from_dict(s) for k, s in d["spaces"].items()})
+    raise CheckpointError(f"Unknown space type '{kind}' in checkpoint.")
+
+
+# ------------------------------------------------------------------ files
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write JSON (NaN allowed, as Python's json writes it)."""
+    path.write_text(json.dumps(data, indent=1, sort_keys=True))
+
+
+def read_json(path: Path) -> Any:
+    """Read a JSON file of a checkpoint, naming the file on failure."""
+    if not path.is_file():
+        raise CheckpointError(f"Checkpoint file is missing: {path}. The checkpoint is incomplete or not an rlx checkpoint.")
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"Checkpoint file {path} is corrupt (not valid JSON): {err}.") from err
+
+
+def write_tensors(path: Path, tensors: dict[str, Any]) -> None:
+    """Save a flat dict of arrays/tensors with safetensors."""
+    from safetensors.numpy import save_file
+
+    arrays = {}
+    for k, v in tensors.items():
+        if hasattr(v, "detach"):
+            v = v.detach().cpu().numpy()
+        arrays[k] = np.ascontiguousarray(v)
+    save_file(arrays, str(path))
+
+
+def read_tensors(path: Path) -> dict[str, np.ndarray]:
+    """Load a safetensors file as NumPy arrays, naming the file on failure."""
+    from safetensors.numpy import load_file
+
+    if not path.is_file():
+        raise CheckpointError(f"Checkpoint file is missing: {path}. The checkpoint is incomplete.")
+    try:
+        return load_file(str(path))
+    except Exception as err:
+        raise CheckpointError(f"Checkpoint file {path} is corrupt (not a safetensors file): {err}.") from err
+
+
+def flatten_optimizer_state(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split a torch optimizer state_dict into (tensors, JSON-safe structure)."""
+    import torch
+
+    tensors: dict[str, Any] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for idx, per_param in state["state"].items():
+        for name, value in per_param.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"{idx}.{name}"] = value
+            else:
+                scalars.setdefault(str(idx), {})[name] = value
+    meta = {"param_groups": state["param_groups"], "scalars": scalars,
+            "tensor_keys": sorted(tensors), "tensor_shapes": {k: list(v.shape) for k, v in tensors.items()}}
+    return tensors, meta
+
+
+def unflatten_optimizer_state(tensors: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str, Any]:
+    """Inverse of flatten_optimizer_state."""
+    import torch
+
+    state: dict[int, dict[str, Any]] = {}
+    for key in meta["tensor_keys"]:
+        if key not in tensors:
+            raise CheckpointError(f"Optimizer state is missing tensor '{key}'.")
+        idx, _, name = key.partition(".")
+        arr = tensors[key]
+        state.setdefault(int(idx), {})[name] = torch.from_numpy(np.array(arr)).reshape(meta["tensor_shapes"][key])
+    for idx, values in meta.get("scalars", {}).items():
+        state.setdefault(int(idx), {}).update(values)
+    return {"state": state, "param_groups": meta["param_groups"]}
+
+
+class AtomicDirectory:
+    """Context manager yielding a temp directory that replaces `target` on success."""
+
+    def __init__(self, target: str | os.PathLike):
+        self.target = Path(target).expanduser().resolve()
+
+    def __enter__(self) -> Path:
+        self.target.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.tmp-", dir=self.target.parent))
+        return self.tmp
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return
+        if self.target.exists():
+            old = self.target.with_name(f".{self.target.name}.old-{os.getpid()}")
+            os.replace(self.target, old)
+            os.replace(self.tmp, self.target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(self.tmp, self.target)
+
+
+def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
+    """Read and check `rlx_checkpoint.json` of a checkpoint directory."""
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise CheckpointError(f"Checkpoint directory does not exist: {root}.")
+    if not root.is_dir():
+        raise CheckpointError(f"Checkpoint path {root} is a file; give the checkpoint directory.")
+    meta = read_json(root / METADATA_FILE)
+    if meta.get("format") != FORMAT_NAME:
+        raise CheckpointError(f"{root / METADATA_FILE} does not describe an rlx checkpoint (format={meta.get('format')!r}).")
+    version = meta.get("format_version")
+    if version != FORMAT_VERSION:
+        raise CheckpointError(
+            f"Checkpoint {root} has format version {version!r}; this rlx reads version {FORMAT_VERSION}. "
+            "Load it with the rlx release that wrote it."
+        )
+    return meta

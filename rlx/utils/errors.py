@@ -1,0 +1,43 @@
+"""Exception types that rlx raises for user mistakes, each naming the problem and the fix."""
+from __future__ import annotations
+
+import difflib
+from typing import Iterable
+
+
+class RLXError(Exception):
+    """Base class of every error rlx raises on purpose."""
+
+
+class ConfigError(RLXError, ValueError):
+    """A configuration value is unknown, of the wrong type, or out of range."""
+
+
+class NotSupportedYetError(ConfigError):
+    """An option is accepted by the API but its feature is not built yet."""
+
+    def __init__(self, option: str, detail: str = ""):
+        msg = f"not supported yet: {option}"
+        if detail:
+            msg += f" ({detail})"
+        msg += ". Leave it at its default for now."
+        super().__init__(msg)
+        self.option = option
+
+
+class EnvError(RLXError, ValueError):
+    """An environment cannot be created or does not follow the Gymnasium API."""
+
+
+class CheckpointError(RLXError, ValueError):
+    """A checkpoint directory is missing, corrupt, or of an unknown format version."""
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """Return ' Did you mean X?' for the closest candidate, or '' when none is close."""
+    matches = difflib.get_close_matches(word, list(candidates), n=3, cutoff=0.6)
+    if not matches:
+        return ""
+    if len(matches) == 1:
+        return f" Did you mean '{matches[0]}'?"
+    return " Did you mean one of: " + ", ".join(f"'{m}'" for m in matches) + "?"
