@@ -28,6 +28,9 @@ class _NotProvided:
 
 NotProvided = _NotProvided()
 
+# Old schedule keys: a set schedule replaces the plain value whatever the key order; None means "none".
+_LEGACY_SCHEDULES = {"lr_schedule": "lr", "entropy_coeff_schedule": "entropy_coeff"}
+
 # Keys whose to_dict() name drops the trailing underscore, as RLlib's does.
 _DICT_NAMES = {"lambda_": "lambda", "input_": "input"}
 
@@ -134,6 +137,8 @@ class AlgorithmConfig:
                 "This config is frozen because an Algorithm was built from it. "
                 "Change a copy instead: config = algo.config.copy(copy_frozen=False)."
             )
+        if key in _LEGACY_SCHEDULES and value is None:
+            return  # old configs spell "no schedule" as None
         canonical = self._table.resolve(key)
         if canonical is None:
             where = f" in {section}()" if section else ""
@@ -292,7 +297,13 @@ class AlgorithmConfig:
         """Apply a flat dict of settings; legacy names are mapped to current ones."""
         if not isinstance(config_dict, dict):
             raise ConfigError(f"Expected a dict of settings, got {config_dict!r}.")
+        deferred: list[tuple[str, Any]] = []
         for key, value in config_dict.items():
+            target = _LEGACY_SCHEDULES.get(key)
+            if target is not None and self._table.resolve(target) is not None:
+                if value is not None:
+                    deferred.append((target, value))
+                continue
             if key in LEGACY_NOOP_KEYS and self._table.resolve(key) is None:
                 self._apply_legacy(key, value)
                 continue
@@ -300,6 +311,8 @@ class AlgorithmConfig:
                 self.callbacks(**{key: value})
                 continue
             self._set(key, value)
+        for target, value in deferred:
+            self._set(target, value)
         return self
 
     def _apply_legacy(self, key: str, value: Any) -> None:
@@ -310,8 +323,6 @@ class AlgorithmConfig:
             self.multi_agent(**value)
         elif key == "evaluation_num_episodes":
             self.evaluation(evaluation_num_episodes=value)
-        elif key == "entropy_coeff_schedule":
-            self._set("entropy_coeff", value)
         elif key == "use_pytorch":
             self.framework("torch")
         elif key == "monitor":

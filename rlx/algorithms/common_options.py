@@ -308,5 +308,4 @@ LEGACY_NOOP_KEYS = {
     "monitor": False,
     "multiagent": None,
     "evaluation_num_episodes": None,
-    "entropy_coeff_schedule": None,
 }

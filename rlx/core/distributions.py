@@ -93,10 +93,9 @@ class Categorical(Distribution):
         return int(space.n)
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
-        u = torch.rand(self.inputs.shape, generator=generator, device=self.inputs.device)
-        # Gumbel-max: argmax(logits + Gumbel noise) is a sample from softmax(logits).
-        gumbel = -torch.log(-torch.log(u.clamp_(min=1e-20)))
-        self._last_sample = torch.argmax(self.inputs + gumbel, dim=-1)
+        # Gumbel-max: argmax(logits - log(E)), E ~ Exp(1), is a sample from softmax(logits).
+        e = torch.empty_like(self.inputs).exponential_(generator=generator)
+        self._last_sample = torch.argmax(self.inputs - e.log_(), dim=-1)
         return self._last_sample
 
     def deterministic_sample(self) -> torch.Tensor:

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import gymnasium as gym
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from rlx.core.columns import Columns
@@ -14,15 +15,36 @@ from rlx.core.distributions import DiagGaussian, dist_class_for_space
 from rlx.core.rl_module import RLModule
 from rlx.utils.errors import NotSupportedYetError
 
-_ACTIVATIONS = {
-    "tanh": nn.Tanh,
-    "relu": nn.ReLU,
-    "swish": nn.SiLU,
-    "silu": nn.SiLU,
-    "elu": nn.ELU,
+_ACTIVATION_FNS = {
+    "tanh": torch.tanh,
+    "relu": torch.relu,
+    "swish": F.silu,
+    "silu": F.silu,
+    "elu": F.elu,
     "linear": None,
     None: None,
 }
+
+
+class MLP(nn.Module):
+    """A stack of Linear layers with one activation between them (none after the output layer).
+
+    forward() loops over the layers with torch.nn.functional calls instead of nested
+    Module calls: for the small batches of env stepping, Module.__call__'s hook machinery
+    costs as much as the matrix products.
+    """
+
+    def __init__(self, linears: Sequence[nn.Linear], activations: Sequence[str | None]):
+        super().__init__()
+        self.linears = nn.ModuleList(linears)
+        self._acts = [_ACTIVATION_FNS[a] for a in activations]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for lin, act in zip(self.linears, self._acts):
+            x = F.linear(x, lin.weight, lin.bias)
+            if act is not None:
+                x = act(x)
+        return x
 
 
 def make_mlp(
@@ -33,30 +55,30 @@ def make_mlp(
     out_gain: float = 1.0,
     post_hiddens: Sequence[int] = (),
     post_activation: str | None = "relu",
-) -> nn.Sequential:
+) -> MLP:
     """An MLP `in_dim -> hiddens (activation) -> post_hiddens (post_activation) [-> out_dim]`.
 
     Hidden layers use orthogonal init with gain sqrt(2); the output layer uses `out_gain`
     (small for policy logits, 1 for values), the initialization PPO is known to like.
     """
-    layers: list[nn.Module] = []
+    linears: list[nn.Linear] = []
+    acts: list[str | None] = []
     dim = in_dim
     for sizes, act_name in ((hiddens, activation), (post_hiddens, post_activation)):
-        act = _ACTIVATIONS[act_name]
         for h in sizes:
             lin = nn.Linear(dim, h)
             nn.init.orthogonal_(lin.weight, gain=math.sqrt(2.0))
             nn.init.zeros_(lin.bias)
-            layers.append(lin)
-            if act is not None:
-                layers.append(act())
+            linears.append(lin)
+            acts.append(act_name)
             dim = h
     if out_dim is not None:
         lin = nn.Linear(dim, out_dim)
         nn.init.orthogonal_(lin.weight, gain=out_gain)
         nn.init.zeros_(lin.bias)
-        layers.append(lin)
-    return nn.Sequential(*layers)
+        linears.append(lin)
+        acts.append(None)
+    return MLP(linears, acts)
 
 
 def flat_obs_dim(space: gym.Space) -> int:

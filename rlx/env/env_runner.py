@@ -252,7 +252,6 @@ class SingleAgentEnvRunner:
             out[k] = grown
         return out
 
-    @torch.inference_mode()
     def _act(self, obs: np.ndarray, explore: bool, random_actions: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Actions, their log-probabilities and the distribution inputs for a batch of observations."""
         out = self.module.forward_exploration({Columns.OBS: torch.from_numpy(obs)}) if explore else \
@@ -271,6 +270,7 @@ class SingleAgentEnvRunner:
             logp = torch.zeros(actions.shape[0])
         return actions.numpy(), logp.numpy(), dist_inputs.numpy()
 
+    @torch.no_grad()
     def _run(
         self,
         steps_per_env: int | None,
@@ -288,8 +288,8 @@ class SingleAgentEnvRunner:
         identity_filter = self.filter.is_identity
         prep = self.preprocessor
         raw = self._raw_obs
-        active = list(range(B))
-        episodes_started = B if num_episodes is not None else 0
+        active = list(range(B if num_episodes is None else min(B, num_episodes)))
+        episodes_started = len(active) if num_episodes is not None else 0
         episodes_done = 0
         t = 0
         while True:

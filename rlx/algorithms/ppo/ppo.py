@@ -31,9 +31,12 @@ class PPOConfig(AlgorithmConfig):
         Option("num_epochs", 8, T, integer(1), aliases=("num_sgd_iter",), doc="Passes over each train batch."),
         Option("shuffle_batch_per_epoch", True, T, boolean, aliases=("shuffle_sequences",)),
         Option("vf_loss_coeff", 0.5, T, number(0.0)),
-        Option("entropy_coeff", 0.0, T, schedule_or_number(0.0), doc="Entropy bonus: a float or a schedule."),
+        Option("entropy_coeff", 0.0, T, schedule_or_number(0.0), aliases=("entropy_coeff_schedule",),
+               doc="Entropy bonus: a float or a schedule [[timestep, value], ...]."),
         Option("clip_param", 0.2, T, number(0.0, exclusive_min=True)),
-        Option("vf_clip_param", 10.0, T, number(0.0, exclusive_min=True)),
+        Option("vf_clip_param", None, T, number(0.0, exclusive_min=True, allow_none=True),
+               doc="Clip the squared value error at this value (None: no clipping). It is sensitive to the "
+                   "reward scale: an error above it gives no value gradient."),
     ]
     _default_overrides = {
         "lr": 3e-4,

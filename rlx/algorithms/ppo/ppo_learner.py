@@ -17,7 +17,7 @@ class PPOLearner(Learner):
 
     Loss per sample (RLlib's formulation):
         -min(A * r, A * clip(r, 1 - clip_param, 1 + clip_param))
-        + vf_loss_coeff * min((V - V_target)^2, vf_clip_param)
+        + vf_loss_coeff * min((V - V_target)^2, vf_clip_param)   (no clip when vf_clip_param is None)
         - entropy_coeff * H[pi]
         + kl_coeff * KL(pi_old || pi)
     """
@@ -142,7 +142,7 @@ class PPOLearner(Learner):
         stats = {"policy_loss": policy_loss.detach(), "entropy": entropy.detach()}
         if cfg.use_critic:
             vf_err = (out[Columns.VF_PREDS] - mb[Columns.VALUE_TARGETS]).pow(2)
-            vf_loss = vf_err.clamp(0.0, cfg.vf_clip_param).mean()
+            vf_loss = (vf_err if cfg.vf_clip_param is None else vf_err.clamp(0.0, cfg.vf_clip_param)).mean()
             total = total + cfg.vf_loss_coeff * vf_loss
             stats["vf_loss"] = vf_loss.detach()
             stats["vf_loss_unclipped"] = vf_err.mean().detach()

@@ -1,0 +1,73 @@
+"""Small environments shared by the env tests (importable as 'envs_for_tests:CountingEnv')."""
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+
+class CountingEnv(gym.Env):
+    """Observation is the step count (as a float32 [1] array); episodes last `length` steps.
+
+    The constructor takes the env config (an EnvContext when rlx creates it) and keeps it
+    in `self.config` so tests can see what the env was built with.
+    """
+
+    def __init__(self, config=None):
+        self.config = config if config is not None else {}
+        self.length = int(self.config.get("length", 5))
+        self.observation_space = gym.spaces.Box(0.0, 1000.0, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0], dtype=np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        obs = np.array([float(self.t)], dtype=np.float32)
+        terminated = self.t >= self.length
+        return obs, 1.0, terminated, False, {}
+
+
+class OldApiEnv:
+    """An env written against the pre-0.26 gym API: reset() -> obs, step() -> 4-tuple.
+
+    With `truncate_at` set, the step that reaches it reports done=True and
+    info['TimeLimit.truncated']=True (how old gym marked a time-limit cut).
+    """
+
+    def __init__(self, config=None):
+        config = config if config is not None else {}
+        self.length = int(config.get("length", 5))
+        self.truncate_at = config.get("truncate_at")
+        self.observation_space = gym.spaces.Box(0.0, 1000.0, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.t = 0
+
+    def reset(self):
+        self.t = 0
+        return np.array([0.0], dtype=np.float32)
+
+    def step(self, action):
+        self.t += 1
+        obs = np.array([float(self.t)], dtype=np.float32)
+        info = {}
+        done = self.t >= self.length
+        if self.truncate_at is not None and self.t >= self.truncate_at:
+            done = True
+            info["TimeLimit.truncated"] = True
+        return obs, 1.0, done, info
+
+
+class Float64ObsEnv(CountingEnv):
+    """Slightly bad: returns float64 observations for a float32 Box (fails the env checker)."""
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        return obs.astype(np.float64), info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs.astype(np.float64), reward, terminated, truncated, info

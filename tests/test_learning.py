@@ -1,0 +1,45 @@
+"""PPO learns CartPole with the library's default hyperparameters.
+
+Only the environment and a seed are set: the defaults themselves must learn (PPOConfig's
+docstring: "Defaults learn classic-control tasks without tuning"). The threshold is the
+seeds' stop criterion for CartPole (episode_reward_mean 150).
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from rlx.algorithms.ppo import PPOConfig
+
+RETURN_THRESHOLD = 150.0
+ENV_STEP_BUDGET = 40_000
+WALL_CLOCK_LIMIT_S = 60.0
+
+
+@pytest.fixture(autouse=True)
+def _results_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLX_RESULTS_DIR", str(tmp_path / "rlx_results"))
+
+
+def test_ppo_defaults_learn_cartpole_within_40k_env_steps():
+    algo = PPOConfig().environment("CartPole-v1").debugging(seed=1234).build()
+    start = time.perf_counter()
+    progress: list[tuple[int, float]] = []
+    reached = False
+    steps = 0
+    while steps < ENV_STEP_BUDGET:
+        result = algo.train()
+        steps = result["num_env_steps_sampled_lifetime"]
+        ret = result["env_runners"]["episode_return_mean"]
+        progress.append((steps, round(ret, 1)))
+        if steps <= ENV_STEP_BUDGET and not math.isnan(ret) and ret >= RETURN_THRESHOLD:
+            reached = True
+            break
+        assert time.perf_counter() - start < WALL_CLOCK_LIMIT_S, f"training is too slow; progress: {progress}"
+    algo.stop()
+    assert reached, (
+        f"episode_return_mean did not reach {RETURN_THRESHOLD} within {ENV_STEP_BUDGET} env steps; "
+        f"progress (steps, return): {progress}"
+    )
