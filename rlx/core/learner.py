@@ -61,11 +61,14 @@ def clip_gradients(params: list[torch.nn.Parameter], grad_clip: float | None, cl
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return 0.0
+    total_t = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    total = float(total_t)
     if grad_clip is None:
-        return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
+        return total
     if clip_by == "global_norm":
-        return float(torch.nn.utils.clip_grad_norm_(params, grad_clip))
-    total = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
+        if total > grad_clip:
+            torch._foreach_mul_(grads, grad_clip / (total + 1e-6))
+        return total
     if clip_by == "value":
         for g in grads:
             g.clamp_(-grad_clip, grad_clip)

@@ -26,7 +26,7 @@ class PPOConfig(AlgorithmConfig):
         Option("use_kl_loss", True, T, boolean, doc="Add the adaptive KL penalty to the loss."),
         Option("kl_coeff", 0.2, T, number(0.0), doc="Initial KL penalty coefficient."),
         Option("kl_target", 0.01, T, number(0.0), doc="Target KL for the adaptive coefficient."),
-        Option("minibatch_size", 128, T, integer(1), aliases=("sgd_minibatch_size", "mini_batch_size_per_learner"),
+        Option("minibatch_size", 512, T, integer(1), aliases=("sgd_minibatch_size", "mini_batch_size_per_learner"),
                doc="SGD minibatch size."),
         Option("num_epochs", 8, T, integer(1), aliases=("num_sgd_iter",), doc="Passes over each train batch."),
         Option("shuffle_batch_per_epoch", True, T, boolean, aliases=("shuffle_sequences",)),
@@ -39,7 +39,7 @@ class PPOConfig(AlgorithmConfig):
                    "reward scale: an error above it gives no value gradient."),
     ]
     _default_overrides = {
-        "lr": 3e-4,
+        "lr": 3e-3,
         "train_batch_size": 2000,
         "num_envs_per_env_runner": 8,
     }

@@ -84,21 +84,27 @@ class PPOLearner(Learner):
         adv = select(adv)
         if adv.size > 1:
             adv = (adv - adv.mean()) / max(float(adv.std()), 1e-4)
-        data = {
-            Columns.OBS: torch.from_numpy(np.ascontiguousarray(select(batch[Columns.OBS]))),
-            Columns.ACTIONS: torch.from_numpy(np.ascontiguousarray(select(batch[Columns.ACTIONS]))),
-            Columns.ACTION_LOGP: torch.from_numpy(np.ascontiguousarray(select(batch[Columns.ACTION_LOGP]))),
-            Columns.ACTION_DIST_INPUTS: torch.from_numpy(np.ascontiguousarray(select(batch[Columns.ACTION_DIST_INPUTS]))),
-            Columns.ADVANTAGES: torch.from_numpy(np.ascontiguousarray(adv, dtype=np.float32)),
-            Columns.VALUE_TARGETS: torch.from_numpy(np.ascontiguousarray(select(targets), dtype=np.float32)),
-        }
-        n = data[Columns.OBS].shape[0]
+        obs = select(batch[Columns.OBS])
+        n = obs.shape[0]
+        # Float columns travel in one matrix so a minibatch is one gather, not one per column.
+        floats = np.concatenate([
+            obs.reshape(n, -1),
+            select(batch[Columns.ACTION_DIST_INPUTS]).reshape(n, -1),
+            select(batch[Columns.ACTION_LOGP]).reshape(n, 1),
+            adv.reshape(n, 1),
+            select(targets).reshape(n, 1),
+        ], axis=1).astype(np.float32, copy=False)
+        obs_dim = int(np.prod(obs.shape[1:]))
+        dist_dim = floats.shape[1] - obs_dim - 3
+        floats_t = torch.from_numpy(floats)
+        actions_t = torch.from_numpy(np.ascontiguousarray(select(batch[Columns.ACTIONS])))
+        obs_shape = obs.shape[1:]
         lr = self.set_lr_for_timestep(timestep)
         entropy_coeff = self.entropy_schedule.value(timestep)
         mb = min(cfg.minibatch_size, n)
-        sums: dict[str, torch.Tensor] = {}
+        stats_rows: list[torch.Tensor] = []
+        stat_names: list[str] = []
         grad_norms = 0.0
-        count = 0
         order = np.arange(n)
         for _ in range(cfg.num_epochs):
             if cfg.shuffle_batch_per_epoch:
@@ -108,13 +114,22 @@ class PPOLearner(Learner):
                 if idx.size < mb // 2 and start > 0:
                     continue  # a short tail adds noise without adding data: skip it
                 idx_t = torch.from_numpy(idx)
-                minibatch = {k: v.index_select(0, idx_t) for k, v in data.items()}
+                rows = floats_t.index_select(0, idx_t)
+                minibatch = {
+                    Columns.OBS: rows[:, :obs_dim].reshape((-1,) + obs_shape),
+                    Columns.ACTION_DIST_INPUTS: rows[:, obs_dim : obs_dim + dist_dim],
+                    Columns.ACTION_LOGP: rows[:, obs_dim + dist_dim],
+                    Columns.ADVANTAGES: rows[:, obs_dim + dist_dim + 1],
+                    Columns.VALUE_TARGETS: rows[:, obs_dim + dist_dim + 2],
+                    Columns.ACTIONS: actions_t.index_select(0, idx_t),
+                }
                 loss, stats = self._loss(minibatch, entropy_coeff)
                 grad_norms += self.apply_loss(loss)
-                for k, v in stats.items():
-                    sums[k] = sums[k] + v if k in sums else v
-                count += 1
-        metrics = {k: float(v) / count for k, v in sums.items()}
+                stat_names = list(stats)
+                stats_rows.append(torch.stack(list(stats.values())))
+        count = len(stats_rows)
+        means = torch.stack(stats_rows).mean(0).tolist()
+        metrics = dict(zip(stat_names, means))
         metrics["gradients_global_norm"] = grad_norms / max(count, 1)
         metrics["curr_lr"] = lr
         metrics["curr_entropy_coeff"] = entropy_coeff
@@ -137,15 +152,20 @@ class PPOLearner(Learner):
         adv = mb[Columns.ADVANTAGES]
         surrogate = torch.min(adv * ratio, adv * ratio.clamp(1.0 - cfg.clip_param, 1.0 + cfg.clip_param))
         policy_loss = -surrogate.mean()
-        entropy = dist.entropy().mean()
-        total = policy_loss - entropy_coeff * entropy
+        total = policy_loss
+        if entropy_coeff:
+            entropy = dist.entropy().mean()
+            total = total - entropy_coeff * entropy
+        else:
+            with torch.no_grad():  # reported only: no gradient needed
+                entropy = dist.entropy().mean()
         stats = {"policy_loss": policy_loss.detach(), "entropy": entropy.detach()}
         if cfg.use_critic:
             vf_err = (out[Columns.VF_PREDS] - mb[Columns.VALUE_TARGETS]).pow(2)
             vf_loss = (vf_err if cfg.vf_clip_param is None else vf_err.clamp(0.0, cfg.vf_clip_param)).mean()
             total = total + cfg.vf_loss_coeff * vf_loss
             stats["vf_loss"] = vf_loss.detach()
-            stats["vf_loss_unclipped"] = vf_err.mean().detach()
+            stats["vf_loss_unclipped"] = vf_err.detach().mean()
         if cfg.use_kl_loss:
             prev = self.dist_cls.from_logits(mb[Columns.ACTION_DIST_INPUTS])
             kl = prev.kl(dist).mean()
