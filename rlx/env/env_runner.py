@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import secrets
 from typing import Any, Callable
 
 import gymnasium as gym
@@ -98,7 +99,8 @@ class SingleAgentEnvRunner:
         self._dist_cls = self.module.get_exploration_action_dist_cls()
         self._inference_dist_cls = self.module.get_inference_action_dist_cls()
         self._generator = torch.Generator()
-        self._generator.manual_seed(self._seed if self._seed is not None else int(torch.seed() % (2**31)))
+        # Unseeded runs draw fresh entropy without touching torch's global RNG.
+        self._generator.manual_seed(self._seed if self._seed is not None else secrets.randbits(62))
         self._needs_reset = True
         self._needs_seed = True
         self._obs_shape = self.preprocessor.shape
@@ -328,28 +330,24 @@ class SingleAgentEnvRunner:
                         f"{type(err).__name__}: {err}"
                     ) from err
                 rew_t[i] = r
-                valid_t[i] = True
-                if direct:
-                    next_t[i] = obs
-                else:
-                    next_t[i] = prep.transform(obs)
+                next_t[i] = obs if direct else prep.transform(obs)
                 if te or tr:
                     term_t[i] = te
                     trunc_t[i] = tr
                     finished.append(i)
-                    obs, _ = envs[i].reset()
-                    if direct:
-                        raw[i] = obs
-                    else:
-                        raw[i] = prep.transform(obs)
-                else:
-                    raw[i] = next_t[i]
+            # Bookkeeping on whole rows (slices when every env stepped, as in truncate mode).
+            rows = slice(None) if len(active) == B else active
+            raw[rows] = next_t[rows]
+            valid_t[rows] = True
+            self._ep_return[rows] += rew_t[rows]
+            self._ep_len[rows] += 1
+            self._at_boundary[rows] = False
+            for i in finished:
+                obs, _ = envs[i].reset()
+                raw[i] = obs if direct else prep.transform(obs)
             if not identity_filter:
                 next_t[:] = self.filter.apply_batch(next_t, update=False)
             n_active = len(active)
-            self._ep_return[active] += rew_t[active]
-            self._ep_len[active] += 1
-            self._at_boundary[active] = False
             self.num_env_steps_sampled_lifetime += n_active
             self._steps_since_metrics += n_active
             t += 1

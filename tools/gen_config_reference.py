@@ -1,0 +1,562 @@
+"""Generate the option reference in docs/configuration.md from rlx's option tables.
+
+    python tools/gen_config_reference.py           # rewrite the generated part in place
+    python tools/gen_config_reference.py --check   # exit 1 if the file is out of date
+
+Everything between the markers `<!-- BEGIN GENERATED OPTIONS -->` and
+`<!-- END GENERATED OPTIONS -->` is produced here from:
+
+- `rlx.algorithms.common_options.COMMON_OPTIONS` (every AlgorithmConfig option),
+- `PPOConfig._table` (PPO's own options and the defaults PPO changes),
+- `rlx.models.model_defaults.MODEL_DEFAULTS` (the `model` dict),
+- `rlx.core.optimizers` / `rlx.core.learner` (the `optimizer` dict),
+- `LEGACY_NOOP_KEYS` and `CALLBACK_EVENTS` (old keys and callback events).
+
+Names, defaults, sections, aliases and statuses come from the code. The "meaning"
+column uses an option's `doc=` when it has one, otherwise the MEANINGS entry below;
+`tests/test_docs.py` fails when an option has neither, so a new option cannot ship
+undocumented. STATUS_OVERRIDES covers options whose check (not `later=`) restricts
+them; each entry carries a probe value that the generator verifies is still rejected.
+The prose around the markers is written by hand.
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from rlx.algorithms.algorithm_config import AlgorithmConfig  # noqa: E402
+from rlx.algorithms.common_options import CALLBACK_EVENTS, COMMON_OPTIONS, LEGACY_NOOP_KEYS  # noqa: E402
+from rlx.algorithms.config_options import Option  # noqa: E402
+from rlx.algorithms.ppo import PPOConfig  # noqa: E402
+from rlx.models import model_defaults  # noqa: E402
+from rlx.models.model_defaults import MODEL_DEFAULTS  # noqa: E402
+from rlx.utils.errors import ConfigError  # noqa: E402
+
+DOC_PATH = ROOT / "docs" / "configuration.md"
+BEGIN = "<!-- BEGIN GENERATED OPTIONS -->"
+END = "<!-- END GENERATED OPTIONS -->"
+
+# Section methods in the order the docs present them (RLlib's order, then the newer ones).
+SECTIONS = [
+    "training", "environment", "framework", "env_runners", "evaluation", "exploration",
+    "offline_data", "multi_agent", "reporting", "checkpointing", "debugging", "callbacks",
+    "resources", "learners", "fault_tolerance", "rl_module", "experimental", "api_stack",
+]
+SECTION_ALIASES = {"env_runners": "rollouts"}
+
+SUPPORTED = "supported"
+TF_ONLY = "TensorFlow only: rejected"
+
+# Meanings of options that carry no `doc=` in the code. Where rlx accepts an option but
+# nothing reads it while everything runs in one process, the entry says so.
+_NO_EFFECT = " Accepted and validated; nothing reads it while rlx runs in one process."
+_ONE_STACK = " Accepted and ignored: rlx has one API stack."
+MEANINGS: dict[str, str] = {
+    # training
+    "grad_clip_by": "How grad_clip applies: 'value' clamps each gradient element, 'norm' rescales each "
+                    "tensor to L2 norm <= grad_clip, 'global_norm' rescales all gradients together.",
+    "max_requests_in_flight_per_env_runner": "Max in-flight sample requests per remote EnvRunner." + _NO_EFFECT,
+    "learner_connector": "Callable building a learner ConnectorV2 pipeline.",
+    "_enable_learner_api": "Old switch for the Learner API; rlx always uses it, so only True is accepted.",
+    # environment
+    "observation_space": "Observation space to use instead of the env's (the preprocessor is built from it).",
+    "action_space": "Action space to use instead of the env's.",
+    "env_task_fn": "Curriculum callable (train_results, env, env_context) -> new task for a TaskSettableEnv.",
+    "render_env": "Render the env while sampling.",
+    "clip_rewards": "None: clip only when is_atari (r = sign(r)); True: r = sign(r); False: never; "
+                    "a number v: clip to [-v, v]; a (low, high) pair: clip to it. Applied to the training "
+                    "batch; reported episode returns stay unclipped.",
+    "normalize_actions": "Learn in [-1, 1] for Box actions and unsquash to the env's bounds (then clip). "
+                         "Only for Box spaces with finite bounds.",
+    "clip_actions": "Clip Box actions to the env's bounds before env.step().",
+    "disable_env_checking": "Skip the env checker that runs on the first sub-env.",
+    "is_atari": "Mark the env as Atari; with clip_rewards=None this turns on sign clipping. "
+                "None: not Atari (rlx does not auto-detect).",
+    "auto_wrap_old_gym_envs": "Wrap envs with the pre-0.26 gym API (reset() -> obs, step() -> 4-tuple); "
+                              "False raises an error that explains the upgrade.",
+    "action_mask_key": "Key of the action mask in Dict observations.",
+    # framework
+    "framework": "Deep-learning framework. Only 'torch'; 'tf', 'tf2', 'tfe' and 'jax' raise an error "
+                 "that says rlx is PyTorch-only.",
+    "eager_tracing": "TensorFlow eager tracing.",
+    "eager_max_retraces": "TensorFlow retrace limit.",
+    "tf_session_args": "TensorFlow session arguments.",
+    "local_tf_session_args": "TensorFlow session arguments of the local worker.",
+    "torch_compile_learner": "torch.compile the Learner's forward_train.",
+    "torch_compile_learner_what_to_compile": "What torch.compile compiles on the Learner.",
+    "torch_compile_learner_dynamo_mode": "torch dynamo mode on the Learner.",
+    "torch_compile_learner_dynamo_backend": "torch dynamo backend on the Learner.",
+    "torch_compile_worker": "torch.compile the EnvRunners' forward passes.",
+    "torch_compile_worker_dynamo_backend": "torch dynamo backend on the EnvRunners.",
+    "torch_compile_worker_dynamo_mode": "torch dynamo mode on the EnvRunners.",
+    # env runners
+    "env_runner_cls": "EnvRunner class (or import path) to use instead of SingleAgentEnvRunner.",
+    "num_env_runners": "Number of remote EnvRunners. 0 samples in the driver process.",
+    "num_envs_per_env_runner": "Sub-envs each EnvRunner steps in lockstep, with one batched forward pass "
+                               "per step.",
+    "create_env_on_local_worker": "Give the local EnvRunner an env when remote EnvRunners exist. The "
+                                  "local EnvRunner always has envs in rlx today.",
+    "sample_collector": "Custom SampleCollector class (old API stack).",
+    "enable_connectors": "Connector-based sampling switch." + _ONE_STACK,
+    "env_to_module_connector": "Callable building an env-to-module ConnectorV2 pipeline.",
+    "module_to_env_connector": "Callable building a module-to-env ConnectorV2 pipeline.",
+    "episode_lookback_horizon": "Timesteps kept from the previous episode chunk for connectors.",
+    "use_worker_filter_stats": "Merge remote EnvRunners' filter statistics into the central filter."
+                               + _NO_EFFECT,
+    "update_worker_filter_stats": "Push the central filter to remote EnvRunners." + _NO_EFFECT,
+    "rollout_fragment_length": "Steps per sub-env per sample() call. 'auto': "
+                               "ceil(train_batch_size / (max(1, num_env_runners) * num_envs_per_env_runner)).",
+    "batch_mode": "'truncate_episodes': fixed-size fragments, cut episodes are bootstrapped with V(s'); "
+                  "'complete_episodes': sub-envs run on until their episodes end.",
+    "remote_worker_envs": "Step each sub-env in its own process.",
+    "remote_env_batch_wait_ms": "Polling timeout for remote sub-envs.",
+    "validate_env_runners_after_construction": "Health-check remote EnvRunners after creation." + _NO_EFFECT,
+    "preprocessor_pref": "'deepmind' or 'rllib': one-hot Discrete, flatten Dict/Tuple, resize Atari frames "
+                         "(rlx uses the same preprocessors for both); None: no preprocessing (Box "
+                         "observations only).",
+    "observation_filter": "'NoFilter' or 'MeanStdFilter' (running mean/std normalization, clipped to +-10); "
+                          "'ConcurrentMeanStdFilter' is the same as MeanStdFilter in one process.",
+    "synchronize_filters": "Synchronize observation filters across EnvRunners each iteration." + _NO_EFFECT,
+    "compress_observations": "LZ4-compress observations in sample batches.",
+    "enable_tf1_exec_eagerly": "TensorFlow 1 eager execution on EnvRunners.",
+    "sampler_perf_stats_ema_coef": "EMA coefficient of sampler performance statistics.",
+    "sample_async": "Sample in a background thread (removed from RLlib's new stack).",
+    # evaluation
+    "evaluation_interval": "Evaluate every this many train() calls (None or 0: never).",
+    "evaluation_duration": "Length of one evaluation, in evaluation_duration_unit; 'auto' needs "
+                           "evaluation_parallel_to_training=True.",
+    "evaluation_duration_unit": "'episodes' or 'timesteps'.",
+    "evaluation_sample_timeout_s": "Timeout for one evaluation sample() call.",
+    "evaluation_parallel_to_training": "Evaluate while training_step() runs.",
+    "evaluation_config": "Config overrides for the evaluation EnvRunners (e.g. explore=False).",
+    "off_policy_estimation_methods": "Off-policy estimators for offline evaluation.",
+    "ope_split_batch_by_episode": "Split offline batches by episode before off-policy estimation.",
+    "evaluation_num_env_runners": "Number of remote evaluation EnvRunners.",
+    "custom_evaluation_function": "Function (algo, eval_workers) -> metrics replacing evaluate().",
+    "always_attach_evaluation_results": "Attach the latest evaluation results to every result dict.",
+    "enable_async_evaluation": "Send evaluation requests asynchronously.",
+    # exploration
+    "exploration_config": "Exploration object config. PPO samples from its action distribution "
+                          "(StochasticSampling).",
+    # offline data
+    "input_": "Where experiences come from: 'sampler' (the env) or offline files.",
+    "input_config": "Settings for reading the input.",
+    "actions_in_input_normalized": "Offline actions are already normalized to [-1, 1].",
+    "input_evaluation": "Old name of off-policy estimation settings.",
+    "postprocess_inputs": "Run postprocessing on offline fragments.",
+    "shuffle_buffer_size": "Shuffle offline batches through a buffer of this many batches.",
+    "output": "Where to write sampled experiences (None: nowhere).",
+    "output_config": "Settings for writing output.",
+    "output_compress_columns": "Columns to LZ4-compress in the output.",
+    "output_max_file_size": "Roll over to a new output file after this many bytes.",
+    "offline_sampling": "Sampling reads offline data.",
+    # multi-agent
+    "policies": "Policy ids and specs. Only the single 'default_policy' (None, {'default_policy'} or "
+                "['default_policy']) is accepted.",
+    "algorithm_config_overrides_per_module": "Per-module config overrides (see AlgorithmConfig.overrides).",
+    "policy_map_capacity": "Policies kept in memory.",
+    "policy_mapping_fn": "Function mapping agent ids to policy ids.",
+    "policies_to_train": "Policies to update (None: all).",
+    "policy_states_are_swappable": "Policies share one architecture and can swap states.",
+    "observation_fn": "Function enhancing per-agent observations.",
+    "count_steps_by": "'env_steps' or 'agent_steps'. Identical for single-agent envs, which is all rlx "
+                      "runs today.",
+    # reporting
+    "keep_per_episode_custom_metrics": "Keep raw per-episode custom metrics instead of mean/min/max.",
+    "metrics_episode_collection_timeout_s": "Wait this long for remote metrics." + _NO_EFFECT,
+    "metrics_num_episodes_for_smoothing": "episode_return_mean/min/max and episode_len_* are computed over "
+                                          "the last this many completed episodes (all of this iteration's "
+                                          "episodes when there are more).",
+    "min_time_s_per_iteration": "train() repeats training_step() until this many seconds passed.",
+    "min_train_timesteps_per_iteration": "train() repeats training_step() until this many env steps "
+                                         "were trained on.",
+    "min_sample_timesteps_per_iteration": "train() repeats training_step() until this many env steps "
+                                          "were sampled.",
+    # checkpointing
+    "export_native_model_files": "Also write policies/default_policy/model.pt (torch.save of the module's "
+                                 "state_dict) into each checkpoint.",
+    "checkpoint_trainable_policies_only": "Store only trainable policies. rlx has one policy, which is "
+                                          "always stored.",
+    # debugging
+    "logger_creator": "Callable creating the result logger.",
+    "logger_config": "Logger settings.",
+    "log_level": "Level of the 'rlx' logger: DEBUG, INFO, WARN (or WARNING), ERROR, CRITICAL; "
+                 "case-insensitive.",
+    "log_sys_usage": "Log system resource usage into results.",
+    "fake_sampler": "Infinitely fast fake sampler (testing).",
+    "seed": "Seeds module initialization, action sampling, minibatch shuffling and env resets "
+            "(sub-env i of EnvRunner w resets with seed + 1000*w + i). None: not reproducible.",
+    # callbacks
+    "callbacks_class": "Callbacks class (or list of classes) whose methods run during training.",
+    # resources
+    "num_gpus": "GPUs for the Algorithm process.",
+    "_fake_gpus": "Simulate GPUs on CPU (debugging).",
+    "num_cpus_per_env_runner": "CPUs requested per remote EnvRunner." + _NO_EFFECT,
+    "num_gpus_per_env_runner": "GPUs per remote EnvRunner.",
+    "custom_resources_per_env_runner": "Custom Ray resources per remote EnvRunner." + _NO_EFFECT,
+    "num_cpus_for_main_process": "CPUs requested for the Algorithm process under Tune." + _NO_EFFECT,
+    "placement_strategy": "Ray placement-group strategy: PACK, SPREAD, STRICT_PACK, STRICT_SPREAD." + _NO_EFFECT,
+    # learners
+    "num_learners": "Number of Learner workers. 0 trains in the driver process.",
+    "num_cpus_per_learner": "CPUs per Learner worker." + _NO_EFFECT,
+    "num_gpus_per_learner": "GPUs per Learner worker.",
+    "local_gpu_idx": "CUDA device index of a local GPU Learner." + _NO_EFFECT,
+    # fault tolerance
+    "restart_failed_env_runners": "Recreate remote EnvRunners that fail. Mutually exclusive with "
+                                  "ignore_env_runner_failures (validate() raises)." + _NO_EFFECT,
+    "ignore_env_runner_failures": "Continue without remote EnvRunners that fail. Mutually exclusive with "
+                                  "restart_failed_env_runners (validate() raises)." + _NO_EFFECT,
+    "max_num_env_runner_restarts": "Restarts allowed per remote EnvRunner." + _NO_EFFECT,
+    "delay_between_env_runner_restarts_s": "Wait between restarts." + _NO_EFFECT,
+    "restart_failed_sub_environments": "Recreate a crashed sub-env instead of the whole EnvRunner.",
+    "num_consecutive_env_runner_failures_tolerance": "Consecutive failures tolerated." + _NO_EFFECT,
+    "env_runner_health_probe_timeout_s": "Health-probe timeout." + _NO_EFFECT,
+    "env_runner_restore_timeout_s": "Restore timeout." + _NO_EFFECT,
+    # experimental / API stack
+    "_enable_new_api_stack": "Old switch for the RLModule/Learner stack." + _ONE_STACK,
+    "_tf_policy_handles_more_than_one_loss": "TensorFlow multi-loss policies.",
+    "_disable_preprocessor_api": "True: no observation preprocessing (Box observations only), as "
+                                 "preprocessor_pref=None.",
+    "_disable_action_flattening": "Keep nested actions unflattened." + _ONE_STACK,
+    "_disable_initialize_loss_from_dummy_batch": "Skip the old stack's dummy-batch loss initialization."
+                                                 + _ONE_STACK,
+    "_disable_execution_plan_api": "Old execution-plan switch." + _ONE_STACK,
+    "enable_rl_module_and_learner": "RLlib's new-stack switch; rlx has only this stack, so only True is "
+                                    "accepted.",
+    "enable_env_runner_and_connector_v2": "RLlib's new-stack switch; rlx has only this stack, so only True "
+                                          "is accepted.",
+    # PPO
+    "shuffle_batch_per_epoch": "Reshuffle the train batch before each epoch.",
+    "vf_loss_coeff": "Weight of the value loss in the total loss.",
+    "clip_param": "PPO's clip range: the ratio is clipped to [1 - clip_param, 1 + clip_param].",
+}
+
+# rlx-specific remarks appended to an option's meaning (whether it comes from doc= or MEANINGS).
+NOTES: dict[str, str] = {
+    "explore": "EnvRunners sample with it too, so keep True while training.",
+    "train_batch_size": "Sampling stops at the first rollout-fragment boundary at or past it, so a batch "
+                        "can be slightly larger.",
+    "torch_num_threads": "Applied with torch.set_num_threads() when the Algorithm is built.",
+    "env_config": "The EnvContext adds worker_index, vector_index, num_workers and remote.",
+    "in_evaluation": "No evaluation EnvRunners exist yet.",
+}
+
+# Options restricted by their check rather than by `later=`: (a value that must still be
+# rejected, the status to print). The generator fails if a probe value becomes accepted.
+STATUS_OVERRIDES: dict[str, tuple[Any, str]] = {
+    "framework": ("tf2", "supported ('torch' only)"),
+    "policies": ({"p0": None, "p1": None}, "not supported yet: multi-agent training (only the default policy)"),
+    "exploration_config": ({"type": "EpsilonGreedy"},
+                           "only {'type': 'StochasticSampling'}; other Exploration classes: not supported yet"),
+    "_enable_learner_api": (False, "only True"),
+    "enable_rl_module_and_learner": (False, "only True"),
+    "enable_env_runner_and_connector_v2": (False, "only True"),
+}
+
+# Values tried on each legacy key to show what rlx does with it.
+LEGACY_PROBES: dict[str, Any] = {
+    "simple_optimizer": True,
+    "_use_trajectory_view_api": True,
+    "collect_metrics_timeout": 180,
+    "use_pytorch": True,
+    "eager": True,
+    "horizon": 200,
+    "soft_horizon": True,
+    "no_done_at_end": True,
+    "monitor": True,
+    "multiagent": {"policies": {"p0": None, "p1": None}},
+    "evaluation_num_episodes": 5,
+}
+
+MODEL_MEANINGS: dict[str, str] = {
+    "fcnet_hiddens": "Hidden layer sizes of the MLP (policy and value nets each get one unless vf_share_layers).",
+    "fcnet_activation": "Activation of the hidden layers: tanh, relu, swish/silu, elu, linear or None.",
+    "post_fcnet_hiddens": "Extra layers after fcnet_hiddens.",
+    "post_fcnet_activation": "Activation of the post_fcnet layers.",
+    "free_log_std": "Box actions: the log std is a free parameter instead of a network output.",
+    "log_std_clip_param": "Clamp of the Gaussian log std to [-v, v].",
+    "vf_share_layers": "Policy and value heads share one MLP trunk.",
+    "no_final_linear": "Drop the final linear layer.",
+    "conv_filters": "CNN filter specs [[out_channels, kernel, stride], ...].",
+    "conv_activation": "CNN activation.",
+    "use_lstm": "Wrap the model in an LSTM.",
+    "max_seq_len": "Max sequence length for recurrent models.",
+    "lstm_cell_size": "LSTM cell size.",
+    "lstm_use_prev_action": "Feed the previous action to the LSTM.",
+    "lstm_use_prev_reward": "Feed the previous reward to the LSTM.",
+    "use_attention": "Wrap the model in an attention net.",
+    "dim": "Side length of resized Atari frames (GenericPixelPreprocessor).",
+    "grayscale": "Convert Atari frames to grayscale.",
+    "zero_mean": "Scale Atari frames to [-1, 1) instead of [0, 1].",
+    "framestack": "Frame stacking flag of the old Atari preprocessing.",
+    "custom_model": "Custom ModelV2 class (old API).",
+    "custom_model_config": "Keyword arguments for a custom model.",
+    "custom_action_dist": "Custom action distribution class.",
+    "custom_preprocessor": "Custom preprocessor class.",
+}
+# Model keys that are accepted and validated but that no rlx code reads yet.
+MODEL_NO_EFFECT = {"conv_activation", "max_seq_len", "lstm_cell_size", "lstm_use_prev_action",
+                   "lstm_use_prev_reward", "framestack", "custom_model_config"}
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _fmt(value: Any) -> str:
+    text = repr(value)
+    return f"`{text}`".replace("|", "\\|")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def meaning_of(opt: Option) -> str:
+    """The meaning text of an option ('' when it has neither doc= nor a MEANINGS entry)."""
+    text = opt.doc or MEANINGS.get(opt.name, "")
+    if opt.name in NOTES:
+        text = f"{text} {NOTES[opt.name]}".strip()
+    return text
+
+
+def status_of(opt: Option) -> str:
+    """supported / not supported yet: <feature> / TensorFlow only: rejected (or an override)."""
+    if opt.name in STATUS_OVERRIDES:
+        return STATUS_OVERRIDES[opt.name][1]
+    if opt.tf_only:
+        return TF_ONLY
+    if opt.later:
+        return f"not supported yet: {opt.later}"
+    return SUPPORTED
+
+
+def check_status_overrides() -> None:
+    """Fail loudly when an option in STATUS_OVERRIDES starts accepting its probe value."""
+    for name, (probe, _) in STATUS_OVERRIDES.items():
+        config = PPOConfig()
+        try:
+            config._set(name, probe)
+        except ConfigError:
+            continue
+        raise RuntimeError(
+            f"{name}={probe!r} is accepted now: update STATUS_OVERRIDES in {Path(__file__).name}."
+        )
+
+
+def _option_cell(opt: Option) -> str:
+    cell = f"`{opt.name}`"
+    if opt.aliases:
+        cell += "<br>old: " + ", ".join(f"`{a}`" for a in opt.aliases)
+    return cell
+
+
+def _default_cell(opt: Option, ppo_default: Any) -> str:
+    if opt.name == "model":
+        return "`MODEL_DEFAULTS` (see below)"
+    cell = _fmt(opt.default)
+    if ppo_default is not _MISSING and not _same(ppo_default, opt.default):
+        cell += f" (PPO: {_fmt(ppo_default)})"
+    return cell
+
+
+_MISSING = object()
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b) and type(a) is type(b)
+    except Exception:
+        return a is b
+
+
+def _table(rows: list[list[str]], header: list[str]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    return out
+
+
+# ----------------------------------------------------------------------------- sections
+
+
+def section_tables() -> list[str]:
+    """One table per section method; options shared by several methods are listed in full once."""
+    ppo_table = PPOConfig._table
+    common_names = {opt.name for opt in COMMON_OPTIONS}
+    lines: list[str] = []
+    for section in SECTIONS:
+        home = [opt for opt in COMMON_OPTIONS if opt.sections and opt.sections[0] == section]
+        also = [opt for opt in COMMON_OPTIONS if section in opt.sections[1:]]
+        title = f"`{section}()`"
+        if section in SECTION_ALIASES:
+            title += f" (old name: `{SECTION_ALIASES[section]}()`)"
+        lines += [f"### {title}", ""]
+        if home:
+            rows = []
+            for opt in home:
+                ppo_default = ppo_table.options[opt.name].default if opt.name in ppo_table.options else _MISSING
+                rows.append([_option_cell(opt), _default_cell(opt, ppo_default), _cell(meaning_of(opt)),
+                             _cell(status_of(opt))])
+            lines += _table(rows, ["option", "default", "meaning", "status"])
+            lines.append("")
+        if also:
+            refs = ", ".join(f"`{opt.name}` (see `{opt.sections[0]}()`)" for opt in also)
+            lines += [f"Also accepted by `{section}()`: {refs}.", ""]
+        if section == "training":
+            ppo_only = [ppo_table.options[n] for n in ppo_table.options if n not in common_names]
+            lines += ["PPO adds these `training()` options (`PPOConfig`):", ""]
+            rows = [[_option_cell(o), _fmt(o.default), _cell(meaning_of(o)), _cell(status_of(o))] for o in ppo_only]
+            lines += _table(rows, ["option", "default", "meaning", "status"])
+            lines.append("")
+        if section == "callbacks":
+            events = ", ".join(f"`{e}`" for e in CALLBACK_EVENTS)
+            lines += [f"`callbacks()` also takes one callable per event ({events}); any value other than "
+                      "None raises `not supported yet: <event> (callbacks)`.", ""]
+        if section == "evaluation":
+            lines += ["`evaluation(evaluation_num_episodes=N)` (old) sets `evaluation_duration=N` with "
+                      "`evaluation_duration_unit='episodes'`.", ""]
+    return lines
+
+
+def unsectioned_table() -> list[str]:
+    """Options that no section method accepts (set by rlx itself, or via a dict)."""
+    opts = [opt for opt in COMMON_OPTIONS if not opt.sections]
+    if not opts:
+        return []
+    lines = ["### Options outside the section methods", "",
+             "Set by rlx itself; a dict (`update_from_dict`) can still carry them.", ""]
+    rows = [[_option_cell(o), _fmt(o.default), _cell(meaning_of(o)), _cell(status_of(o))] for o in opts]
+    return lines + _table(rows, ["option", "default", "meaning", "status"]) + [""]
+
+
+def ppo_defaults_table() -> list[str]:
+    """Defaults that PPOConfig changes relative to AlgorithmConfig."""
+    base = AlgorithmConfig._table.options
+    rows = []
+    for name, opt in PPOConfig._table.options.items():
+        if name in base and not _same(base[name].default, opt.default):
+            rows.append([f"`{name}`", _fmt(base[name].default), _fmt(opt.default)])
+    lines = ["### Defaults PPOConfig changes", ""]
+    return lines + _table(rows, ["option", "AlgorithmConfig default", "PPOConfig default"]) + [""]
+
+
+def model_table() -> list[str]:
+    """The `model` dict (`training(model={...})`, alias `model_config`)."""
+    later = getattr(model_defaults, "_LATER", {})
+    rows = []
+    for key, default in MODEL_DEFAULTS.items():
+        if key in later:
+            status = f"not supported yet: {later[key]}"
+        elif key in MODEL_NO_EFFECT:
+            status = "accepted, not used yet"
+        else:
+            status = SUPPORTED
+        rows.append([f"`{key}`", _fmt(default), _cell(MODEL_MEANINGS.get(key, "")), _cell(status)])
+    lines = ["### The `model` dict", "",
+             "`training(model={...})` (or `rl_module(model_config={...})`) merges the given keys into "
+             "`rlx.models.MODEL_DEFAULTS`; unknown keys raise a ConfigError with a \"Did you mean\" hint "
+             "and the list of known keys.", ""]
+    return lines + _table(rows, ["key", "default", "meaning", "status"]) + [""]
+
+
+def optimizer_table() -> list[str]:
+    """The `optimizer` dict: types and their keyword arguments."""
+    from rlx.core import optimizers
+
+    def kwargs_of(cls: Any) -> str:
+        params = inspect.signature(cls.__init__).parameters
+        parts = [f"`{n}={p.default!r}`" for n, p in params.items()
+                 if n not in ("self", "params", "lr", "decoupled") and p.default is not inspect.Parameter.empty]
+        return ", ".join(parts)
+
+    rows = [
+        ["`'adam'` (default)", "rlx.core.optimizers.Adam", kwargs_of(optimizers.Adam)],
+        ["`'adamw'`", "rlx.core.optimizers.Adam(decoupled=True)",
+         kwargs_of(optimizers.Adam).replace("`weight_decay=0.0`", "`weight_decay=0.01`")],
+        ["`'sgd'`", "rlx.core.optimizers.SGD", kwargs_of(optimizers.SGD)],
+        ["any other name", "the torch.optim class of that name, case-insensitive (e.g. `'rmsprop'`)",
+         "that class's keyword arguments"],
+    ]
+    lines = ["### The `optimizer` dict", "",
+             "`training(optimizer={'type': ..., **kwargs})`. The learning rate always comes from `lr` "
+             "(a float or a schedule). Unknown types and keyword arguments raise a ConfigError with a "
+             "\"Did you mean\" hint when the Algorithm is built.", ""]
+    return lines + _table(rows, ["type", "class", "keyword arguments (defaults)"]) + [""]
+
+
+def alias_table() -> list[str]:
+    """Every legacy name and the current name it maps to."""
+    rows = sorted(PPOConfig._table.alias_to_name.items())
+    lines = ["### Legacy names", "",
+             "Accepted everywhere a current name is (section methods, dicts, `config[...]`, attribute "
+             "access) and stored under the current name.", ""]
+    lines += _table([[f"`{a}`", f"`{n}`"] for a, n in rows], ["old name", "current name"])
+    lines += ["", "`to_dict()` writes `lambda_` as `lambda` and `input_` as `input`, as RLlib does; "
+              "`config.rollouts(...)` is `config.env_runners(...)`.", ""]
+    return lines
+
+
+def legacy_keys_table() -> list[str]:
+    """Old keys without a current equivalent, and what rlx does with them."""
+    rows = []
+    for key, off in LEGACY_NOOP_KEYS.items():
+        probe = LEGACY_PROBES.get(key, True)
+        try:
+            PPOConfig().update_from_dict({key: probe})
+            outcome = "accepted, no effect"
+        except ConfigError as err:
+            outcome = str(err)
+        rows.append([f"`{key}`", _fmt(off), f"`{key}={probe!r}`".replace("|", "\\|"), _cell(outcome)])
+    lines = ["### Removed keys of old config dicts", "",
+             "These keys have no current option. Their \"off\" value (and None/False) is accepted and "
+             "ignored; other values behave as shown.", ""]
+    return lines + _table(rows, ["key", "off value", "example", "result"]) + [""]
+
+
+def generate() -> str:
+    """The text that belongs between the markers (without the markers)."""
+    check_status_overrides()
+    lines = ["", "<!-- Generated by tools/gen_config_reference.py; edit that script, not this section. -->", ""]
+    lines += section_tables()
+    lines += unsectioned_table()
+    lines += ppo_defaults_table()
+    lines += model_table()
+    lines += optimizer_table()
+    lines += alias_table()
+    lines += legacy_keys_table()
+    return "\n".join(lines)
+
+
+def render(doc_text: str) -> str:
+    """`doc_text` with the generated section replaced by a fresh one."""
+    start = doc_text.find(BEGIN)
+    end = doc_text.find(END)
+    if start < 0 or end < 0 or end < start:
+        raise ValueError(f"{DOC_PATH} needs the markers {BEGIN} and {END}, in that order.")
+    return doc_text[: start + len(BEGIN)] + "\n" + generate() + "\n" + doc_text[end:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="exit 1 if docs/configuration.md is out of date")
+    args = parser.parse_args(argv)
+    current = DOC_PATH.read_text()
+    fresh = render(current)
+    if args.check:
+        if fresh != current:
+            print(f"{DOC_PATH} is out of date: run python tools/gen_config_reference.py", file=sys.stderr)
+            return 1
+        return 0
+    if fresh != current:
+        DOC_PATH.write_text(fresh)
+        print(f"updated {DOC_PATH}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
