@@ -17,19 +17,7 @@ from rlx.algorithms.ppo import PPOConfig
 from rlx.core.learner import clip_gradients
 from rlx.utils.errors import ConfigError
 
-BATCH = 256
-
-
-@pytest.fixture(autouse=True)
-def _results_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("RLX_RESULTS_DIR", str(tmp_path / "rlx_results"))
-
-
-def small_config(env="CartPole-v1", seed=0, **training) -> PPOConfig:
-    """A PPO config that trains in a few hundredths of a second."""
-    opts = dict(train_batch_size=BATCH, minibatch_size=64, num_epochs=2)
-    opts.update(training)
-    return PPOConfig().environment(env).training(**opts).debugging(seed=seed)
+from conftest import BATCH, small_config
 
 
 @pytest.fixture

@@ -22,21 +22,9 @@ from rlx.algorithms.ppo import PPO, PPOConfig
 from rlx.utils.checkpoints import FORMAT_VERSION
 from rlx.utils.errors import CheckpointError
 
-BATCH = 256
+from conftest import BATCH, small_config
+
 POLICY_DIR = Path("policies") / "default_policy"
-
-
-@pytest.fixture(autouse=True)
-def results_dir(tmp_path, monkeypatch):
-    path = tmp_path / "rlx_results"
-    monkeypatch.setenv("RLX_RESULTS_DIR", str(path))
-    return path
-
-
-def small_config(env="CartPole-v1", seed=0, **training) -> PPOConfig:
-    opts = dict(train_batch_size=BATCH, minibatch_size=64, num_epochs=2)
-    opts.update(training)
-    return PPOConfig().environment(env).training(**opts).debugging(seed=seed)
 
 
 @pytest.fixture

@@ -19,9 +19,6 @@ from rlx.env.env_runner import SingleAgentEnvRunner
 TIME_LIMIT = 5
 
 
-@pytest.fixture(autouse=True)
-def _results_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("RLX_RESULTS_DIR", str(tmp_path / "rlx_results"))
 
 
 # ----------------------------------------------------------------------------- test envs

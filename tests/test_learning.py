@@ -19,9 +19,6 @@ ENV_STEP_BUDGET = 100_000
 WALL_CLOCK_LIMIT_S = 60.0
 
 
-@pytest.fixture(autouse=True)
-def _results_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("RLX_RESULTS_DIR", str(tmp_path / "rlx_results"))
 
 
 def test_ppo_defaults_solve_cartpole_within_100k_env_steps():

@@ -16,9 +16,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*CartPole-v0 is out of date")
 SMALL = {"train_batch_size": 256, "sgd_minibatch_size": 64, "num_sgd_iter": 2}
 
 
-@pytest.fixture(autouse=True)
-def _results_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("RLX_RESULTS_DIR", str(tmp_path / "rlx_results"))
 
 
 @pytest.fixture

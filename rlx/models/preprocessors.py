@@ -134,12 +134,11 @@ class AtariRAMPreprocessor(Preprocessor):
         return (np.asarray(observation, dtype=np.float32) - 128.0) / 128.0
 
 
-class TupleFlatteningPreprocessor(Preprocessor):
-    """Preprocesses each component of a Tuple space and concatenates them into one vector."""
+class _ConcatenatingPreprocessor(Preprocessor):
+    """Preprocesses each component of a composite space and concatenates them into one vector."""
 
-    def _init_shape(self, obs_space: gym.Space, options: dict) -> tuple[int, ...]:
-        self.preprocessors = [get_preprocessor(s)(s, options) for s in obs_space.spaces]
-        return (sum(p.size for p in self.preprocessors),)
+    def _components(self, observation: Any) -> list[Any]:
+        raise TypeError("subclasses list the observation's components in space order")
 
     def transform(self, observation: Any) -> np.ndarray:
         out = np.empty(self.shape, dtype=np.float32)
@@ -147,30 +146,35 @@ class TupleFlatteningPreprocessor(Preprocessor):
         return out
 
     def write(self, observation: Any, array: np.ndarray, offset: int) -> None:
-        for p, o in zip(self.preprocessors, observation):
+        for p, o in zip(self.preprocessors, self._components(observation)):
             p.write(o, array, offset)
             offset += p.size
 
 
-class DictFlatteningPreprocessor(Preprocessor):
-    """Preprocesses each value of a Dict space (in the space's key order) and concatenates them."""
+class TupleFlatteningPreprocessor(_ConcatenatingPreprocessor):
+    """Flattens a Tuple space, component by component."""
+
+    def _init_shape(self, obs_space: gym.Space, options: dict) -> tuple[int, ...]:
+        self.preprocessors = [get_preprocessor(s)(s, options) for s in obs_space.spaces]
+        return (sum(p.size for p in self.preprocessors),)
+
+    def _components(self, observation: Any) -> list[Any]:
+        return list(observation)
+
+
+class DictFlatteningPreprocessor(_ConcatenatingPreprocessor):
+    """Flattens a Dict space, value by value in the space's key order."""
 
     def _init_shape(self, obs_space: gym.Space, options: dict) -> tuple[int, ...]:
         self.keys = list(obs_space.spaces.keys())
         self.preprocessors = [get_preprocessor(obs_space.spaces[k])(obs_space.spaces[k], options) for k in self.keys]
         return (sum(p.size for p in self.preprocessors),)
 
-    def transform(self, observation: Any) -> np.ndarray:
-        out = np.empty(self.shape, dtype=np.float32)
-        self.write(observation, out, 0)
-        return out
-
-    def write(self, observation: Any, array: np.ndarray, offset: int) -> None:
-        for k, p in zip(self.keys, self.preprocessors):
-            if k not in observation:
-                raise ValueError(f"Dict observation is missing key '{k}' of its observation space.")
-            p.write(observation[k], array, offset)
-            offset += p.size
+    def _components(self, observation: Any) -> list[Any]:
+        missing = [k for k in self.keys if k not in observation]
+        if missing:
+            raise ValueError(f"Dict observation is missing key(s) {missing} of its observation space.")
+        return [observation[k] for k in self.keys]
 
 
 def get_preprocessor(space: gym.Space) -> type[Preprocessor]:
