@@ -225,6 +225,8 @@ COMMON_OPTIONS: list[Option] = [
     Option("policy_states_are_swappable", False, M, boolean, later=MULTI),
     Option("observation_fn", None, M, callable_or_none, later=MULTI),
     Option("count_steps_by", "env_steps", M, choice("env_steps", "agent_steps")),
+    Option("replay_mode", "independent", M, choice("independent", "lockstep"), later=MULTI),
+    Option("policy_map_cache", None, M, any_value, later=MULTI),
     # --- reporting
     Option("keep_per_episode_custom_metrics", False, REP, boolean, later="custom metrics"),
     Option("metrics_episode_collection_timeout_s", 60.0, REP, number(0.0)),
