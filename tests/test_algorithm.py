@@ -579,12 +579,18 @@ def test_different_seeds_give_different_results():
 
 
 def test_ppo_without_critic_and_gae_trains():
-    algo = small_config(use_critic=False, use_gae=False).build()
+    algo = small_config(use_critic=False, use_gae=False).env_runners(batch_mode="complete_episodes").build()
     for _ in range(2):
         metrics = learner_metrics(algo.train())
         assert np.isfinite(metrics["total_loss"])
         assert np.isfinite(metrics["policy_loss"])
     algo.stop()
+
+
+def test_no_critic_with_truncated_batches_is_a_config_error():
+    """Without a value function nothing can stand in for the return after a cut (RLlib raises too)."""
+    with pytest.raises(ConfigError, match="complete_episodes"):
+        small_config(use_critic=False, use_gae=False).build()
 
 
 def test_use_gae_without_critic_is_a_config_error():

@@ -299,6 +299,23 @@ def test_env_class_round_trips_as_an_import_path(tmp_path):
     restored.stop()
 
 
+def test_save_refuses_a_directory_with_other_files_and_deletes_nothing(trained_algo, tmp_path):
+    target = tmp_path / "my_project"
+    target.mkdir()
+    (target / "notes.txt").write_text("keep me")
+    with pytest.raises(CheckpointError, match="not an rlx checkpoint"):
+        trained_algo.save(str(target))
+    assert (target / "notes.txt").read_text() == "keep me"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_save_into_an_existing_empty_directory(trained_algo, tmp_path):
+    target = tmp_path / "empty"
+    target.mkdir()
+    path = trained_algo.save(str(target))
+    assert (Path(path) / "rlx_checkpoint.json").is_file()
+
+
 def test_config_overrides_replace_stored_values(checkpoint):
     restored = Algorithm.from_checkpoint(checkpoint, config_overrides={"lr": 0.0123})
     assert restored.config.lr == pytest.approx(0.0123)

@@ -425,8 +425,8 @@ def test_use_gae_without_use_critic_is_rejected_at_validate():
         config.validate()
 
 
-def test_no_gae_and_no_critic_validates():
-    _cartpole().training(use_gae=False, use_critic=False).validate()
+def test_no_gae_and_no_critic_validates_with_complete_episodes():
+    _cartpole().training(use_gae=False, use_critic=False).env_runners(batch_mode="complete_episodes").validate()
 
 
 # --------------------------------------------------------------------------- schedules

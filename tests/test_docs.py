@@ -120,11 +120,12 @@ def python_blocks(text: str) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
 
 
-@pytest.mark.parametrize("page", PAGES)
+PAGES_WITH_EXAMPLES = [p for p in PAGES if python_blocks((DOCS / p).read_text())]
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_EXAMPLES)
 def test_examples_run(page, tmp_path):
     blocks = python_blocks((DOCS / page).read_text())
-    if not blocks:
-        pytest.skip("no Python examples")
     script = tmp_path / "examples.py"
     script.write_text("\n\n".join(blocks))
     env = dict(os.environ, RLX_RESULTS_DIR=str(tmp_path / "rlx_results"), PYTHONWARNINGS="ignore")
@@ -132,3 +133,34 @@ def test_examples_run(page, tmp_path):
     proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"examples of docs/{page} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+
+
+# ----------------------------------------------------------------------------- links between pages
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor for a markdown heading."""
+    text = heading.strip().lower().replace("`", "")
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.S | re.M)
+    return {_anchor(m) for m in re.findall(r"^#+ (.+)$", text, flags=re.M)}
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_relative_links_resolve(page):
+    source = DOCS / page
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", source.read_text()):
+        if re.match(r"[a-z]+://", target):
+            continue
+        path, _, anchor = target.partition("#")
+        dest = (source.parent / path).resolve() if path else source
+        if not dest.exists():
+            broken.append(target)
+        elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+            broken.append(target)
+    assert not broken, f"broken links in docs/{page}: {broken}"

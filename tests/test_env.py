@@ -307,6 +307,30 @@ def test_old_gym_api_env_builds_and_samples_with_auto_wrap():
         algo.stop()
 
 
+def test_old_gym_api_env_is_wrapped_even_with_env_checking_disabled():
+    """auto_wrap_old_gym_envs and disable_env_checking are independent settings (seed 003)."""
+    algo = _small_ppo(OldApiEnv, num_envs=2, env_config={"length": 3}, disable_env_checking=True).build()
+    try:
+        assert all(isinstance(e, OldGymEnvCompatibility) for e in _sub_envs(algo))
+        batch = algo.env_runner_group.local_env_runner.sample(num_timesteps=8)
+        assert batch["terminateds"].any()
+    finally:
+        algo.stop()
+
+
+def test_atari_is_detected_from_the_env_id_for_reward_clipping():
+    from rlx.env.env_runner import is_atari_env
+
+    class FakeSpec:
+        id = "ALE/Pong-v5"
+
+    class FakeAtari(CountingEnv):
+        spec = FakeSpec()
+
+    assert is_atari_env(FakeAtari())
+    assert not is_atari_env(gym.make("CartPole-v1"))
+
+
 def test_old_gym_api_env_fails_to_build_without_auto_wrap():
     config = _small_ppo(OldApiEnv, auto_wrap_old_gym_envs=False)
     with pytest.raises(EnvError, match="auto_wrap_old_gym_envs"):

@@ -165,6 +165,8 @@ MEANINGS: dict[str, str] = {
     "policies_to_train": "Policies to update (None: all).",
     "policy_states_are_swappable": "Policies share one architecture and can swap states.",
     "observation_fn": "Function enhancing per-agent observations.",
+    "replay_mode": "'independent' or 'lockstep' replay of multi-agent batches (old API stack).",
+    "policy_map_cache": "Old disk cache of the policy map (deprecated in RLlib).",
     "count_steps_by": "'env_steps' or 'agent_steps'. Identical for single-agent envs, which is all rlx "
                       "runs today.",
     # reporting

@@ -5,6 +5,7 @@ Also wraps envs written against the old gym API (reset() -> obs, step() -> 4-tup
 """
 from __future__ import annotations
 
+import inspect
 import numbers
 from typing import Any
 
@@ -72,6 +73,24 @@ def convert_space(space: Any) -> gym.Space:
     except Exception as err:  # pragma: no cover - defensive
         raise EnvError(f"Could not convert space {space!r} to a gymnasium space: {err}") from err
     raise EnvError(f"{space!r} is not a gymnasium.spaces.Space; define your env's spaces with gymnasium.spaces.")
+
+
+def looks_like_old_gym_api(env: Any) -> bool:
+    """True for envs written against the pre-0.26 gym API (judged without stepping them):
+    old `gym` spaces, or a reset() that takes neither `seed` nor **kwargs."""
+    if isinstance(env, gym.Env):
+        return False
+    spaces = (getattr(env, "observation_space", None), getattr(env, "action_space", None))
+    if any(s is not None and not isinstance(s, gym.spaces.Space) for s in spaces):
+        return True
+    reset = getattr(env, "reset", None)
+    if reset is None:
+        return False
+    try:
+        params = inspect.signature(reset).parameters
+    except (TypeError, ValueError):
+        return False
+    return "seed" not in params and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 def _is_old_api_reset(out: Any) -> bool:

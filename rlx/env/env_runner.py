@@ -17,7 +17,7 @@ import torch
 
 from rlx.core.columns import Columns
 from rlx.core.rl_module import RLModule, RLModuleSpec
-from rlx.env.env_checker import OldGymEnvCompatibility, check_env
+from rlx.env.env_checker import OldGymEnvCompatibility, check_env, looks_like_old_gym_api
 from rlx.env.env_context import EnvContext
 from rlx.env.registry import make_env_creator
 from rlx.env.vector_env import VectorEnv
@@ -28,6 +28,16 @@ from rlx.utils.filters import make_filter
 
 def _worker_seed(seed: int | None, worker_index: int) -> int | None:
     return None if seed is None else int(seed) + 1000 * int(worker_index)
+
+
+def is_atari_env(env: Any) -> bool:
+    """Whether `env` is an Atari (ALE) game, judged by its Gymnasium id or its class's module."""
+    spec = getattr(env, "spec", None)
+    env_id = getattr(spec, "id", "") or ""
+    if env_id.startswith("ALE/") or "NoFrameskip" in env_id or "Deterministic-v" in env_id:
+        return True
+    module = type(getattr(env, "unwrapped", env)).__module__
+    return module.startswith(("ale_py", "gym.envs.atari", "gymnasium.envs.atari"))
 
 
 class ActionAdapter:
@@ -95,6 +105,7 @@ class SingleAgentEnvRunner:
         self.filter = make_filter(config.observation_filter, self.preprocessor.shape)
         self.module_observation_space = self.preprocessor.observation_space
         self.actions = ActionAdapter(self.action_space, config.normalize_actions, config.clip_actions)
+        self.is_atari = config.is_atari if config.is_atari is not None else is_atari_env(self.env.envs[0])
         self.module = module if module is not None else self._build_module(module_spec)
         self._dist_cls = self.module.get_exploration_action_dist_cls()
         self._inference_dist_cls = self.module.get_inference_action_dist_cls()
@@ -141,6 +152,10 @@ class SingleAgentEnvRunner:
                 checked = check_env(env, cfg.auto_wrap_old_gym_envs, seed=self._seed)
                 wrap_old = isinstance(checked, OldGymEnvCompatibility)
                 env = checked
+            elif i == 0:
+                wrap_old = cfg.auto_wrap_old_gym_envs and looks_like_old_gym_api(env)
+                if wrap_old:
+                    env = OldGymEnvCompatibility(env)
             elif wrap_old:
                 env = OldGymEnvCompatibility(env)
             envs.append(env)
@@ -389,7 +404,7 @@ class SingleAgentEnvRunner:
     def _clip_rewards(self, rewards: np.ndarray) -> None:
         clip = self.config.clip_rewards
         if clip is None:
-            clip = bool(self.config.is_atari)
+            clip = self.is_atari
         if clip is True:
             np.sign(rewards, out=rewards)
         elif clip is False:

@@ -217,12 +217,25 @@ def unflatten_optimizer_state(tensors: dict[str, np.ndarray], meta: dict[str, An
 
 
 class AtomicDirectory:
-    """Context manager yielding a temp directory that replaces `target` on success."""
+    """Context manager yielding a temp directory that replaces `target` on success.
+
+    `target` must be new, empty, or an earlier rlx checkpoint: a directory holding other
+    files is refused before anything is written, so saving never deletes user files.
+    """
 
     def __init__(self, target: str | os.PathLike):
         self.target = Path(target).expanduser().resolve()
 
     def __enter__(self) -> Path:
+        if self.target.exists():
+            if not self.target.is_dir():
+                raise CheckpointError(f"Cannot save a checkpoint to {self.target}: it is a file.")
+            if any(self.target.iterdir()) and not (self.target / METADATA_FILE).is_file():
+                raise CheckpointError(
+                    f"Cannot save a checkpoint to {self.target}: the directory holds other files and is not an rlx "
+                    "checkpoint, and saving replaces the whole directory. Give a new or empty directory, "
+                    f"e.g. {self.target / 'checkpoint'}."
+                )
         self.target.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.tmp-", dir=self.target.parent))
         return self.tmp

@@ -51,6 +51,11 @@ class PPOConfig(AlgorithmConfig):
         v = self._values
         if v["use_gae"] and not v["use_critic"]:
             raise ConfigError("use_gae=True needs use_critic=True (GAE uses the value function); set use_gae=False.")
+        if not v["use_critic"] and v["batch_mode"] == "truncate_episodes" and not v["in_evaluation"]:
+            raise ConfigError(
+                "use_critic=False cannot estimate the return after a batch cuts an episode "
+                "(batch_mode='truncate_episodes'); set env_runners(batch_mode='complete_episodes')."
+            )
         if v["minibatch_size"] > self.total_train_batch_size:
             raise ConfigError(
                 f"minibatch_size ({v['minibatch_size']}) is larger than the train batch "
