@@ -99,8 +99,11 @@ class SingleAgentEnvRunner:
         self._make_env, self.env_name = make_env_creator(config.env)
         self.env = VectorEnv(self._create_envs())
         self.num_envs = self.env.num_envs
-        self.observation_space = config.observation_space or self.env.observation_space
-        self.action_space = config.action_space or self.env.action_space
+        self.observation_space = config.observation_space if config.observation_space is not None \
+            else self.env.observation_space
+        self.action_space = config.action_space if config.action_space is not None else self.env.action_space
+        if self._seed is not None:
+            self.action_space.seed(self._seed)  # random_actions sampling is reproducible too
         self.preprocessor = self._make_preprocessor(self.observation_space)
         self.filter = make_filter(config.observation_filter, self.preprocessor.shape)
         self.module_observation_space = self.preprocessor.observation_space
@@ -177,8 +180,9 @@ class SingleAgentEnvRunner:
             raise ValueError("SingleAgentEnvRunner needs a module_spec or a module.")
         spec = RLModuleSpec(
             module_class=spec.module_class,
-            observation_space=spec.observation_space or self.module_observation_space,
-            action_space=spec.action_space or self.action_space,
+            observation_space=spec.observation_space if spec.observation_space is not None
+            else self.module_observation_space,
+            action_space=spec.action_space if spec.action_space is not None else self.action_space,
             model_config=spec.model_config if spec.model_config is not None else self.config.model,
             inference_only=spec.inference_only,
         )
