@@ -71,3 +71,25 @@ class Float64ObsEnv(CountingEnv):
     def step(self, action):
         obs, reward, terminated, truncated, info = super().step(action)
         return obs.astype(np.float64), reward, terminated, truncated, info
+
+
+class CounterEnv(gym.Env):
+    """obs = [t, 1.0] (t = steps taken in this episode), reward 1 per step; never ends on its own."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, config=None):
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def _obs(self):
+        return np.array([self.t, 1.0], np.float32)
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), 1.0, False, False, {}

@@ -17,6 +17,8 @@ from rlx.algorithms.ppo import PPOConfig
 from rlx.core.learner import clip_gradients
 from rlx.utils.errors import ConfigError
 
+from envs_for_tests import CounterEnv
+
 from conftest import BATCH, small_config
 
 
@@ -47,25 +49,6 @@ def learner_metrics(result: dict) -> dict:
 
 
 # ----------------------------------------------------------------------------- test envs
-
-
-class CounterEnv(gym.Env):
-    """Never terminates on its own: obs is [t, 1], reward 1 per step."""
-
-    observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
-    action_space = gym.spaces.Discrete(2)
-
-    def __init__(self, config=None):
-        self.t = 0
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return np.array([0.0, 1.0], np.float32), {}
-
-    def step(self, action):
-        self.t += 1
-        return np.array([self.t, 1.0], np.float32), 1.0, False, False, {}
 
 
 register_env("rlx_test_algo_long_episodes", lambda ctx: gym.wrappers.TimeLimit(CounterEnv(), max_episode_steps=10_000))

@@ -16,34 +16,14 @@ from rlx import register_env
 from rlx.algorithms.ppo import PPOConfig
 from rlx.env.env_runner import SingleAgentEnvRunner
 
+from envs_for_tests import CounterEnv
+
 TIME_LIMIT = 5
 
 
 
 
 # ----------------------------------------------------------------------------- test envs
-
-
-class CounterEnv(gym.Env):
-    """obs = [t, 1.0] (t = steps taken in this episode); never ends on its own."""
-
-    observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
-    action_space = gym.spaces.Discrete(2)
-
-    def __init__(self, config=None):
-        self.t = 0
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return self._obs(), {}
-
-    def _obs(self):
-        return np.array([self.t, 1.0], np.float32)
-
-    def step(self, action):
-        self.t += 1
-        return self._obs(), 1.0, False, False, {}
 
 
 class TerminatingEnv(CounterEnv):
