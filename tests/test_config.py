@@ -524,3 +524,14 @@ def test_auto_rollout_fragment_length_splits_the_batch_over_sub_envs(train_batch
 def test_explicit_rollout_fragment_length_is_returned_as_is():
     config = PPOConfig().env_runners(rollout_fragment_length=17, num_envs_per_env_runner=3)
     assert config.get_rollout_fragment_length() == 17
+
+
+def test_tune_search_spaces_are_stored_and_refused_at_build():
+    """Seed 003: PPOConfig().training(lr=tune.grid_search([...])) for Tune sweeps."""
+    grid = {"grid_search": [0.01, 0.001, 0.0001]}
+    config = PPOConfig().environment("CartPole-v1").training(lr=grid)
+    assert config.lr == grid
+    assert config.to_dict()["lr"] == grid
+    assert PPOConfig.from_dict(config.to_dict()).lr == grid
+    with pytest.raises(ConfigError, match="lr .*Tune search space"):
+        config.build()

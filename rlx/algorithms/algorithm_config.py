@@ -150,6 +150,11 @@ class AlgorithmConfig:
             home = opt.sections[0] if opt.sections else None
             hint = f" It belongs to {home}(): config.{home}({key}=...)." if home else ""
             raise ConfigError(f"'{key}' is not an option of {section}().{hint}")
+        if is_search_space(value):
+            # A Ray Tune search space (tune.grid_search, tune.uniform, ...): Tune resolves it
+            # into plain values per trial, which are validated then.
+            self._values[canonical] = value
+            return
         if canonical == "model":
             value = self._merge_model(value)
         elif opt.check is not None:
@@ -400,6 +405,12 @@ class AlgorithmConfig:
     def validate(self) -> None:
         """Check settings that depend on each other; raise ConfigError naming the conflict."""
         v = self._values
+        searched = sorted(k for k, value in v.items() if is_search_space(value))
+        if searched:
+            raise ConfigError(
+                f"{', '.join(searched)} hold(s) a Ray Tune search space (e.g. tune.grid_search); an Algorithm needs "
+                "plain values. Run the sweep with ray.tune.Tuner(..., param_space=config.to_dict()), or set a value."
+            )
         if v["restart_failed_env_runners"] and v["ignore_env_runner_failures"]:
             raise ConfigError(
                 "'ignore_env_runner_failures' (old: ignore_worker_failures) and 'restart_failed_env_runners' "
@@ -453,6 +464,13 @@ class AlgorithmConfig:
         return type(other) is type(self) and _same(self.to_dict(), other.to_dict())  # type: ignore[union-attr]
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def is_search_space(value: Any) -> bool:
+    """Whether `value` is a Ray Tune search space: {'grid_search': [...]} or a tune Domain."""
+    if isinstance(value, dict):
+        return set(value) == {"grid_search"}
+    return type(value).__module__.startswith("ray.tune.search")
 
 
 def _same(a: Any, b: Any) -> bool:
