@@ -254,8 +254,6 @@ NOTES: dict[str, str] = {
 STATUS_OVERRIDES: dict[str, tuple[Any, str]] = {
     "framework": ("tf2", "supported ('torch' only)"),
     "policies": ({"p0": None, "p1": None}, "not supported yet: multi-agent training (only the default policy)"),
-    "exploration_config": ({"type": "EpsilonGreedy"},
-                           "only {'type': 'StochasticSampling'}; other Exploration classes: not supported yet"),
     "_enable_learner_api": (False, "only True"),
     "enable_rl_module_and_learner": (False, "only True"),
     "enable_env_runner_and_connector_v2": (False, "only True"),

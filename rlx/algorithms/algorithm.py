@@ -436,6 +436,17 @@ class Algorithm:
             raise CheckpointError(f"Checkpoint {path} holds a {type(algo).__name__}, not a {cls.__name__}.")
         return algo
 
+    def write_checkpoint_extras(self, directory: Path) -> list[str]:
+        """Write algorithm-specific checkpoint files (e.g. the replay buffer) into `directory`.
+
+        Returns their paths relative to `directory`; the base Algorithm has none.
+        """
+        return []
+
+    def read_checkpoint_extras(self, directory: Path) -> None:
+        """Load what `write_checkpoint_extras` wrote; the base Algorithm has nothing to load."""
+        return None
+
     def get_state(self) -> dict[str, Any]:
         """JSON-safe algorithm state (counters, metrics window, learner and runner extras)."""
         return {

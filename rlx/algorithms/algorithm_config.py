@@ -29,6 +29,7 @@ class _NotProvided:
 NotProvided = _NotProvided()
 
 # Old schedule keys: a set schedule replaces the plain value whatever the key order; None means "none".
+_MERGED_DICT_OPTIONS = ("exploration_config", "replay_buffer_config")
 _LEGACY_SCHEDULES = {"lr_schedule": "lr", "entropy_coeff_schedule": "entropy_coeff"}
 
 # Keys whose to_dict() name drops the trailing underscore, as RLlib's does.
@@ -157,6 +158,14 @@ class AlgorithmConfig:
             return
         if canonical == "model":
             value = self._merge_model(value)
+        elif canonical in _MERGED_DICT_OPTIONS and isinstance(value, dict):
+            # RLlib semantics: a dict without "type" updates the current one, a dict with
+            # a different "type" replaces it.
+            current = self._values.get(canonical) or {}
+            if "type" not in value or value.get("type") == current.get("type"):
+                value = {**current, **value}
+            if opt.check is not None:
+                value = opt.check(key, value)
         elif opt.check is not None:
             value = opt.check(key, value)
         if value != opt.default and not _same(value, opt.default):

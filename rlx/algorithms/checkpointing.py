@@ -4,7 +4,11 @@
     config.json               the config (classes and functions as import paths)
     algorithm_state.json      counters, metrics window, learner extras, env-runner state
     policies/default_policy/module.safetensors      module weights
-    policies/default_policy/optimizer.safetensors   optimizer tensors (+ optimizer.json)
+    policies/default_policy/optimizer.safetensors   optimizer tensors (+ optimizer.json); extra
+                                                    optimizers as optimizer_<name>.safetensors/.json
+    policies/default_policy/learner.safetensors     learner tensors outside the module (target
+                                                    networks, SAC's log-alpha), when there are any
+    replay_buffer.safetensors (+ replay_buffer.json) only with store_buffer_in_checkpoints
     policies/default_policy/model.pt                 only with export_native_model_files
 """
 from __future__ import annotations
@@ -37,20 +41,29 @@ def write_algorithm_checkpoint(algo: Any, path: Path) -> str:
     """Write `algo` into the checkpoint directory `path` atomically; return the path."""
     import rlx
 
-    files = ["config.json", "algorithm_state.json", f"{POLICY_DIR}/module.safetensors",
-             f"{POLICY_DIR}/optimizer.safetensors", f"{POLICY_DIR}/optimizer.json"]
+    learner = algo.learner
+    files = ["config.json", "algorithm_state.json", f"{POLICY_DIR}/module.safetensors"]
     with AtomicDirectory(path) as tmp:
         (tmp / POLICY_DIR).mkdir(parents=True)
         write_json(tmp / "config.json", encode_value(algo.config.to_dict()))
         write_json(tmp / "algorithm_state.json", algo.get_state())
-        write_tensors(tmp / POLICY_DIR / "module.safetensors", algo.learner.module.state_dict())
-        tensors, meta = flatten_optimizer_state(algo.learner.optimizer.state_dict())
-        write_tensors(tmp / POLICY_DIR / "optimizer.safetensors", tensors)
-        write_json(tmp / POLICY_DIR / "optimizer.json", meta)
+        write_tensors(tmp / POLICY_DIR / "module.safetensors", learner.module.state_dict())
+        for name, optimizer in learner.optimizers.items():
+            stem = _optimizer_stem(name)
+            tensors, meta = flatten_optimizer_state(optimizer.state_dict())
+            write_tensors(tmp / POLICY_DIR / f"{stem}.safetensors", tensors)
+            write_json(tmp / POLICY_DIR / f"{stem}.json", meta)
+            files += [f"{POLICY_DIR}/{stem}.safetensors", f"{POLICY_DIR}/{stem}.json"]
+        extra = learner.get_extra_tensors()
+        if extra:
+            write_tensors(tmp / POLICY_DIR / "learner.safetensors", extra)
+            files.append(f"{POLICY_DIR}/learner.safetensors")
+        buffer_files = algo.write_checkpoint_extras(tmp)
+        files += buffer_files
         if algo.config.export_native_model_files:
             import torch
 
-            torch.save(algo.learner.module.state_dict(), tmp / POLICY_DIR / "model.pt")
+            torch.save(learner.module.state_dict(), tmp / POLICY_DIR / "model.pt")
             files.append(f"{POLICY_DIR}/model.pt")
         cls = type(algo)
         write_json(tmp / METADATA_FILE, {
@@ -66,6 +79,10 @@ def write_algorithm_checkpoint(algo: Any, path: Path) -> str:
             "files": files,
         })
     return str(Path(path).expanduser().resolve())
+
+
+def _optimizer_stem(name: str) -> str:
+    return "optimizer" if name == "default" else f"optimizer_{name}"
 
 
 def _check_files(root: Path, meta: dict) -> None:
@@ -121,12 +138,28 @@ def read_algorithm_checkpoint(algo: Any, root: Path, meta: dict | None = None) -
             f"The weights in {root / POLICY_DIR / 'module.safetensors'} do not fit this algorithm's module: {err} "
             "Was the checkpoint written with a different model config?"
         ) from err
-    opt_meta = read_json(root / POLICY_DIR / "optimizer.json")
-    opt_tensors = read_tensors(root / POLICY_DIR / "optimizer.safetensors")
-    try:
-        algo.learner.optimizer.load_state_dict(unflatten_optimizer_state(opt_tensors, opt_meta))
-    except (ValueError, KeyError, RuntimeError) as err:
-        raise CheckpointError(f"The optimizer state in {root / POLICY_DIR} does not fit: {err}.") from err
+    for name, optimizer in algo.learner.optimizers.items():
+        stem = _optimizer_stem(name)
+        if not (root / POLICY_DIR / f"{stem}.json").is_file():
+            raise CheckpointError(
+                f"Checkpoint {root} has no state for the '{name}' optimizer ({POLICY_DIR}/{stem}.json): "
+                "it was written by a different algorithm or config."
+            )
+        opt_meta = read_json(root / POLICY_DIR / f"{stem}.json")
+        opt_tensors = read_tensors(root / POLICY_DIR / f"{stem}.safetensors")
+        try:
+            optimizer.load_state_dict(unflatten_optimizer_state(opt_tensors, opt_meta))
+        except (ValueError, KeyError, RuntimeError) as err:
+            raise CheckpointError(f"The optimizer state in {root / POLICY_DIR / stem}.* does not fit: {err}.") from err
+    learner_file = root / POLICY_DIR / "learner.safetensors"
+    if learner_file.is_file() or algo.learner.get_extra_tensors():
+        if not learner_file.is_file():
+            raise CheckpointError(f"Checkpoint {root} is missing {POLICY_DIR}/learner.safetensors (target networks).")
+        try:
+            algo.learner.set_extra_tensors(read_tensors(learner_file))
+        except (ValueError, KeyError, RuntimeError) as err:
+            raise CheckpointError(f"The learner tensors in {learner_file} do not fit: {err}") from err
+    algo.read_checkpoint_extras(root)
     state = read_json(root / "algorithm_state.json")
     try:
         algo.set_state(state)

@@ -56,17 +56,10 @@ def _must_be_true(what: str):
 
 
 def _exploration_config(name: str, value):
-    value = dictionary()(name, value)
-    etype = value.get("type", "StochasticSampling")
-    if etype != "StochasticSampling" or set(value) - {"type"}:
-        from rlx.utils.errors import NotSupportedYetError
+    from rlx.utils.exploration import validate_exploration_config
 
-        raise NotSupportedYetError(
-            f"exploration_config={value!r}",
-            "only the default {'type': 'StochasticSampling'} exists so far; "
-            "EpsilonGreedy, SoftQ, GaussianNoise and the other Exploration classes come with the off-policy algorithms",
-        )
-    return {"type": "StochasticSampling"}
+    value = dictionary()(name, value)
+    return validate_exploration_config(dict(value))
 
 
 def _evaluation_interval(name: str, value):

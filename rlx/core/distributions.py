@@ -210,6 +210,31 @@ class SquashedGaussian(DiagGaussian):
         raise ValueError("SquashedGaussian has no closed-form KL divergence.")
 
 
+class Deterministic(Distribution):
+    """A point mass: inputs are the actions themselves (used by DDPG/TD3's deterministic policy)."""
+
+    @staticmethod
+    def required_input_dim(space: gym.Space, model_config: dict | None = None) -> int:
+        return int(np.prod(space.shape))
+
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        self._last_sample = self.inputs
+        return self._last_sample
+
+    def deterministic_sample(self) -> torch.Tensor:
+        self._last_sample = self.inputs
+        return self._last_sample
+
+    def logp(self, actions: Any) -> torch.Tensor:
+        return torch.zeros(self.inputs.shape[:-1], dtype=self.inputs.dtype, device=self.inputs.device)
+
+    def entropy(self) -> torch.Tensor:
+        return torch.zeros(self.inputs.shape[:-1], dtype=self.inputs.dtype, device=self.inputs.device)
+
+    def kl(self, other: "Distribution") -> torch.Tensor:
+        return torch.zeros(self.inputs.shape[:-1], dtype=self.inputs.dtype, device=self.inputs.device)
+
+
 def dist_class_for_space(space: gym.Space, model_config: dict | None = None) -> tuple[type[Distribution], dict]:
     """The default distribution class (and its extra constructor kwargs) for an action space."""
     model_config = model_config or {}
@@ -252,6 +277,6 @@ class BoundDistribution:
 
 
 __all__ = [
-    "Distribution", "Categorical", "MultiCategorical", "DiagGaussian", "SquashedGaussian",
+    "Distribution", "Categorical", "MultiCategorical", "DiagGaussian", "SquashedGaussian", "Deterministic",
     "dist_class_for_space", "BoundDistribution",
 ]

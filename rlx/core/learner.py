@@ -85,6 +85,12 @@ def clip_gradients(params: list[torch.nn.Parameter], grad_clip: float | None, cl
 class Learner:
     """Updates one RLModule from training batches.
 
+    A Learner owns one or more named optimizers (`optimizers`, most algorithms have just
+    "default"), each with its own learning-rate schedule. Subclasses with several losses
+    (SAC's actor, critic and alpha) override `configure_optimizers()`; tensors outside the
+    module that must survive a checkpoint (target networks, SAC's log-alpha) go through
+    `get_extra_tensors()`/`set_extra_tensors()`.
+
     Args:
         config: the Algorithm's (frozen) config.
         module: the module to train (shared with the local EnvRunner).
@@ -93,10 +99,32 @@ class Learner:
     def __init__(self, config: Any, module: RLModule):
         self.config = config
         self.module = module
-        self.lr_schedule = PiecewiseSchedule(config.lr)
         self.params = [p for p in module.parameters() if p.requires_grad]
-        self.optimizer = build_optimizer(self.params, self.lr_schedule.value(0), config.optimizer)
+        self.lr_schedules: dict[str, PiecewiseSchedule] = {}
+        self.optimizers: dict[str, Any] = {}
         self.num_grad_updates = 0
+        self.configure_optimizers()
+
+    def configure_optimizers(self) -> None:
+        """Create the optimizers; the default is one optimizer ("default") over all module parameters."""
+        self.add_optimizer("default", self.params, self.config.lr)
+
+    def add_optimizer(self, name: str, params: list[torch.nn.Parameter], lr: Any) -> Any:
+        """Register an optimizer named `name` over `params` with lr given as a float or a schedule."""
+        schedule = PiecewiseSchedule(lr)
+        self.lr_schedules[name] = schedule
+        self.optimizers[name] = build_optimizer(params, schedule.value(0), self.config.optimizer)
+        return self.optimizers[name]
+
+    @property
+    def optimizer(self) -> Any:
+        """The first (for most algorithms the only) optimizer."""
+        return next(iter(self.optimizers.values()))
+
+    @property
+    def lr_schedule(self) -> PiecewiseSchedule:
+        """The first optimizer's learning-rate schedule."""
+        return next(iter(self.lr_schedules.values()))
 
     # ------------------------------------------------------------ updates
 
@@ -105,18 +133,28 @@ class Learner:
         raise TypeError(f"{type(self).__name__} must implement update_from_batch(batch, timestep)")
 
     def set_lr_for_timestep(self, timestep: int) -> float:
-        """Apply the lr schedule at `timestep` and return the lr."""
-        lr = self.lr_schedule.value(timestep)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        return lr
+        """Apply every optimizer's lr schedule at `timestep`; return the first optimizer's lr."""
+        first = None
+        for name, opt in self.optimizers.items():
+            lr = self.lr_schedules[name].value(timestep)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            first = lr if first is None else first
+        return float(first)
 
-    def apply_loss(self, loss: torch.Tensor) -> float:
-        """Backpropagate `loss`, clip gradients and take an optimizer step; return the grad norm."""
-        self.optimizer.zero_grad(set_to_none=True)
+    def apply_loss(self, loss: torch.Tensor, optimizer_name: str | None = None,
+                   params: list[torch.nn.Parameter] | None = None) -> float:
+        """Backpropagate `loss`, clip gradients and step one optimizer; return the grad norm.
+
+        `params` (default: all module parameters) are the ones whose gradients are
+        cleared and clipped; they must be the optimizer's parameters.
+        """
+        opt = self.optimizer if optimizer_name is None else self.optimizers[optimizer_name]
+        params = self.params if params is None else params
+        opt.zero_grad(set_to_none=True)
         loss.backward()
-        norm = clip_gradients(self.params, self.config.grad_clip, self.config.grad_clip_by)
-        self.optimizer.step()
+        norm = clip_gradients(params, self.config.grad_clip, self.config.grad_clip_by)
+        opt.step()
         self.num_grad_updates += 1
         return norm
 
@@ -137,3 +175,32 @@ class Learner:
     def set_extra_state(self, state: dict[str, Any]) -> None:
         """Restore get_extra_state()."""
         self.num_grad_updates = int(state.get("num_grad_updates", 0))
+
+    def get_extra_tensors(self) -> dict[str, torch.Tensor]:
+        """Tensors outside the module to checkpoint (target networks, ...); none by default."""
+        return {}
+
+    def set_extra_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Restore get_extra_tensors()."""
+        if tensors:
+            raise ValueError(f"{type(self).__name__} keeps no extra tensors, got {sorted(tensors)[:5]}.")
+
+
+def update_target_network(target: torch.nn.Module, online: torch.nn.Module, tau: float) -> None:
+    """target <- tau * online + (1 - tau) * target, over parameters and buffers (tau=1 copies)."""
+    with torch.no_grad():
+        t_params = list(target.parameters()) + [b for b in target.buffers() if b.dtype.is_floating_point]
+        o_params = list(online.parameters()) + [b for b in online.buffers() if b.dtype.is_floating_point]
+        if tau >= 1.0:
+            torch._foreach_copy_(t_params, o_params)
+        else:
+            torch._foreach_lerp_(t_params, o_params, tau)
+
+
+def make_target_network(online: torch.nn.Module) -> torch.nn.Module:
+    """A frozen copy of `online` for computing TD targets."""
+    import copy
+
+    target = copy.deepcopy(online)
+    target.requires_grad_(False)
+    return target

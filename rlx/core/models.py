@@ -165,3 +165,35 @@ class ActorCriticModule(RLModule):
         if self.encoder is not None:
             obs = self.encoder(obs)
         return self.vf(obs).squeeze(-1)
+
+
+class EnsembleMLP(nn.Module):
+    """`num_members` independent MLPs of the same shape evaluated together with batched matmuls.
+
+    Twin Q-functions (SAC, TD3) are an ensemble of 2: one baddbmm per layer computes both,
+    halving the number of small-op dispatches that dominate CPU time at these sizes.
+    Input [B, in] (shared by all members) or [E, B, in]; output [E, B, out].
+    """
+
+    def __init__(self, num_members: int, in_dim: int, hiddens: Sequence[int], out_dim: int,
+                 activation: str | None = "relu"):
+        super().__init__()
+        self.num_members = num_members
+        dims = [in_dim] + list(hiddens) + [out_dim]
+        self.weights = nn.ParameterList()
+        self.biases = nn.ParameterList()
+        for a, b in zip(dims[:-1], dims[1:]):
+            bound = 1.0 / math.sqrt(a)
+            self.weights.append(nn.Parameter(torch.empty(num_members, a, b).uniform_(-bound, bound)))
+            self.biases.append(nn.Parameter(torch.empty(num_members, 1, b).uniform_(-bound, bound)))
+        self._act = _ACTIVATION_FNS[activation]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 2:
+            x = x.unsqueeze(0).expand(self.num_members, -1, -1)
+        last = len(self.weights) - 1
+        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+            x = torch.baddbmm(b, x, w)
+            if i < last and self._act is not None:
+                x = self._act(x)
+        return x

@@ -115,6 +115,7 @@ class SingleAgentEnvRunner:
         self._generator = torch.Generator()
         # Unseeded runs draw fresh entropy without touching torch's global RNG.
         self._generator.manual_seed(self._seed if self._seed is not None else secrets.randbits(62))
+        self.exploration = self._make_exploration()
         self._needs_reset = True
         self._needs_seed = True
         self._obs_shape = self.preprocessor.shape
@@ -163,6 +164,28 @@ class SingleAgentEnvRunner:
                 env = OldGymEnvCompatibility(env)
             envs.append(env)
         return envs
+
+    @property
+    def module_action_space(self) -> gym.Space:
+        """The action space the module acts in: [-1, 1] boxes when actions are normalized."""
+        if self.actions.normalize:
+            space = self.action_space
+            return gym.spaces.Box(-1.0, 1.0, shape=space.shape, dtype=np.float32)
+        return self.action_space
+
+    def _make_exploration(self) -> Any:
+        from rlx.utils.exploration import make_exploration
+
+        seed = None if self._seed is None else self._seed + 7919
+        return make_exploration(
+            self.config.exploration_config,
+            action_space=self.module_action_space,
+            policy_config=self.config,
+            model=self.module,
+            num_workers=self.num_workers,
+            worker_index=self.worker_index,
+            seed=seed,
+        )
 
     def _make_preprocessor(self, space: gym.Space) -> Preprocessor:
         cfg = self.config
@@ -274,21 +297,21 @@ class SingleAgentEnvRunner:
         return out
 
     def _act(self, obs: np.ndarray, explore: bool, random_actions: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Actions, their log-probabilities and the distribution inputs for a batch of observations."""
+        """Actions, their log-probabilities and the distribution inputs for a batch of observations.
+
+        The module's output goes through the Exploration object, which decides (from
+        `explore` and the global sampled timestep) how to turn it into actions.
+        """
         out = self.module.forward_exploration({Columns.OBS: torch.from_numpy(obs)}) if explore else \
             self.module.forward_inference({Columns.OBS: torch.from_numpy(obs)})
         dist_inputs = out[Columns.ACTION_DIST_INPUTS]
         if random_actions:
             acts = np.stack([self.action_space.sample() for _ in range(obs.shape[0])])
             return acts, np.zeros(obs.shape[0], np.float32), dist_inputs.numpy()
-        if explore:
-            dist = self._dist_cls.from_logits(dist_inputs)
-            actions = dist.sample(self._generator)
-            logp = dist.logp(actions)
-        else:
-            dist = self._inference_dist_cls.from_logits(dist_inputs)
-            actions = dist.deterministic_sample()
-            logp = torch.zeros(actions.shape[0])
+        dist = (self._dist_cls if explore else self._inference_dist_cls).from_logits(dist_inputs)
+        actions, logp = self.exploration.get_exploration_action(
+            action_distribution=dist, timestep=self.num_env_steps_sampled_lifetime, explore=explore
+        )
         return actions.numpy(), logp.numpy(), dist_inputs.numpy()
 
     @torch.no_grad()
@@ -440,16 +463,19 @@ class SingleAgentEnvRunner:
         self.module.set_state(weights)
 
     def get_state(self) -> dict[str, Any]:
-        """Serializable runner state: observation filter and sampling counters."""
+        """Serializable runner state: observation filter, sampling counters and exploration state."""
         return {
             "filter": self.filter.get_state(),
             "num_env_steps_sampled_lifetime": int(self.num_env_steps_sampled_lifetime),
+            "exploration": self.exploration.get_state(),
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore from get_state()."""
         self.filter.set_state(state["filter"])
         self.num_env_steps_sampled_lifetime = int(state.get("num_env_steps_sampled_lifetime", 0))
+        if "exploration" in state:
+            self.exploration.set_state(state["exploration"])
 
     def foreach_env(self, func: Callable[[Any], Any]) -> list[Any]:
         """Apply `func` to every sub-environment."""

@@ -67,7 +67,8 @@ class Policy:
     """Acting and weight access for one module, as the old Policy API offered."""
 
     def __init__(self, module: Any, preprocessor: Any, obs_filter: Any, action_adapter_factory: Any,
-                 config: Any, observation_space: Any, action_space: Any, generator: torch.Generator | None = None):
+                 config: Any, observation_space: Any, action_space: Any, generator: torch.Generator | None = None,
+                 exploration: Any = None, timestep_fn: Any = None):
         self.module = module
         self.preprocessor = preprocessor
         self.filter = obs_filter
@@ -77,6 +78,8 @@ class Policy:
         self.observation_space = observation_space
         self.action_space = action_space
         self._generator = generator
+        self.exploration = exploration
+        self._timestep_fn = timestep_fn or (lambda: 0)
         self.model = ModelView(module)
 
     @classmethod
@@ -93,6 +96,8 @@ class Policy:
             observation_space=runner.observation_space,
             action_space=runner.action_space,
             generator=runner._generator,
+            exploration=runner.exploration,
+            timestep_fn=lambda: runner.num_env_steps_sampled_lifetime,
         )
 
     @property
@@ -121,12 +126,16 @@ class Policy:
         if explore:
             out = self.module.forward_exploration({Columns.OBS: obs_t})
             dist = self.module.get_exploration_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
-            actions = dist.sample(self._generator)
         else:
             out = self.module.forward_inference({Columns.OBS: obs_t})
             dist = self.module.get_inference_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
-            actions = dist.deterministic_sample()
-        logp = dist.logp(actions)
+        if self.exploration is not None:
+            actions, logp = self.exploration.get_exploration_action(
+                action_distribution=dist, timestep=self._timestep_fn(), explore=explore
+            )
+        else:
+            actions = dist.sample(self._generator) if explore else dist.deterministic_sample()
+            logp = dist.logp(actions)
         extra = {
             Columns.ACTION_DIST_INPUTS: out[Columns.ACTION_DIST_INPUTS].numpy(),
             Columns.ACTION_LOGP: logp.numpy(),
