@@ -9,6 +9,16 @@ from rlx.utils.errors import ConfigError, did_you_mean
 # name -> (module, algorithm class, config class, one-line description)
 ALGORITHMS: dict[str, tuple[str, str, str, str]] = {
     "PPO": ("rlx.algorithms.ppo.ppo", "PPO", "PPOConfig", "Proximal Policy Optimization (on-policy, any action space)"),
+    "DQN": ("rlx.algorithms.dqn.dqn", "DQN", "DQNConfig",
+            "Deep Q-Network with Rainbow options: double Q, dueling, n-step, distributional, noisy, prioritized replay "
+            "(off-policy, discrete actions)"),
+    "SAC": ("rlx.algorithms.sac.sac", "SAC", "SACConfig",
+            "Soft Actor-Critic: twin Q, automatic entropy tuning (off-policy, continuous or discrete actions)"),
+    "DDPG": ("rlx.algorithms.ddpg.ddpg", "DDPG", "DDPGConfig",
+             "Deep Deterministic Policy Gradient (off-policy, continuous actions)"),
+    "TD3": ("rlx.algorithms.td3.td3", "TD3", "TD3Config",
+            "Twin Delayed DDPG: twin Q, delayed policy updates, target policy smoothing "
+            "(off-policy, continuous actions)"),
 }
 
 

@@ -1,0 +1,127 @@
+"""DQN's loss: (double) Q-learning TD targets over n-step replay, or the C51 projection when
+distributional, with importance weights from prioritized replay."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from rlx.core.columns import Columns
+from rlx.core.learner import Learner, make_target_network, update_target_network
+
+
+def project_distribution(next_probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor,
+                         support: torch.Tensor) -> torch.Tensor:
+    """Project the distribution `rewards + discounts * support` (probabilities `next_probs`)
+    back onto `support` (C51's categorical projection); returns [B, num_atoms] target probabilities."""
+    v_min, v_max = float(support[0]), float(support[-1])
+    num_atoms = support.shape[0]
+    delta = (v_max - v_min) / (num_atoms - 1)
+    tz = (rewards.unsqueeze(1) + discounts.unsqueeze(1) * support.unsqueeze(0)).clamp(v_min, v_max)
+    b = (tz - v_min) / delta
+    lower = b.floor().long()
+    upper = b.ceil().long()
+    # When b lands exactly on an atom, lower == upper and both weights below are 0: give it all.
+    same = lower == upper
+    w_lower = (upper.to(b.dtype) - b) + same.to(b.dtype)
+    w_upper = b - lower.to(b.dtype)
+    target = torch.zeros_like(next_probs)
+    target.scatter_add_(1, lower, next_probs * w_lower)
+    target.scatter_add_(1, upper, next_probs * w_upper)
+    return target
+
+
+def td_loss(td_error: torch.Tensor, kind: str) -> torch.Tensor:
+    """Per-sample loss of TD errors: 'huber' (delta 1) or 'mse' (0.5 * error^2)."""
+    if kind == "huber":
+        return F.huber_loss(td_error, torch.zeros_like(td_error), reduction="none", delta=1.0)
+    return 0.5 * td_error.pow(2)
+
+
+class DQNLearner(Learner):
+    """Learner of DQN and its Rainbow extensions (double Q, n-step, distributional, noisy, dueling)."""
+
+    def __init__(self, config: Any, module: Any):
+        super().__init__(config, module)
+        self.target = make_target_network(module)
+        self._last_target_update = 0
+        self._lr_constant = self.lr_schedule.is_constant
+
+    def update_from_batch(self, batch: dict[str, np.ndarray], timestep: int) -> dict[str, Any]:
+        """One gradient step on a replayed batch; returns metrics (tensors) and `td_error` (NumPy)."""
+        cfg = self.config
+        if not self._lr_constant:
+            self.set_lr_for_timestep(timestep)
+        obs = torch.from_numpy(batch[Columns.OBS])
+        next_obs = torch.from_numpy(batch[Columns.NEXT_OBS])
+        actions = torch.from_numpy(batch[Columns.ACTIONS]).long()
+        rewards = torch.from_numpy(batch[Columns.REWARDS]).float()
+        not_done = 1.0 - torch.from_numpy(batch[Columns.TERMINATEDS]).float()
+        n_step = torch.from_numpy(np.asarray(batch.get("n_step", 1))).float()
+        discounts = cfg.gamma ** n_step * not_done
+        weights = torch.from_numpy(batch[Columns.WEIGHTS]).float() if Columns.WEIGHTS in batch else None
+        module = self.module
+        B = obs.shape[0]
+        if cfg.double_q:
+            both = module.q_outputs(torch.cat([obs, next_obs]), noisy=module.noisy)
+            out, online_next = both[:B], both[B:].detach()
+        else:
+            out = module.q_outputs(obs, noisy=module.noisy)
+            online_next = None
+        with torch.no_grad():
+            target_next = self.target.q_outputs(next_obs, noisy=module.noisy)
+            next_q_target = module.q_values(target_next)
+            chooser = module.q_values(online_next) if online_next is not None else next_q_target
+            next_actions = chooser.argmax(dim=1, keepdim=True)
+        rows = torch.arange(B)
+        if module.num_atoms == 1:
+            q_selected = out.gather(1, actions.unsqueeze(1)).squeeze(1)
+            with torch.no_grad():
+                next_q = next_q_target.gather(1, next_actions).squeeze(1)
+                targets = rewards + discounts * next_q
+            td_error = q_selected - targets
+            per_sample = td_loss(td_error, cfg.td_error_loss_fn)
+            q_mean = q_selected.detach().mean()
+            abs_td = td_error.detach().abs()
+        else:
+            logp = torch.log_softmax(out[rows, actions], dim=-1)
+            with torch.no_grad():
+                next_probs = torch.softmax(target_next[rows, next_actions.squeeze(1)], dim=-1)
+                target_probs = project_distribution(next_probs, rewards, discounts, module.support)
+            per_sample = -(target_probs * logp).sum(-1)
+            q_mean = (logp.detach().exp() * module.support).sum(-1).mean()
+            abs_td = per_sample.detach()
+        loss = (per_sample * weights).mean() if weights is not None else per_sample.mean()
+        grad_norm = self.apply_loss(loss)
+        if timestep - self._last_target_update >= cfg.target_network_update_freq:
+            update_target_network(self.target, module, cfg.tau)
+            self._last_target_update = timestep
+        return {
+            "total_loss": loss.detach(),
+            "qf_loss": loss.detach(),
+            "qf_mean": q_mean,
+            "gradients_default_optimizer_global_norm": grad_norm,
+            "curr_lr": self.optimizer.param_groups[0]["lr"],
+            "num_grad_updates": self.num_grad_updates,
+            "td_error": abs_td.numpy(),
+        }
+
+    def get_extra_state(self) -> dict[str, Any]:
+        """Grad-update count and the timestep of the last target-network update."""
+        return {**super().get_extra_state(), "last_target_update": self._last_target_update}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore get_extra_state()."""
+        super().set_extra_state(state)
+        self._last_target_update = int(state.get("last_target_update", 0))
+
+    def get_extra_tensors(self) -> dict[str, torch.Tensor]:
+        """The target network's weights."""
+        return {f"target.{k}": v for k, v in self.target.state_dict().items()}
+
+    def set_extra_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Load the target network's weights."""
+        state = {k[len("target."):]: v for k, v in tensors.items() if k.startswith("target.")}
+        self.target.load_state_dict(state)

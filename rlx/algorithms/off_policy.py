@@ -1,0 +1,288 @@
+"""What DQN, SAC, DDPG and TD3 share: replay options, the replay training step, buffer checkpoints.
+
+`OffPolicyConfig` adds the replay-buffer and target-network options; `OffPolicyAlgorithm`
+implements DESIGN.md's off-policy `training_step`: sample a fragment, add it to
+`local_replay_buffer`, then (once `num_steps_sampled_before_learning_starts` is reached)
+replay batches at `training_intensity`, update priorities, and let the learner update its
+target networks.
+"""
+from __future__ import annotations
+
+import numbers
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlx.algorithms.algorithm import DEFAULT_POLICY_ID, Algorithm
+from rlx.algorithms.algorithm_config import AlgorithmConfig
+from rlx.algorithms.config_options import Option, boolean, dictionary, integer, number
+from rlx.utils.errors import CheckpointError, ConfigError
+
+T = ("training",)
+BUFFER_FILE = "replay_buffer"
+
+
+def _n_step(name: str, value: Any) -> Any:
+    """An int >= 1 or a (low, high) range of ints with 1 <= low <= high."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        if value < 1:
+            raise ConfigError(f"'{name}' must be >= 1, got {value}.")
+        return int(value)
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(
+        isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in value
+    ):
+        low, high = int(value[0]), int(value[1])
+        if not 1 <= low <= high:
+            raise ConfigError(f"'{name}' as a range (low, high) needs 1 <= low <= high, got {value!r}.")
+        return (low, high)
+    raise ConfigError(f"'{name}' must be an int >= 1 or a (low, high) pair of ints, got {value!r}.")
+
+
+def _replay_buffer_config(name: str, value: Any) -> dict:
+    from rlx.utils.replay_buffers import make_replay_buffer
+
+    value = dictionary()(name, value)
+    make_replay_buffer(value)  # Buffers allocate lazily, so this only validates type and keys.
+    return value
+
+
+class OffPolicyConfig(AlgorithmConfig):
+    """Options shared by the replay-based algorithms (DQN, SAC, DDPG, TD3)."""
+
+    _extra_options = [
+        Option("replay_buffer_config",
+               {"type": "PrioritizedEpisodeReplayBuffer", "capacity": 50000, "alpha": 0.6, "beta": 0.4},
+               T, _replay_buffer_config,
+               doc="Replay buffer: 'type' (ReplayBuffer/EpisodeReplayBuffer for uniform, PrioritizedReplayBuffer/"
+                   "PrioritizedEpisodeReplayBuffer for prioritized, or a class/import path), 'capacity' (env steps), "
+                   "'alpha', 'beta', 'eps'. A dict without 'type' updates the current one."),
+        Option("num_steps_sampled_before_learning_starts", 1000, T, integer(0),
+               aliases=("learning_starts", "replay_buffer_initial_size"),
+               doc="Env steps to sample before the first update."),
+        Option("training_intensity", None, T, number(0.0, allow_none=True, exclusive_min=True),
+               doc="Replayed steps per sampled step. None: one train batch per sample() call "
+                   "(train_batch_size / (rollout_fragment_length * num_envs_per_env_runner))."),
+        Option("n_step", 1, T, _n_step,
+               doc="N-step returns: an int, or a (low, high) range from which n is drawn per train batch."),
+        Option("tau", 1.0, T, number(0.0, 1.0, exclusive_min=True),
+               doc="Target-network update rate: target <- tau * online + (1 - tau) * target."),
+        Option("target_network_update_freq", 0, T, integer(0),
+               doc="Env steps sampled between target-network updates (0: after every update)."),
+        Option("store_buffer_in_checkpoints", False, T + ("checkpointing",), boolean,
+               doc="Save and restore the replay buffer's contents with checkpoints."),
+    ]
+    _default_overrides = {
+        "rollout_fragment_length": 1,
+        "min_sample_timesteps_per_iteration": 1000,
+    }
+
+    def _legacy_replay_settings(self, key: str, value: Any) -> bool:
+        """Map the old flat replay keys (buffer_size, prioritized_replay, ...) into replay_buffer_config."""
+        rb = dict(self._values["replay_buffer_config"])
+        if key == "buffer_size":
+            rb["capacity"] = value
+        elif key == "prioritized_replay":
+            if value:
+                rb["type"] = "PrioritizedEpisodeReplayBuffer"
+                rb.setdefault("alpha", 0.6)
+                rb.setdefault("beta", 0.4)
+            else:
+                rb["type"] = "EpisodeReplayBuffer"
+        elif key in ("prioritized_replay_alpha", "prioritized_replay_beta", "prioritized_replay_eps"):
+            rb[key.rsplit("_", 1)[1]] = value
+        else:
+            return False
+        self._set("replay_buffer_config", {**rb})
+        return True
+
+    def update_from_dict(self, config_dict: dict[str, Any]) -> "OffPolicyConfig":
+        """As AlgorithmConfig.update_from_dict, also accepting the old flat replay-buffer keys."""
+        rest = {}
+        for key, value in config_dict.items():
+            if value is not None and self._legacy_replay_settings(key, value):
+                continue
+            if key in _LEGACY_REPLAY_KEYS:
+                continue  # old "unset" value
+            rest[key] = value
+        super().update_from_dict(rest)
+        return self
+
+    @property
+    def n_step_range(self) -> tuple[int, int]:
+        """n_step as an inclusive (low, high) range."""
+        n = self._values["n_step"]
+        return (n, n) if isinstance(n, int) else (int(n[0]), int(n[1]))
+
+    def _validate_algorithm_settings(self) -> None:
+        super()._validate_algorithm_settings()
+        if self._values["batch_mode"] == "complete_episodes":
+            raise ConfigError(
+                "Replay-based algorithms sample with batch_mode='truncate_episodes' (each sampled step goes into "
+                "the replay buffer); remove batch_mode='complete_episodes'."
+            )
+
+
+_LEGACY_REPLAY_KEYS = ("buffer_size", "prioritized_replay", "prioritized_replay_alpha",
+                       "prioritized_replay_beta", "prioritized_replay_eps")
+
+
+class OffPolicyAlgorithm(Algorithm):
+    """Base of replay-based algorithms: owns `local_replay_buffer` and the replay training step."""
+
+    _config_class = OffPolicyConfig
+
+    def setup(self, config: AlgorithmConfig) -> None:
+        """Create runners, learner and the replay buffer."""
+        from rlx.utils.replay_buffers import make_replay_buffer
+
+        super().setup(config)
+        seed = None if config.seed is None else int(config.seed) + 17
+        self.local_replay_buffer = make_replay_buffer(config.replay_buffer_config, seed=seed)
+        self._n_step_rng = np.random.default_rng(seed)
+        self._update_credit = 0.0
+        self._prioritized = hasattr(self.local_replay_buffer, "update_priorities")
+
+    @property
+    def replay_ratio(self) -> float:
+        """Train batches per sampled env step."""
+        cfg = self.config
+        if cfg.training_intensity is not None:
+            return float(cfg.training_intensity) / cfg.total_train_batch_size
+        per_call = cfg.get_rollout_fragment_length() * cfg.num_envs_per_env_runner
+        return 1.0 / per_call
+
+    def training_step(self) -> dict[str, Any]:
+        """Sample a fragment into the buffer, then replay train batches and update."""
+        cfg = self.config
+        batch = self.env_runner_group.sample()
+        steps = int(batch["valid"].sum()) if "valid" in batch else int(batch["rewards"].size)
+        self._counters["num_env_steps_sampled_lifetime"] += steps
+        self.local_replay_buffer.add(batch, time_major=True)
+        sampled = self._counters["num_env_steps_sampled_lifetime"]
+        if sampled < cfg.num_steps_sampled_before_learning_starts:
+            return {}
+        self._update_credit += steps * self.replay_ratio
+        num_updates = int(self._update_credit)
+        self._update_credit -= num_updates
+        metrics: dict[str, Any] = {}
+        low, high = cfg.n_step_range
+        batch_size = cfg.total_train_batch_size
+        for _ in range(num_updates):
+            n = low if low == high else int(self._n_step_rng.integers(low, high + 1))
+            replay = self._replay_hook(self.local_replay_buffer.sample(batch_size, n_step=n, gamma=cfg.gamma))
+            metrics = self.learner.update_from_batch(replay, timestep=sampled)
+            td_error = metrics.pop("td_error", None)
+            if self._prioritized and td_error is not None:
+                self.local_replay_buffer.update_priorities(replay["batch_indexes"], td_error)
+            self._counters["num_env_steps_trained_lifetime"] += batch_size
+        if num_updates:
+            self.env_runner_group.sync_weights(from_worker_or_learner_group=self.learner)
+            metrics = {k: float(v) for k, v in metrics.items()}
+            metrics["num_updates_this_step"] = num_updates
+            return {DEFAULT_POLICY_ID: metrics}
+        return {}
+
+    def _replay_hook(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Transform a replayed batch before the update (DQN's before_learn_on_batch); identity here."""
+        return batch
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def get_state(self) -> dict[str, Any]:
+        """Algorithm state plus the replay-training counters (the buffer itself goes to its own files)."""
+        state = super().get_state()
+        state["update_credit"] = float(self._update_credit)
+        state["n_step_rng"] = _rng_state_to_json(self._n_step_rng)
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore get_state()."""
+        super().set_state(state)
+        self._update_credit = float(state.get("update_credit", 0.0))
+        if "n_step_rng" in state:
+            self._n_step_rng.bit_generator.state = _rng_state_from_json(state["n_step_rng"])
+
+    def write_checkpoint_extras(self, directory: Path) -> list[str]:
+        """With store_buffer_in_checkpoints, write the replay buffer as safetensors + JSON."""
+        if not self.config.store_buffer_in_checkpoints:
+            return []
+        from rlx.utils.checkpoints import write_json
+
+        arrays, meta = split_arrays(self.local_replay_buffer.get_state())
+        _write_numpy_tensors(directory / f"{BUFFER_FILE}.safetensors", arrays)
+        write_json(directory / f"{BUFFER_FILE}.json", meta)
+        return [f"{BUFFER_FILE}.safetensors", f"{BUFFER_FILE}.json"]
+
+    def read_checkpoint_extras(self, directory: Path) -> None:
+        """Restore the replay buffer when the checkpoint holds one and the config asks for it."""
+        meta_path = directory / f"{BUFFER_FILE}.json"
+        if not self.config.store_buffer_in_checkpoints or not meta_path.is_file():
+            return
+        from rlx.utils.checkpoints import read_json
+
+        tensor_path = directory / f"{BUFFER_FILE}.safetensors"
+        if not tensor_path.is_file():
+            raise CheckpointError(f"Checkpoint {directory} has {meta_path.name} but is missing {tensor_path.name}.")
+        from safetensors.numpy import load_file
+
+        state = join_arrays(read_json(meta_path), load_file(str(tensor_path)))
+        try:
+            self.local_replay_buffer.set_state(state)
+        except (ValueError, KeyError, TypeError) as err:
+            raise CheckpointError(f"The replay buffer in {directory} cannot be restored: {err}") from err
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _rng_state_to_json(rng: np.random.Generator) -> dict:
+    state = rng.bit_generator.state
+    return {"bit_generator": state["bit_generator"],
+            "state": {k: str(v) for k, v in state["state"].items()},
+            "has_uint32": int(state.get("has_uint32", 0)), "uinteger": int(state.get("uinteger", 0))}
+
+
+def _rng_state_from_json(data: dict) -> dict:
+    return {"bit_generator": data["bit_generator"],
+            "state": {k: int(v) for k, v in data["state"].items()},
+            "has_uint32": data["has_uint32"], "uinteger": data["uinteger"]}
+
+
+def split_arrays(state: Any, prefix: str = "") -> tuple[dict[str, np.ndarray], Any]:
+    """Split a nested state into {path: array} and a JSON-safe skeleton with array placeholders."""
+    arrays: dict[str, np.ndarray] = {}
+
+    def walk(value: Any, path: str) -> Any:
+        if isinstance(value, np.ndarray):
+            arrays[path] = np.ascontiguousarray(value)
+            return {"__array__": path}
+        if isinstance(value, dict):
+            return {str(k): walk(v, f"{path}/{k}" if path else str(k)) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [walk(v, f"{path}/{i}") for i, v in enumerate(value)]
+        if isinstance(value, np.generic):
+            return value.item()
+        return value
+
+    return arrays, walk(state, prefix)
+
+
+def join_arrays(skeleton: Any, arrays: dict[str, np.ndarray]) -> Any:
+    """Inverse of split_arrays."""
+    if isinstance(skeleton, dict):
+        if set(skeleton) == {"__array__"}:
+            key = skeleton["__array__"]
+            if key not in arrays:
+                raise CheckpointError(f"The replay buffer file lacks the array '{key}'.")
+            return arrays[key]
+        return {k: join_arrays(v, arrays) for k, v in skeleton.items()}
+    if isinstance(skeleton, list):
+        return [join_arrays(v, arrays) for v in skeleton]
+    return skeleton
+
+
+def _write_numpy_tensors(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    from safetensors.numpy import save_file
+
+    save_file(arrays, str(path))

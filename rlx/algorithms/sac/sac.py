@@ -1,0 +1,112 @@
+"""Soft Actor-Critic: config (options and defaults) and algorithm."""
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+from rlx.algorithms.config_options import Option, boolean, dictionary, number, schedule_or_number
+from rlx.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
+from rlx.utils.errors import ConfigError
+
+T = ("training",)
+
+
+def _target_entropy(name: str, value: Any) -> Any:
+    if value == "auto" or (isinstance(value, numbers.Real) and not isinstance(value, bool)):
+        return value if value == "auto" else float(value)
+    raise ConfigError(f"'{name}' must be 'auto' or a number, got {value!r}.")
+
+
+def _net_config(name: str, value: Any) -> dict:
+    value = dictionary()(name, value)
+    allowed = {"fcnet_hiddens", "fcnet_activation"}
+    unknown = set(value) - allowed
+    if unknown:
+        from rlx.utils.errors import did_you_mean
+
+        key = sorted(unknown)[0]
+        raise ConfigError(f"'{name}' has an unknown key '{key}'.{did_you_mean(key, allowed)} Accepted: "
+                          f"{', '.join(sorted(allowed))}.")
+    return value
+
+
+class SACConfig(OffPolicyConfig):
+    """Config of SAC for Box (squashed Gaussian) and Discrete action spaces.
+
+    Example:
+        >>> config = SACConfig().environment("Pendulum-v1").training(actor_lr=1e-3)
+        >>> algo = config.build()
+    """
+
+    _extra_options = [
+        Option("twin_q", True, T, boolean, doc="Two Q-functions; targets use their minimum."),
+        Option("initial_alpha", 1.0, T, number(0.0, exclusive_min=True), doc="Initial entropy coefficient."),
+        Option("target_entropy", "auto", T, _target_entropy,
+               doc="Entropy target of alpha tuning: 'auto' is -action_dim (Box) or 0.98 * log(n) (Discrete)."),
+        Option("actor_lr", 3e-4, T, schedule_or_number(0.0), doc="Policy learning rate (or schedule)."),
+        Option("critic_lr", 3e-4, T, schedule_or_number(0.0), doc="Q-function learning rate (or schedule)."),
+        Option("alpha_lr", 3e-4, T, schedule_or_number(0.0), doc="Entropy-coefficient learning rate (or schedule)."),
+        Option("q_model_config", {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}, T, _net_config,
+               doc="Q-network layers: fcnet_hiddens, fcnet_activation."),
+        Option("policy_model_config", {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}, T, _net_config,
+               doc="Policy-network layers: fcnet_hiddens, fcnet_activation."),
+        Option("optimization_config", None, T, dictionary(allow_none=True),
+               doc="Old form of the learning rates: {actor_learning_rate, critic_learning_rate, "
+                   "entropy_learning_rate}."),
+        Option("_deterministic_loss", False, T, boolean, later="SAC's deterministic loss (debugging)"),
+        Option("_use_beta_distribution", False, T, boolean, later="SAC with a Beta policy distribution"),
+    ]
+    _default_overrides = {
+        "lr": 3e-4,
+        "train_batch_size": 256,
+        "tau": 5e-3,
+        "target_network_update_freq": 0,
+        "num_steps_sampled_before_learning_starts": 1500,
+        "replay_buffer_config": {"type": "EpisodeReplayBuffer", "capacity": 1_000_000},
+        "exploration_config": {"type": "StochasticSampling"},
+    }
+
+    def __init__(self, algo_class: Any = None):
+        super().__init__(algo_class=algo_class or SAC)
+
+    def validate(self) -> None:
+        """Check settings; map the old optimization_config learning rates onto actor/critic/alpha_lr."""
+        v = self._values
+        opt = v["optimization_config"]
+        if opt:
+            names = {"actor_learning_rate": "actor_lr", "critic_learning_rate": "critic_lr",
+                     "entropy_learning_rate": "alpha_lr"}
+            for key, value in opt.items():
+                if key not in names:
+                    from rlx.utils.errors import did_you_mean
+
+                    raise ConfigError(f"optimization_config has an unknown key '{key}'.{did_you_mean(key, names)}")
+                v[names[key]] = schedule_or_number(0.0)(key, value)
+            v["optimization_config"] = None
+        super().validate()
+
+
+class SAC(OffPolicyAlgorithm):
+    """Soft Actor-Critic (Haarnoja et al., 2018) with twin Q and automatic entropy tuning."""
+
+    _config_class = SACConfig
+
+    @property
+    def _learner_class(self) -> Any:  # type: ignore[override]
+        from rlx.algorithms.sac.sac_learner import SACLearner
+
+        return SACLearner
+
+    def get_default_rl_module_spec(self) -> Any:
+        """SAC's policy and twin critics, sized by policy_model_config and q_model_config."""
+        from rlx.algorithms.sac.sac_rl_module import SACRLModule
+        from rlx.core.rl_module import RLModuleSpec
+
+        cfg = self.config
+        model = {**cfg.model, "twin_q": cfg.twin_q, "policy_model_config": dict(cfg.policy_model_config),
+                 "q_model_config": dict(cfg.q_model_config)}
+        return RLModuleSpec(module_class=SACRLModule, model_config=model)
+
+
+SACTrainer = SAC
+DEFAULT_CONFIG = SACConfig().to_dict()

@@ -1,0 +1,164 @@
+"""SAC's losses: twin-Q soft Bellman targets, the reparameterized policy loss, and automatic
+entropy tuning; for squashed-Gaussian (Box) and categorical (Discrete) policies."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from rlx.core.columns import Columns
+from rlx.core.learner import Learner, clip_gradients, make_target_network, update_target_network
+
+_LOG_2PI = math.log(2.0 * math.pi)
+_LOG_2 = math.log(2.0)
+
+
+def squashed_gaussian_rsample(dist_inputs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reparameterized tanh-Gaussian sample in (-1, 1) and its log-probability (summed over action dims)."""
+    mean, log_std = dist_inputs.chunk(2, dim=-1)
+    pre_tanh = mean + log_std.exp() * noise
+    action = torch.tanh(pre_tanh)
+    gauss_logp = -0.5 * noise.pow(2) - log_std - 0.5 * _LOG_2PI
+    # log(1 - tanh(u)^2) written stably as 2 * (log 2 - u - softplus(-2u)).
+    log_det = 2.0 * (_LOG_2 - pre_tanh - F.softplus(-2.0 * pre_tanh))
+    return action, (gauss_logp - log_det).sum(-1)
+
+
+class SACLearner(Learner):
+    """Learner of Soft Actor-Critic with optimizers "actor", "critic" and "alpha"."""
+
+    def configure_optimizers(self) -> None:
+        """Separate optimizers (and learning rates) for the policy, the critics and log-alpha."""
+        cfg = self.config
+        module = self.module
+        self.actor_params = list(module.pi.parameters())
+        self.critic_params = list(module.qf.parameters())
+        self.log_alpha = torch.tensor(math.log(cfg.initial_alpha), requires_grad=True)
+        self.add_optimizer("actor", self.actor_params, cfg.actor_lr)
+        self.add_optimizer("critic", self.critic_params, cfg.critic_lr)
+        self.add_optimizer("alpha", [self.log_alpha], cfg.alpha_lr)
+
+    def __init__(self, config: Any, module: Any):
+        super().__init__(config, module)
+        self.target_qf = make_target_network(module.qf)
+        self._last_target_update = 0
+        if config.target_entropy == "auto":
+            n = module.action_dim
+            self.target_entropy = 0.98 * math.log(n) if module.discrete else -float(n)
+        else:
+            self.target_entropy = float(config.target_entropy)
+        self._schedules_constant = all(s.is_constant for s in self.lr_schedules.values())
+        self._generator = torch.Generator()
+        self._generator.manual_seed(int(config.seed) + 31 if config.seed is not None else int(torch.seed() % 2**62))
+
+    def _step(self, name: str, loss: torch.Tensor, params: list[torch.Tensor]) -> float:
+        """Gradients of `loss` for `params` only (not the other networks), clipped, then one step."""
+        grads = torch.autograd.grad(loss, params)
+        for p, g in zip(params, grads):
+            p.grad = g
+        norm = clip_gradients(params, self.config.grad_clip, self.config.grad_clip_by)
+        self.optimizers[name].step()
+        return norm
+
+    def update_from_batch(self, batch: dict[str, np.ndarray], timestep: int) -> dict[str, Any]:
+        """One critic, actor and alpha step on a replayed batch; returns metrics and `td_error`."""
+        cfg = self.config
+        if not self._schedules_constant:
+            self.set_lr_for_timestep(timestep)
+        module = self.module
+        obs = torch.from_numpy(batch[Columns.OBS])
+        next_obs = torch.from_numpy(batch[Columns.NEXT_OBS])
+        rewards = torch.from_numpy(batch[Columns.REWARDS]).float()
+        not_done = 1.0 - torch.from_numpy(batch[Columns.TERMINATEDS]).float()
+        n_step = torch.from_numpy(np.asarray(batch.get("n_step", 1))).float()
+        discounts = cfg.gamma ** n_step * not_done
+        weights = torch.from_numpy(batch[Columns.WEIGHTS]).float() if Columns.WEIGHTS in batch else None
+        alpha = self.log_alpha.detach().exp()
+        B = obs.shape[0]
+        pi_out = module.policy_outputs(obs)
+        with torch.no_grad():
+            next_pi_out = module.policy_outputs(next_obs)
+        if module.discrete:
+            actions = torch.from_numpy(batch[Columns.ACTIONS]).long()
+            logp = torch.log_softmax(pi_out, dim=-1)
+            probs = logp.exp()
+            with torch.no_grad():
+                next_logp = torch.log_softmax(next_pi_out, dim=-1)
+                next_q = self.target_qf(next_obs).min(dim=0).values
+                next_v = (next_logp.exp() * (next_q - alpha * next_logp)).sum(-1)
+                targets = rewards + discounts * next_v
+            q_all = module.q_values(obs)
+            q = q_all.gather(2, actions.view(1, B, 1).expand(q_all.shape[0], B, 1)).squeeze(-1)
+        else:
+            actions = torch.from_numpy(batch[Columns.ACTIONS]).float()
+            noise = torch.randn((2, B, module.action_dim), generator=self._generator)
+            new_actions, logp = squashed_gaussian_rsample(pi_out, noise[0])
+            with torch.no_grad():
+                next_actions, next_logp = squashed_gaussian_rsample(next_pi_out, noise[1])
+                next_q = self.target_qf(torch.cat([next_obs, next_actions], dim=-1)).squeeze(-1).min(dim=0).values
+                targets = rewards + discounts * (next_q - alpha * next_logp)
+            q = module.q_values(obs, actions)
+        td = q - targets.unsqueeze(0)
+        sq = td.pow(2)
+        if weights is not None:
+            sq = sq * weights
+        critic_loss = 0.5 * sq.mean(dim=1).sum()
+        critic_norm = self._step("critic", critic_loss, self.critic_params)
+        # Policy loss against the just-updated critics; only the policy gets gradients.
+        if module.discrete:
+            with torch.no_grad():
+                q_pi = module.q_values(obs).min(dim=0).values
+            actor_loss = (probs * (alpha * logp - q_pi)).sum(-1).mean()
+            entropy = -(probs * logp).sum(-1).detach()
+            alpha_loss = self.log_alpha * (entropy - self.target_entropy).mean()
+        else:
+            q_pi = module.q_values(obs, new_actions).min(dim=0).values
+            actor_loss = (alpha * logp - q_pi).mean()
+            entropy = -logp.detach()
+            alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
+        actor_norm = self._step("actor", actor_loss, self.actor_params)
+        self._step("alpha", alpha_loss, [self.log_alpha])
+        self.num_grad_updates += 1
+        if timestep - self._last_target_update >= cfg.target_network_update_freq:
+            update_target_network(self.target_qf, module.qf, cfg.tau)
+            self._last_target_update = timestep
+        return {
+            "total_loss": (critic_loss + actor_loss).detach(),
+            "critic_loss": critic_loss.detach(),
+            "actor_loss": actor_loss.detach(),
+            "alpha_loss": alpha_loss.detach(),
+            "alpha_value": alpha,
+            "entropy": entropy.mean(),
+            "qf_mean": q.detach().mean(),
+            "gradients_critic_global_norm": critic_norm,
+            "gradients_actor_global_norm": actor_norm,
+            "num_grad_updates": self.num_grad_updates,
+            "td_error": td.detach().abs().mean(dim=0).numpy(),
+        }
+
+    def get_extra_state(self) -> dict[str, Any]:
+        """Grad-update count and the timestep of the last target update."""
+        return {**super().get_extra_state(), "last_target_update": self._last_target_update}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore get_extra_state()."""
+        super().set_extra_state(state)
+        self._last_target_update = int(state.get("last_target_update", 0))
+
+    def get_extra_tensors(self) -> dict[str, torch.Tensor]:
+        """Target critics and log-alpha."""
+        out = {f"target_qf.{k}": v for k, v in self.target_qf.state_dict().items()}
+        out["log_alpha"] = self.log_alpha.detach().reshape(1)
+        return out
+
+    def set_extra_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Restore get_extra_tensors()."""
+        if "log_alpha" not in tensors:
+            raise ValueError("the learner tensors lack 'log_alpha'")
+        self.target_qf.load_state_dict({k[len("target_qf."):]: v for k, v in tensors.items()
+                                        if k.startswith("target_qf.")})
+        with torch.no_grad():
+            self.log_alpha.copy_(tensors["log_alpha"].reshape(()))

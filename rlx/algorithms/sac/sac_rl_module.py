@@ -1,0 +1,78 @@
+"""SAC's networks: a stochastic policy and (twin) Q-functions, for Box and Discrete actions."""
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlx.core.columns import Columns
+from rlx.core.distributions import BoundDistribution, Categorical, SquashedGaussian
+from rlx.core.models import EnsembleMLP, flat_obs_dim, make_mlp
+from rlx.core.rl_module import RLModule
+from rlx.utils.errors import ConfigError
+
+
+class SACRLModule(RLModule):
+    """Policy `pi` and critic ensemble `qf` (2 members with twin_q).
+
+    Box actions: `pi` outputs [mean, log_std] of a tanh-squashed Gaussian over [-1, 1]
+    (the EnvRunner maps that onto the action bounds) and `qf` reads (obs, action).
+    Discrete actions: `pi` outputs logits and `qf` outputs one Q-value per action.
+    Model-config keys (SACConfig fills them): `policy_model_config` and `q_model_config`
+    dicts with `fcnet_hiddens` and `fcnet_activation`, and `twin_q`.
+    """
+
+    def setup(self) -> None:
+        cfg = self.model_config
+        space = self.action_space
+        self.discrete = isinstance(space, gym.spaces.Discrete)
+        if not self.discrete and not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1):
+            raise ConfigError(f"SAC needs a Discrete or a 1-D Box action space, got {space}.")
+        obs_dim = flat_obs_dim(self.observation_space)
+        self._flatten = len(self.observation_space.shape) != 1
+        self.action_dim = int(space.n) if self.discrete else int(np.prod(space.shape))
+        pi_cfg = {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu", **(cfg.get("policy_model_config") or {})}
+        q_cfg = {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu", **(cfg.get("q_model_config") or {})}
+        pi_out = self.action_dim if self.discrete else 2 * self.action_dim
+        self.pi = make_mlp(obs_dim, [], None, pi_out, out_gain=0.01,
+                           post_hiddens=pi_cfg["fcnet_hiddens"], post_activation=pi_cfg["fcnet_activation"])
+        self.twin_q = bool(cfg.get("twin_q", True))
+        q_in = obs_dim if self.discrete else obs_dim + self.action_dim
+        q_out = self.action_dim if self.discrete else 1
+        self.qf = None if self.inference_only else EnsembleMLP(
+            2 if self.twin_q else 1, q_in, q_cfg["fcnet_hiddens"], q_out, q_cfg["fcnet_activation"]
+        )
+
+    def _obs(self, obs: torch.Tensor) -> torch.Tensor:
+        return obs.reshape(obs.shape[0], -1) if self._flatten else obs
+
+    def policy_outputs(self, obs: torch.Tensor) -> torch.Tensor:
+        """Action-distribution inputs: [mean, log_std] (Box) or logits (Discrete)."""
+        out = self.pi(self._obs(obs))
+        if self.discrete:
+            return out
+        mean, log_std = out.chunk(2, dim=-1)
+        # Bound log_std as SAC implementations do, so exp() neither vanishes nor explodes.
+        return torch.cat([mean, log_std.clamp(-20.0, 2.0)], dim=-1)
+
+    def q_values(self, obs: torch.Tensor, actions: torch.Tensor | None = None) -> torch.Tensor:
+        """Critic outputs: [E, B] for Box (given actions), [E, B, n] for Discrete."""
+        obs = self._obs(obs)
+        if self.discrete:
+            return self.qf(obs)
+        return self.qf(torch.cat([obs, actions], dim=-1)).squeeze(-1)
+
+    def forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return {Columns.ACTION_DIST_INPUTS: self.policy_outputs(batch[Columns.OBS])}
+
+    def forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return self.forward_inference(batch)
+
+    def forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return self.forward_inference(batch)
+
+    def get_train_action_dist_cls(self) -> BoundDistribution:
+        """SquashedGaussian for Box actions, Categorical for Discrete."""
+        return BoundDistribution(Categorical) if self.discrete else BoundDistribution(SquashedGaussian)
