@@ -98,14 +98,12 @@ class OffPolicyConfig(AlgorithmConfig):
 
     def update_from_dict(self, config_dict: dict[str, Any]) -> "OffPolicyConfig":
         """As AlgorithmConfig.update_from_dict, also accepting the old flat replay-buffer keys."""
-        rest = {}
-        for key, value in config_dict.items():
-            if value is not None and self._legacy_replay_settings(key, value):
-                continue
-            if key in _LEGACY_REPLAY_KEYS:
-                continue  # old "unset" value
-            rest[key] = value
+        rest = {k: v for k, v in config_dict.items() if k not in _LEGACY_REPLAY_KEYS}
         super().update_from_dict(rest)
+        # Applied after replay_buffer_config, so a typed replay_buffer_config does not erase them.
+        for key in _LEGACY_REPLAY_KEYS:
+            if config_dict.get(key) is not None:
+                self._legacy_replay_settings(key, config_dict[key])
         return self
 
     @property
@@ -141,6 +139,7 @@ class OffPolicyAlgorithm(Algorithm):
         self.local_replay_buffer = make_replay_buffer(config.replay_buffer_config, seed=seed)
         self._n_step_rng = np.random.default_rng(seed)
         self._update_credit = 0.0
+        self._runner_resets = 0
         self._prioritized = hasattr(self.local_replay_buffer, "update_priorities")
 
     @property
@@ -158,6 +157,11 @@ class OffPolicyAlgorithm(Algorithm):
         batch = self.env_runner_group.sample()
         steps = int(batch["valid"].sum()) if "valid" in batch else int(batch["rewards"].size)
         self._counters["num_env_steps_sampled_lifetime"] += steps
+        resets = self.env_runner.num_resets
+        if resets != self._runner_resets:
+            # The runner restarted its episodes: rows sampled before do not continue into this batch.
+            self.local_replay_buffer.end_open_episodes()
+            self._runner_resets = resets
         self.local_replay_buffer.add(batch, time_major=True)
         sampled = self._counters["num_env_steps_sampled_lifetime"]
         if sampled < cfg.num_steps_sampled_before_learning_starts:
@@ -231,6 +235,8 @@ class OffPolicyAlgorithm(Algorithm):
             self.local_replay_buffer.set_state(state)
         except (ValueError, KeyError, TypeError) as err:
             raise CheckpointError(f"The replay buffer in {directory} cannot be restored: {err}") from err
+        # The envs sampling from now on are not in the episodes the buffer last saw.
+        self.local_replay_buffer.end_open_episodes()
 
 
 # ---------------------------------------------------------------------- helpers

@@ -127,6 +127,7 @@ class SingleAgentEnvRunner:
         self._done_lengths: list[int] = []
         self._steps_since_metrics = 0
         self.num_env_steps_sampled_lifetime = 0
+        self.num_resets = 0  # times every sub-env was reset at once (episodes in progress abandoned)
         self._policy_view = None
 
     # ------------------------------------------------------------------ setup
@@ -218,6 +219,7 @@ class SingleAgentEnvRunner:
     # ------------------------------------------------------------------ sampling
 
     def _reset_all(self) -> None:
+        self.num_resets += 1
         for i, env in enumerate(self.env.envs):
             seed = None
             if self._seed is not None and self._needs_seed:

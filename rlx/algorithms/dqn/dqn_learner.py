@@ -20,7 +20,8 @@ def project_distribution(next_probs: torch.Tensor, rewards: torch.Tensor, discou
     num_atoms = support.shape[0]
     delta = (v_max - v_min) / (num_atoms - 1)
     tz = (rewards.unsqueeze(1) + discounts.unsqueeze(1) * support.unsqueeze(0)).clamp(v_min, v_max)
-    b = (tz - v_min) / delta
+    # Float error can put b a hair outside [0, num_atoms - 1]; ceil/floor must stay in range.
+    b = ((tz - v_min) / delta).clamp(0, num_atoms - 1)
     lower = b.floor().long()
     upper = b.ceil().long()
     # When b lands exactly on an atom, lower == upper and both weights below are 0: give it all.
@@ -123,5 +124,5 @@ class DQNLearner(Learner):
 
     def set_extra_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
         """Load the target network's weights."""
-        state = {k[len("target."):]: v for k, v in tensors.items() if k.startswith("target.")}
+        state = {k[len("target."):]: torch.as_tensor(v) for k, v in tensors.items() if k.startswith("target.")}
         self.target.load_state_dict(state)

@@ -27,8 +27,10 @@ class NoisyLinear(nn.Module):
     mean weights (greedy evaluation).
     """
 
-    def __init__(self, in_features: int, out_features: int, sigma0: float = 0.5):
+    def __init__(self, in_features: int, out_features: int, sigma0: float = 0.5,
+                 generator: torch.Generator | None = None):
         super().__init__()
+        self.generator = generator
         self.in_features, self.out_features = in_features, out_features
         bound = 1.0 / math.sqrt(in_features)
         self.weight_mu = nn.Parameter(torch.empty(out_features, in_features).uniform_(-bound, bound))
@@ -36,9 +38,8 @@ class NoisyLinear(nn.Module):
         self.weight_sigma = nn.Parameter(torch.full((out_features, in_features), sigma0 / math.sqrt(in_features)))
         self.bias_sigma = nn.Parameter(torch.full((out_features,), sigma0 / math.sqrt(in_features)))
 
-    @staticmethod
-    def _scaled_noise(n: int) -> torch.Tensor:
-        x = torch.randn(n)
+    def _scaled_noise(self, n: int) -> torch.Tensor:
+        x = torch.randn(n, generator=self.generator)
         return x.sign() * x.abs().sqrt()
 
     def forward(self, x: torch.Tensor, noisy: bool = True) -> torch.Tensor:  # noqa: D102
@@ -54,10 +55,11 @@ class NoisyLinear(nn.Module):
 class NoisyMLP(nn.Module):
     """An MLP of NoisyLinear layers (ReLU between them, none after the output)."""
 
-    def __init__(self, in_dim: int, hiddens: list[int], out_dim: int, sigma0: float):
+    def __init__(self, in_dim: int, hiddens: list[int], out_dim: int, sigma0: float,
+                 generator: torch.Generator | None = None):
         super().__init__()
         dims = [in_dim] + list(hiddens) + [out_dim]
-        self.layers = nn.ModuleList(NoisyLinear(a, b, sigma0) for a, b in zip(dims[:-1], dims[1:]))
+        self.layers = nn.ModuleList(NoisyLinear(a, b, sigma0, generator) for a, b in zip(dims[:-1], dims[1:]))
 
     def forward(self, x: torch.Tensor, noisy: bool = True) -> torch.Tensor:  # noqa: D102
         last = len(self.layers) - 1
@@ -68,9 +70,10 @@ class NoisyMLP(nn.Module):
         return x
 
 
-def _head(in_dim: int, hiddens: list[int], out_dim: int, noisy: bool, sigma0: float) -> nn.Module:
+def _head(in_dim: int, hiddens: list[int], out_dim: int, noisy: bool, sigma0: float,
+          generator: torch.Generator | None = None) -> nn.Module:
     if noisy:
-        return NoisyMLP(in_dim, hiddens, out_dim, sigma0)
+        return NoisyMLP(in_dim, hiddens, out_dim, sigma0, generator)
     return make_mlp(in_dim, [], None, out_dim, out_gain=1.0, post_hiddens=hiddens, post_activation="relu")
 
 
@@ -103,8 +106,13 @@ class DQNRLModule(RLModule):
         self.encoder: MLP | None = make_mlp(in_dim, enc_hiddens, cfg.get("fcnet_activation", "relu")) \
             if enc_hiddens else None
         feat_dim = enc_hiddens[-1] if enc_hiddens else in_dim
-        self.advantage = _head(feat_dim, hiddens, self.num_actions * self.num_atoms, self.noisy, sigma0)
-        self.value = _head(feat_dim, hiddens, self.num_atoms, self.noisy, sigma0) if self.dueling else None
+        # Noise comes from the module's own generator, seeded from torch's (seeded) RNG at
+        # build time, so seeded runs repeat exactly.
+        self.noise_generator = torch.Generator()
+        self.noise_generator.manual_seed(int(torch.randint(0, 2**62, ())))
+        gen = self.noise_generator
+        self.advantage = _head(feat_dim, hiddens, self.num_actions * self.num_atoms, self.noisy, sigma0, gen)
+        self.value = _head(feat_dim, hiddens, self.num_atoms, self.noisy, sigma0, gen) if self.dueling else None
         if self.num_atoms > 1:
             v_min, v_max = float(cfg.get("v_min", -10.0)), float(cfg.get("v_max", 10.0))
             if v_min >= v_max:

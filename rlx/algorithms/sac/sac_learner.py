@@ -158,7 +158,7 @@ class SACLearner(Learner):
         """Restore get_extra_tensors()."""
         if "log_alpha" not in tensors:
             raise ValueError("the learner tensors lack 'log_alpha'")
-        self.target_qf.load_state_dict({k[len("target_qf."):]: v for k, v in tensors.items()
+        self.target_qf.load_state_dict({k[len("target_qf."):]: torch.as_tensor(v) for k, v in tensors.items()
                                         if k.startswith("target_qf.")})
         with torch.no_grad():
-            self.log_alpha.copy_(tensors["log_alpha"].reshape(()))
+            self.log_alpha.copy_(torch.as_tensor(tensors["log_alpha"]).reshape(()))

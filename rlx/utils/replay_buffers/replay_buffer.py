@@ -193,6 +193,14 @@ class ReplayBuffer:
             return
         self._write(cols, lanes, ends, num_rows)
 
+    def end_open_episodes(self) -> None:
+        """Treat every lane's last stored row as the end of its episode.
+
+        Call this when the env runners restart their episodes (a reset, or a restored
+        buffer next to fresh envs), so n-step sampling never joins rows of different episodes.
+        """
+        self._lane_tail.clear()
+
     def _prepare_storage(self, cols: dict[str, np.ndarray]) -> None:
         """Allocate the columns from the first batch, or check a later batch against them."""
         if self._columns is None:

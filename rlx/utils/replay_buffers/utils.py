@@ -30,6 +30,10 @@ _ALIASES = {
 }
 #: Keys RLlib configs carry for prioritized replay; a uniform buffer accepts and ignores them.
 _PRIORITY_KEYS = ("alpha", "beta", "eps")
+#: RLlib 2.0-era keys and the only value rlx gives them (single transitions, prioritized in
+#: the driver); at that value they are accepted and dropped, any other value is an error.
+_OLD_KEYS_AT_DEFAULT = {"replay_sequence_length": 1, "worker_side_prioritization": False, "replay_burn_in": 0,
+                        "replay_zero_init_states": True, "_enable_replay_buffer_api": True}
 
 
 def _resolve_type(buffer_type: Any) -> type:
@@ -82,6 +86,17 @@ def make_replay_buffer(replay_buffer_config: dict, *, seed: Any = None) -> Repla
             options[key] = options.pop(alias)
     if seed is not None:
         options["seed"] = seed
+    for key, only in _OLD_KEYS_AT_DEFAULT.items():
+        if key in options:
+            value = options.pop(key)
+            if value != only:
+                from rlx.utils.errors import NotSupportedYetError
+
+                raise NotSupportedYetError(f"replay_buffer_config[{key!r}]={value!r}",
+                                           f"rlx replays single transitions; only {only!r} is accepted")
+    prioritized_flag = options.pop("prioritized_replay", None)
+    if prioritized_flag is not None and bool(prioritized_flag) != issubclass(cls, PrioritizedReplayBuffer):
+        cls = PrioritizedReplayBuffer if prioritized_flag else ReplayBuffer
 
     params = inspect.signature(cls.__init__).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
