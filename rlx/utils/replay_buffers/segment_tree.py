@@ -42,7 +42,7 @@ class _SegmentTree:
         return idx
 
     def update(self, indices: np.ndarray, values: np.ndarray) -> None:
-        """Set leaves `indices` to `values`, then recompute their ancestors level by level.
+        """Set leaves `indices` to `values` and recompute their ancestors.
 
         Repeated indices are allowed: the value that comes last in `indices` wins.
         """
@@ -50,11 +50,21 @@ class _SegmentTree:
         vals = np.broadcast_to(np.asarray(values, dtype=np.float64), np.shape(indices)).reshape(-1)
         if idx.size == 0:
             return
-        # np.unique on the reversed arrays keeps each index's last occurrence: NumPy does not define
-        # which write wins when a fancy assignment repeats an index.
-        leaves, last = np.unique(idx[::-1], return_index=True)
-        nodes = leaves + self._num_leaves
-        self._tree.put(nodes, vals[::-1].take(last))
+        if idx.size > 1:
+            # np.unique on the reversed arrays keeps each index's last occurrence: NumPy does not
+            # define which write wins when a fancy assignment repeats an index.
+            leaves, last = np.unique(idx[::-1], return_index=True)
+            vals = vals[::-1].take(last)
+        else:
+            leaves = idx
+        self._update_unique(leaves + self._num_leaves, vals)
+
+    def _update_unique(self, nodes: np.ndarray, values: np.ndarray) -> None:
+        """Write distinct, sorted leaf nodes and recompute their ancestors level by level."""
+        self._tree.put(nodes, values)
+        self._recompute_ancestors(nodes)
+
+    def _recompute_ancestors(self, nodes: np.ndarray) -> None:
         for _ in range(self._depth):
             nodes = nodes >> 1
             # Parents shared by several updated leaves repeat here; every copy writes the same
@@ -63,6 +73,15 @@ class _SegmentTree:
                 nodes = nodes[np.concatenate(([True], nodes[1:] != nodes[:-1]))]
             children = self._children.take(nodes, axis=0)
             self._tree.put(nodes, self._op(children[:, 0], children[:, 1]))
+
+    def rebuild(self) -> None:
+        """Recompute every internal node from the leaves (one vectorised pass per level)."""
+        size = self._num_leaves
+        while size > 1:
+            half = size // 2
+            level = self._tree[size:2 * size].reshape(half, 2)
+            self._tree[half:size] = self._op(level[:, 0], level[:, 1])
+            size = half
 
     def __getitem__(self, indices: np.ndarray | int) -> np.ndarray | float:
         """Leaf values at `indices` (an int gives a float, an array an array of the same shape)."""
@@ -82,7 +101,6 @@ class SumSegmentTree(_SegmentTree):
 
     _neutral = 0.0
     _op = np.add
-
     def sum(self) -> float:
         """Sum of all leaves (the root, O(1))."""
         return float(self._tree[1])
@@ -118,6 +136,19 @@ class MinSegmentTree(_SegmentTree):
 
     _neutral = float("inf")
     _op = np.minimum
+
+    def _recompute_ancestors(self, nodes: np.ndarray) -> None:
+        # A parent whose minimum did not change leaves all higher ancestors unchanged, so the
+        # walk stops early (typical: a new row at max priority changes nothing above it).
+        for _ in range(self._depth):
+            nodes = nodes >> 1
+            if nodes.size > 1024:
+                nodes = nodes[np.concatenate(([True], nodes[1:] != nodes[:-1]))]
+            children = self._children.take(nodes, axis=0)
+            new = np.minimum(children[:, 0], children[:, 1])
+            if np.array_equal(new, self._tree.take(nodes)):
+                return
+            self._tree.put(nodes, new)
 
     def min(self) -> float:
         """Minimum of all leaves (the root, O(1)); +inf while no leaf is set."""
