@@ -451,15 +451,17 @@ def test_epsilon_option_conflicts_with_a_non_epsilon_exploration():
 
 
 def test_exploration_config_without_type_updates_the_default():
+    default = dict(DQNConfig().exploration_config)
+    assert default["type"] == "EpsilonGreedy" and default["final_epsilon"] != 0.5
     config = dqn_config().exploration(exploration_config={"final_epsilon": 0.5})
-    assert config.exploration_config == {"type": "EpsilonGreedy", "initial_epsilon": 1.0, "final_epsilon": 0.5,
-                                         "epsilon_timesteps": 10000}
+    assert config.exploration_config == {**default, "final_epsilon": 0.5}
     algo = config.build()
     try:
         exp = algo.env_runner.exploration
         assert isinstance(exp, EpsilonGreedy)
         assert exp.epsilon(10**6) == pytest.approx(0.5)
-        assert exp.epsilon(5000) == pytest.approx(0.75)
+        half = default["epsilon_timesteps"] // 2
+        assert exp.epsilon(half) == pytest.approx((default["initial_epsilon"] + 0.5) / 2)
     finally:
         algo.stop()
 

@@ -100,7 +100,7 @@ def test_dqn_train_returns_learner_metrics(built):
     for key in ("total_loss", "qf_loss", "qf_mean", "curr_lr", "num_updates_this_step"):
         assert key in metrics and math.isfinite(metrics[key]), key
     assert "td_error" not in metrics  # consumed by the priority update, not reported
-    assert metrics["curr_lr"] == pytest.approx(5e-4)
+    assert metrics["curr_lr"] == pytest.approx(DQNConfig().lr)
     assert result["info"]["learner"]["default_policy"]["learner_stats"] == metrics
     assert result["num_env_steps_sampled_lifetime"] == 64
     assert result["num_env_steps_trained_lifetime"] > 0
@@ -316,7 +316,7 @@ def check_replayed_batch(batch: dict, obs_dim: int) -> None:
 
 
 def test_dqn_learner_receives_replayed_batches_with_consistent_columns(built):
-    algo = built(dqn_config())
+    algo = built(dqn_config(n_step=1))
     calls = record_updates(algo)
     algo.train()
     assert calls

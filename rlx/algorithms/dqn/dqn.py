@@ -33,7 +33,7 @@ class DQNConfig(OffPolicyConfig):
     _extra_options = [
         Option("double_q", True, T, boolean, doc="Pick next actions with the online net, value them with the target net."),
         Option("dueling", True, T, boolean, doc="Separate value and advantage streams."),
-        Option("hiddens", [256], T, _hiddens, doc="Layer sizes of the Q head(s) after the model's encoder."),
+        Option("hiddens", [64], T, _hiddens, doc="Layer sizes of the Q head(s) (ReLU) after the model's encoder."),
         Option("num_atoms", 1, T, integer(1), doc="Atoms of the return distribution (>1: distributional C51)."),
         Option("v_min", -10.0, T, number(), doc="Smallest atom of the return distribution."),
         Option("v_max", 10.0, T, number(), doc="Largest atom of the return distribution."),
@@ -48,18 +48,22 @@ class DQNConfig(OffPolicyConfig):
         Option("before_learn_on_batch", None, T, lambda n, v: v,
                doc="Callable(batch, policies, train_batch_size) -> batch applied to each replayed batch."),
     ]
+    # rlx's defaults learn CartPole-v1 (mean return 450 over 100 episodes) in 60k-80k env steps;
+    # they differ from RLlib's (lr 5e-4, batch 32, n_step 1, [256] layers) in the ways that
+    # measured faster and steadier there: docs/algorithms/dqn.md has the figures.
     _default_overrides = {
-        "lr": 5e-4,
-        "train_batch_size": 32,
+        "lr": 1e-3,
+        "train_batch_size": 64,
         "gamma": 0.99,
         "grad_clip": 40.0,
         "rollout_fragment_length": 4,
+        "n_step": 3,
         "target_network_update_freq": 500,
         "tau": 1.0,
         "num_steps_sampled_before_learning_starts": 1000,
-        "exploration_config": {"type": "EpsilonGreedy", "initial_epsilon": 1.0, "final_epsilon": 0.02,
-                               "epsilon_timesteps": 10000},
-        "model": {"fcnet_hiddens": [256], "fcnet_activation": "tanh"},
+        "exploration_config": {"type": "EpsilonGreedy", "initial_epsilon": 1.0, "final_epsilon": 0.01,
+                               "epsilon_timesteps": 5000},
+        "model": {"fcnet_hiddens": [64], "fcnet_activation": "tanh"},
     }
 
     def __init__(self, algo_class: Any = None):

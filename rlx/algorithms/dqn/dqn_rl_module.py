@@ -99,8 +99,8 @@ class DQNRLModule(RLModule):
         self.dueling = bool(cfg.get("dueling", True))
         self.noisy = bool(cfg.get("noisy", False))
         sigma0 = float(cfg.get("sigma0", 0.5))
-        hiddens = list(cfg.get("hiddens", [256]))
-        enc_hiddens = list(cfg.get("fcnet_hiddens", [256]))
+        hiddens = list(cfg.get("hiddens", [64]))
+        enc_hiddens = list(cfg.get("fcnet_hiddens", [64]))
         in_dim = flat_obs_dim(self.observation_space)
         self._flatten = len(self.observation_space.shape) != 1
         self.encoder: MLP | None = make_mlp(in_dim, enc_hiddens, cfg.get("fcnet_activation", "relu")) \
