@@ -1,0 +1,4 @@
+"""Old import path of DDPG: `import rlx.agents.ddpg as ddpg; ddpg.DDPGTrainer(config=ddpg.DEFAULT_CONFIG)`."""
+from rlx.algorithms.ddpg.ddpg import DDPG, DEFAULT_CONFIG, DDPGConfig, DDPGTrainer
+
+__all__ = ["DDPG", "DDPGConfig", "DDPGTrainer", "DEFAULT_CONFIG"]

@@ -1,0 +1,58 @@
+"""Every tuned example learns, at a CI-sized bar below its full pass criterion.
+
+Each test reads tuned_examples/<algo>/<env>.yaml (the file `benchmarks/tuned_example.py`
+runs to the full criterion), applies its config with a fixed seed, and trains until a
+smaller return threshold within a smaller env-step budget, so the suite's time stays
+bounded. The YAML's own stop values are checked to be the issue's pass criteria.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlx.algorithms.registry import get_algorithm_config
+
+ROOT = Path(__file__).resolve().parent.parent
+RETURN_KEY = "env_runners/episode_return_mean"
+
+CASES = [
+    # tuned example, (full return criterion, full env-step budget), CI threshold, CI budget
+    ("ppo/cartpole-ppo.yaml", (450.0, 100_000), 450.0, 100_000),
+    ("dqn/cartpole-dqn.yaml", (450.0, 200_000), 150.0, 25_000),
+    ("sac/pendulum-sac.yaml", (-250.0, 20_000), -400.0, 6_000),
+    ("td3/pendulum-td3.yaml", (-250.0, 30_000), -400.0, 12_000),
+    ("ddpg/pendulum-ddpg.yaml", (-250.0, 30_000), -400.0, 12_000),
+]
+
+
+def load_example(relpath: str) -> dict:
+    """The single experiment of a tuned-example file."""
+    data = yaml.safe_load((ROOT / "tuned_examples" / relpath).read_text())
+    assert isinstance(data, dict) and len(data) == 1, f"{relpath} should hold one experiment"
+    return next(iter(data.values()))
+
+
+@pytest.mark.parametrize("relpath, criterion, threshold, budget", CASES, ids=[c[0].split("/")[0] for c in CASES])
+def test_tuned_example_learns(relpath, criterion, threshold, budget):
+    spec = load_example(relpath)
+    assert spec["stop"] == {RETURN_KEY: criterion[0], "num_env_steps_sampled_lifetime": criterion[1]}
+    config = get_algorithm_config(spec["run"]).update_from_dict(dict(spec.get("config") or {}))
+    algo = config.environment(spec["env"]).debugging(seed=0).build()
+    progress: list[tuple[int, float]] = []
+    steps, reached = 0, False
+    while steps < budget:
+        result = algo.train()
+        steps = result["num_env_steps_sampled_lifetime"]
+        ret = result["env_runners"]["episode_return_mean"]
+        progress.append((steps, round(ret, 1)))
+        if not math.isnan(ret) and ret >= threshold:
+            reached = True
+            break
+    algo.stop()
+    assert reached, (
+        f"{relpath}: episode_return_mean did not reach {threshold} within {budget} env steps; "
+        f"progress (steps, return): {progress}"
+    )
