@@ -123,10 +123,11 @@ class DQNRLModule(RLModule):
     def _features(self, obs: torch.Tensor) -> torch.Tensor:
         if self._flatten:
             obs = obs.reshape(obs.shape[0], -1)
-        return self.encoder(obs) if self.encoder is not None else obs
+        # .forward directly: nn.Module.__call__'s hook handling costs as much as these small layers.
+        return self.encoder.forward(obs) if self.encoder is not None else obs
 
     def _call_head(self, head: nn.Module, x: torch.Tensor, noisy: bool) -> torch.Tensor:
-        return head(x, noisy) if self.noisy else head(x)
+        return head.forward(x, noisy) if self.noisy else head.forward(x)
 
     def q_outputs(self, obs: torch.Tensor, noisy: bool = True) -> torch.Tensor:
         """Q-values [B, A] (num_atoms == 1) or atom logits [B, A, num_atoms]."""

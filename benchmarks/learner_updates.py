@@ -1,0 +1,72 @@
+"""Learner updates per second of the replay-based algorithms, and where a training step's time goes.
+
+Usage: python benchmarks/learner_updates.py [ALGO[:ENV] ...]   (default: DQN SAC TD3 DDPG)
+       add CONFIG_JSON as the last argument to override settings for all of them,
+       e.g. '{"q_model_config": {"fcnet_hiddens": [64, 64]}}'.
+
+For each algorithm (defaults, one torch thread) it fills the replay buffer, then times:
+`update_s` one learner update on a replayed train batch, `replay_sample_s` drawing that
+batch, `env_sample_s` one EnvRunner.sample() call (rollout_fragment_length steps per
+sub-env), and `training_step_s` a whole training step (sample, add, replay, update,
+priorities). One JSON line per algorithm.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+DEFAULT_ENVS = {"DQN": "CartPole-v1", "SAC": "Pendulum-v1", "TD3": "Pendulum-v1", "DDPG": "Pendulum-v1"}
+
+
+def _timeit(fn, repeats: int) -> float:
+    fn()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    return (time.perf_counter() - start) / repeats
+
+
+def measure(algo_name: str, env: str, overrides: dict, repeats: int = 200) -> dict:
+    """Seconds per update / replay sample / env sample / training step for one algorithm."""
+    from rlx.algorithms.registry import get_algorithm_config
+
+    config = get_algorithm_config(algo_name).environment(env).debugging(seed=0)
+    config.update_from_dict({"num_steps_sampled_before_learning_starts": 500,
+                             "min_sample_timesteps_per_iteration": 1000, **overrides})
+    algo = config.build()
+    algo.train()  # fills the buffer past learning_starts
+    cfg = algo.config
+    n = cfg.n_step_range[0]
+    batch = algo.local_replay_buffer.sample(cfg.total_train_batch_size, n_step=n, gamma=cfg.gamma)
+    timestep = algo._counters["num_env_steps_sampled_lifetime"]
+    out = {
+        "algo": algo_name,
+        "env": env,
+        "train_batch_size": cfg.total_train_batch_size,
+        "update_s": _timeit(lambda: algo.learner.update_from_batch(batch, timestep), repeats),
+        "replay_sample_s": _timeit(lambda: algo.local_replay_buffer.sample(
+            cfg.total_train_batch_size, n_step=n, gamma=cfg.gamma), repeats),
+        "env_sample_s": _timeit(lambda: algo.env_runner.sample(), repeats),
+        "env_steps_per_sample": cfg.get_rollout_fragment_length() * cfg.num_envs_per_env_runner,
+        "training_step_s": _timeit(algo.training_step, repeats),
+    }
+    out["updates_per_s"] = round(1.0 / out["update_s"], 1)
+    for key in ("update_s", "replay_sample_s", "env_sample_s", "training_step_s"):
+        out[key] = round(out[key], 6)
+    algo.stop()
+    return out
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    overrides = {}
+    if args and args[-1].startswith("{"):
+        overrides = json.loads(args.pop())
+    for spec in args or list(DEFAULT_ENVS):
+        name, _, env = spec.partition(":")
+        print(json.dumps(measure(name, env or DEFAULT_ENVS.get(name.upper(), "CartPole-v1"), overrides)))
+
+
+if __name__ == "__main__":
+    main()
