@@ -103,6 +103,7 @@ class Learner:
         self.lr_schedules: dict[str, PiecewiseSchedule] = {}
         self.optimizers: dict[str, Any] = {}
         self.num_grad_updates = 0
+        self._last_target_update = 0
         self.configure_optimizers()
 
     def configure_optimizers(self) -> None:
@@ -158,6 +159,28 @@ class Learner:
         self.num_grad_updates += 1
         return norm
 
+    def step_on(self, optimizer_name: str, loss: torch.Tensor, params: list[torch.Tensor]) -> float:
+        """Gradients of `loss` for `params` only, clipped, then one step of that optimizer; the grad norm.
+
+        Unlike `apply_loss`, gradients flow through other networks (e.g. a critic inside an
+        actor loss) without being computed for their weights.
+        """
+        grads = torch.autograd.grad(loss, params)
+        for p, g in zip(params, grads):
+            p.grad = g
+        norm = clip_gradients(params, self.config.grad_clip, self.config.grad_clip_by)
+        self.optimizers[optimizer_name].step()
+        return norm
+
+    def maybe_update_targets(self, timestep: int, pairs: list[tuple[torch.nn.Module, torch.nn.Module]]) -> bool:
+        """Move each (target, online) pair by `tau` when `target_network_update_freq` env steps have passed."""
+        if timestep - self._last_target_update < self.config.target_network_update_freq:
+            return False
+        for target, online in pairs:
+            update_target_network(target, online, self.config.tau)
+        self._last_target_update = timestep
+        return True
+
     # ------------------------------------------------------------ weights and state
 
     def get_weights(self) -> dict[str, np.ndarray]:
@@ -170,11 +193,12 @@ class Learner:
 
     def get_extra_state(self) -> dict[str, Any]:
         """Algorithm-specific learner state as JSON-safe values (e.g. PPO's KL coefficient)."""
-        return {"num_grad_updates": self.num_grad_updates}
+        return {"num_grad_updates": self.num_grad_updates, "last_target_update": self._last_target_update}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         """Restore get_extra_state()."""
         self.num_grad_updates = int(state.get("num_grad_updates", 0))
+        self._last_target_update = int(state.get("last_target_update", 0))
 
     def get_extra_tensors(self) -> dict[str, torch.Tensor]:
         """Tensors outside the module to checkpoint (target networks, ...); none by default."""

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from rlx.core.columns import Columns
-from rlx.core.learner import Learner, clip_gradients, make_target_network, update_target_network
+from rlx.core.learner import Learner, make_target_network
 
 
 class DDPGLearner(Learner):
@@ -33,21 +33,11 @@ class DDPGLearner(Learner):
         self.target_pi = make_target_network(module.pi)
         self.target_qf = make_target_network(module.qf)
         self.num_actor_updates = 0
-        self._last_target_update = 0
         self._last_actor_loss = torch.tensor(math.nan)
         self._last_actor_norm = math.nan
         self._schedules_constant = all(s.is_constant for s in self.lr_schedules.values())
         self._generator = torch.Generator()
         self._generator.manual_seed(int(config.seed) + 37 if config.seed is not None else int(torch.seed() % 2**62))
-
-    def _step(self, name: str, loss: torch.Tensor, params: list[torch.Tensor]) -> float:
-        """Gradients of `loss` for `params` only (not the other network), clipped, then one step."""
-        grads = torch.autograd.grad(loss, params)
-        for p, g in zip(params, grads):
-            p.grad = g
-        norm = clip_gradients(params, self.config.grad_clip, self.config.grad_clip_by)
-        self.optimizers[name].step()
-        return norm
 
     def compute_td_targets(self, batch: dict[str, np.ndarray]) -> torch.Tensor:
         """y = r + gamma**n_step * (1 - terminated) * min_E target_Q(s', a'), shape [B].
@@ -113,18 +103,15 @@ class DDPGLearner(Learner):
         targets = self.compute_td_targets(batch)
         q = module.q_values(obs, actions)
         critic_loss = self.critic_loss(q, targets, weights)
-        critic_norm = self._step("critic", critic_loss, self.critic_params)
+        critic_norm = self.step_on("critic", critic_loss, self.critic_params)
         self.num_grad_updates += 1
         if self.num_grad_updates % cfg.policy_delay == 0:
             # The actor follows the just-updated first critic; only its own parameters get gradients.
             actor_loss = self.actor_loss(obs)
-            self._last_actor_norm = self._step("actor", actor_loss, self.actor_params)
+            self._last_actor_norm = self.step_on("actor", actor_loss, self.actor_params)
             self._last_actor_loss = actor_loss.detach()
             self.num_actor_updates += 1
-            if timestep - self._last_target_update >= cfg.target_network_update_freq:
-                update_target_network(self.target_pi, module.pi, cfg.tau)
-                update_target_network(self.target_qf, module.qf, cfg.tau)
-                self._last_target_update = timestep
+            self.maybe_update_targets(timestep, [(self.target_pi, module.pi), (self.target_qf, module.qf)])
         return {
             "critic_loss": critic_loss.detach(),
             "actor_loss": self._last_actor_loss,
@@ -140,14 +127,12 @@ class DDPGLearner(Learner):
 
     def get_extra_state(self) -> dict[str, Any]:
         """Critic-update count (which drives policy_delay), actor-update count, last target update."""
-        return {**super().get_extra_state(), "num_actor_updates": self.num_actor_updates,
-                "last_target_update": self._last_target_update}
+        return {**super().get_extra_state(), "num_actor_updates": self.num_actor_updates}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         """Restore get_extra_state()."""
         super().set_extra_state(state)
         self.num_actor_updates = int(state.get("num_actor_updates", 0))
-        self._last_target_update = int(state.get("last_target_update", 0))
 
     def get_extra_tensors(self) -> dict[str, torch.Tensor]:
         """Target actor and target critics."""

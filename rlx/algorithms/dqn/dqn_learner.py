@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from rlx.core.columns import Columns
-from rlx.core.learner import Learner, make_target_network, update_target_network
+from rlx.core.learner import Learner, make_target_network
 
 
 def project_distribution(next_probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor,
@@ -47,7 +47,6 @@ class DQNLearner(Learner):
     def __init__(self, config: Any, module: Any):
         super().__init__(config, module)
         self.target = make_target_network(module)
-        self._last_target_update = 0
         self._lr_constant = self.lr_schedule.is_constant
 
     def update_from_batch(self, batch: dict[str, np.ndarray], timestep: int) -> dict[str, Any]:
@@ -96,9 +95,7 @@ class DQNLearner(Learner):
             abs_td = per_sample.detach()
         loss = (per_sample * weights).mean() if weights is not None else per_sample.mean()
         grad_norm = self.apply_loss(loss)
-        if timestep - self._last_target_update >= cfg.target_network_update_freq:
-            update_target_network(self.target, module, cfg.tau)
-            self._last_target_update = timestep
+        self.maybe_update_targets(timestep, [(self.target, module)])
         return {
             "total_loss": loss.detach(),
             "qf_loss": loss.detach(),
@@ -108,15 +105,6 @@ class DQNLearner(Learner):
             "num_grad_updates": self.num_grad_updates,
             "td_error": abs_td.numpy(),
         }
-
-    def get_extra_state(self) -> dict[str, Any]:
-        """Grad-update count and the timestep of the last target-network update."""
-        return {**super().get_extra_state(), "last_target_update": self._last_target_update}
-
-    def set_extra_state(self, state: dict[str, Any]) -> None:
-        """Restore get_extra_state()."""
-        super().set_extra_state(state)
-        self._last_target_update = int(state.get("last_target_update", 0))
 
     def get_extra_tensors(self) -> dict[str, torch.Tensor]:
         """The target network's weights."""

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from rlx.core.columns import Columns
-from rlx.core.learner import Learner, clip_gradients, make_target_network, update_target_network
+from rlx.core.learner import Learner, make_target_network
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _LOG_2 = math.log(2.0)
@@ -44,7 +44,6 @@ class SACLearner(Learner):
     def __init__(self, config: Any, module: Any):
         super().__init__(config, module)
         self.target_qf = make_target_network(module.qf)
-        self._last_target_update = 0
         if config.target_entropy == "auto":
             n = module.action_dim
             self.target_entropy = 0.98 * math.log(n) if module.discrete else -float(n)
@@ -53,15 +52,6 @@ class SACLearner(Learner):
         self._schedules_constant = all(s.is_constant for s in self.lr_schedules.values())
         self._generator = torch.Generator()
         self._generator.manual_seed(int(config.seed) + 31 if config.seed is not None else int(torch.seed() % 2**62))
-
-    def _step(self, name: str, loss: torch.Tensor, params: list[torch.Tensor]) -> float:
-        """Gradients of `loss` for `params` only (not the other networks), clipped, then one step."""
-        grads = torch.autograd.grad(loss, params)
-        for p, g in zip(params, grads):
-            p.grad = g
-        norm = clip_gradients(params, self.config.grad_clip, self.config.grad_clip_by)
-        self.optimizers[name].step()
-        return norm
 
     def update_from_batch(self, batch: dict[str, np.ndarray], timestep: int) -> dict[str, Any]:
         """One critic, actor and alpha step on a replayed batch; returns metrics and `td_error`."""
@@ -106,7 +96,7 @@ class SACLearner(Learner):
         if weights is not None:
             sq = sq * weights
         critic_loss = 0.5 * sq.mean(dim=1).sum()
-        critic_norm = self._step("critic", critic_loss, self.critic_params)
+        critic_norm = self.step_on("critic", critic_loss, self.critic_params)
         # Policy loss against the just-updated critics; only the policy gets gradients.
         if module.discrete:
             with torch.no_grad():
@@ -119,12 +109,10 @@ class SACLearner(Learner):
             actor_loss = (alpha * logp - q_pi).mean()
             entropy = -logp.detach()
             alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
-        actor_norm = self._step("actor", actor_loss, self.actor_params)
-        self._step("alpha", alpha_loss, [self.log_alpha])
+        actor_norm = self.step_on("actor", actor_loss, self.actor_params)
+        self.step_on("alpha", alpha_loss, [self.log_alpha])
         self.num_grad_updates += 1
-        if timestep - self._last_target_update >= cfg.target_network_update_freq:
-            update_target_network(self.target_qf, module.qf, cfg.tau)
-            self._last_target_update = timestep
+        self.maybe_update_targets(timestep, [(self.target_qf, module.qf)])
         return {
             "total_loss": (critic_loss + actor_loss).detach(),
             "critic_loss": critic_loss.detach(),
@@ -138,15 +126,6 @@ class SACLearner(Learner):
             "num_grad_updates": self.num_grad_updates,
             "td_error": td.detach().abs().mean(dim=0).numpy(),
         }
-
-    def get_extra_state(self) -> dict[str, Any]:
-        """Grad-update count and the timestep of the last target update."""
-        return {**super().get_extra_state(), "last_target_update": self._last_target_update}
-
-    def set_extra_state(self, state: dict[str, Any]) -> None:
-        """Restore get_extra_state()."""
-        super().set_extra_state(state)
-        self._last_target_update = int(state.get("last_target_update", 0))
 
     def get_extra_tensors(self) -> dict[str, torch.Tensor]:
         """Target critics and log-alpha."""
