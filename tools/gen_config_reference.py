@@ -7,21 +7,25 @@ Everything between the markers `<!-- BEGIN GENERATED OPTIONS -->` and
 `<!-- END GENERATED OPTIONS -->` is produced here from:
 
 - `rlx.algorithms.common_options.COMMON_OPTIONS` (every AlgorithmConfig option),
-- `PPOConfig._table` (PPO's own options and the defaults PPO changes),
+- every algorithm in `rlx.algorithms.registry.ALGORITHMS`: the options its config class
+  adds (those of a shared base such as `OffPolicyConfig` once, for all its users) and the
+  defaults it changes,
 - `rlx.models.model_defaults.MODEL_DEFAULTS` (the `model` dict),
 - `rlx.core.optimizers` / `rlx.core.learner` (the `optimizer` dict),
 - `LEGACY_NOOP_KEYS` and `CALLBACK_EVENTS` (old keys and callback events).
 
 Names, defaults, sections, aliases and statuses come from the code. The "meaning"
 column uses an option's `doc=` when it has one, otherwise the MEANINGS entry below;
-`tests/test_docs.py` fails when an option has neither, so a new option cannot ship
-undocumented. STATUS_OVERRIDES covers options whose check (not `later=`) restricts
-them; each entry carries a probe value that the generator verifies is still rejected.
+`tests/test_docs.py` fails when a PPO option has neither, and this script warns about any
+registered algorithm's option that has neither, so a new option cannot ship undocumented.
+STATUS_OVERRIDES covers options whose check (not `later=`) restricts them; each entry
+carries a probe value that the generator verifies is still rejected.
 The prose around the markers is written by hand.
 """
 from __future__ import annotations
 
 import argparse
+import importlib
 import inspect
 import sys
 from pathlib import Path
@@ -34,6 +38,7 @@ from rlx.algorithms.algorithm_config import AlgorithmConfig  # noqa: E402
 from rlx.algorithms.common_options import CALLBACK_EVENTS, COMMON_OPTIONS, LEGACY_NOOP_KEYS  # noqa: E402
 from rlx.algorithms.config_options import Option  # noqa: E402
 from rlx.algorithms.ppo import PPOConfig  # noqa: E402
+from rlx.algorithms.registry import ALGORITHMS  # noqa: E402
 from rlx.models import model_defaults  # noqa: E402
 from rlx.models.model_defaults import MODEL_DEFAULTS  # noqa: E402
 from rlx.utils.errors import ConfigError  # noqa: E402
@@ -142,8 +147,9 @@ MEANINGS: dict[str, str] = {
     "always_attach_evaluation_results": "Attach the latest evaluation results to every result dict.",
     "enable_async_evaluation": "Send evaluation requests asynchronously.",
     # exploration
-    "exploration_config": "Exploration object config. PPO samples from its action distribution "
-                          "(StochasticSampling).",
+    "exploration_config": "Exploration object config: {'type': a built-in name, a class or an import path, "
+                          "plus constructor arguments}; a dict without 'type' updates the current one (see "
+                          "docs/exploration.md). Each algorithm's default is in the defaults table below.",
     # offline data
     "input_": "Where experiences come from: 'sampler' (the env) or offline files.",
     "input_config": "Settings for reading the input.",
@@ -233,6 +239,12 @@ MEANINGS: dict[str, str] = {
                                     "accepted.",
     "enable_env_runner_and_connector_v2": "RLlib's new-stack switch; rlx has only this stack, so only True "
                                           "is accepted.",
+    # SAC, DDPG
+    "_deterministic_loss": "SAC: use the policy's deterministic action instead of samples in the losses "
+                           "(debugging).",
+    "_use_beta_distribution": "SAC: a Beta distribution instead of the squashed Gaussian for Box actions.",
+    "use_state_preprocessor": "DDPG: run observations through the model's encoder before the actor and "
+                              "critic layers.",
     # PPO
     "shuffle_batch_per_epoch": "Reshuffle the train batch before each epoch.",
     "vf_loss_coeff": "Weight of the value loss in the total loss.",
@@ -247,7 +259,14 @@ NOTES: dict[str, str] = {
     "torch_num_threads": "Applied with torch.set_num_threads() when the Algorithm is built.",
     "env_config": "The EnvContext adds worker_index, vector_index, num_workers and remote.",
     "in_evaluation": "No evaluation EnvRunners exist yet.",
+    "lr": "SAC, DDPG and TD3 train with their own actor_lr / critic_lr (/ alpha_lr) and do not read it.",
 }
+
+# How the tables name the users of a config base class that several algorithms share.
+SHARED_BASE_LABELS: dict[str, str] = {
+    "OffPolicyConfig": "Replay-based algorithms",
+}
+DEFAULTS_ANCHOR = "defaults-each-algorithm-changes"
 
 # Options restricted by their check rather than by `later=`: (a value that must still be
 # rejected, the status to print). The generator fails if a probe value becomes accepted.
@@ -356,16 +375,14 @@ def _option_cell(opt: Option) -> str:
     return cell
 
 
-def _default_cell(opt: Option, ppo_default: Any) -> str:
-    if opt.name == "model":
-        return "`MODEL_DEFAULTS` (see below)"
-    cell = _fmt(opt.default)
-    if ppo_default is not _MISSING and not _same(ppo_default, opt.default):
-        cell += f" (PPO: {_fmt(ppo_default)})"
-    return cell
-
-
-_MISSING = object()
+def _default_cell(opt: Option, declared_by: type) -> str:
+    """The option's default where it is declared, plus which algorithms change it."""
+    notes = ["see below"] if opt.name == "model" else []
+    changed = changed_by(opt, declared_by)
+    if changed:
+        notes.append(f"changed by {', '.join(changed)}: see [the defaults table](#{DEFAULTS_ANCHOR})")
+    cell = "`MODEL_DEFAULTS`" if opt.name == "model" else _fmt(opt.default)
+    return cell + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -381,13 +398,122 @@ def _table(rows: list[list[str]], header: list[str]) -> list[str]:
     return out
 
 
+# ----------------------------------------------------------------------------- algorithms
+
+
+def algorithm_configs() -> list[tuple[str, type]]:
+    """(name, config class) of every registered algorithm, in the registry's order."""
+    out = []
+    for name, (module, _, config_name, _) in ALGORITHMS.items():
+        out.append((name, getattr(importlib.import_module(module), config_name)))
+    return out
+
+
+def _declared(cls: type) -> list[Option]:
+    """The options `cls` itself declares (not those of its bases)."""
+    return list(cls.__dict__.get("_extra_options", []))
+
+
+def _base_chain(cls: type) -> list[type]:
+    """Config classes between AlgorithmConfig and `cls` (exclusive), nearest to AlgorithmConfig first."""
+    return [k for k in reversed(cls.__mro__)
+            if issubclass(k, AlgorithmConfig) and k is not AlgorithmConfig and k is not cls]
+
+
+def option_groups() -> list[tuple[type, list[str], str | None]]:
+    """Config classes that declare options, each once, in the order the reference presents them.
+
+    Each entry is (class, names of the algorithms that use its options, name of the
+    registered algorithm whose config it is, or None for a shared base such as OffPolicyConfig).
+    """
+    algos = algorithm_configs()
+    registered = {cls: name for name, cls in algos}
+    groups: list[tuple[type, list[str], str | None]] = []
+    seen: set[type] = set()
+    for name, cls in algos:
+        for klass in _base_chain(cls) + [cls]:
+            if klass in seen:
+                continue
+            seen.add(klass)
+            users = [n for n, c in algos if issubclass(c, klass)]
+            groups.append((klass, users, registered.get(klass)))
+    return groups
+
+
+def changed_by(opt: Option, declared_by: type) -> list[str]:
+    """Registered algorithms built on `declared_by` whose default of `opt` differs from the declared one."""
+    out = []
+    for name, cls in algorithm_configs():
+        mine = cls._table.options.get(opt.name)
+        if issubclass(cls, declared_by) and mine is not None and not _same(mine.default, opt.default):
+            out.append(name)
+    return out
+
+
+def _group_title(klass: type, users: list[str], algo: str | None) -> str:
+    """'DQN' for an algorithm's config, 'Replay-based algorithms (DQN, SAC, ...)' for a shared base."""
+    if algo is not None:
+        return algo
+    label = SHARED_BASE_LABELS.get(klass.__name__, f"Algorithms built on `{klass.__name__}`")
+    return f"{label} ({', '.join(users)})"
+
+
+def _option_table(opts: list[Option], declared_by: type = AlgorithmConfig) -> list[str]:
+    rows = [[_option_cell(o), _default_cell(o, declared_by), _cell(meaning_of(o)), _cell(status_of(o))]
+            for o in opts]
+    return _table(rows, ["option", "default", "meaning", "status"]) + [""]
+
+
+def algorithm_option_tables(section: str) -> list[str]:
+    """The options each algorithm (or shared base) adds whose home is `section()`."""
+    lines: list[str] = []
+    registered = {cls: name for name, cls in algorithm_configs()}
+    for klass, users, algo in option_groups():
+        home = [o for o in _declared(klass) if o.sections and o.sections[0] == section]
+        # The nearest registered algorithm this config extends (TD3Config -> DDPGConfig), if any.
+        parent = next((k for k in reversed(_base_chain(klass)) if k in registered), None)
+        title = _group_title(klass, users, algo)
+        if algo is not None and parent is not None and not _declared(klass):
+            if section == "training":
+                name = klass.__name__
+                lines += [f"{title} (`{name}`) has {registered[parent]}'s options: `{name}` subclasses "
+                          f"`{parent.__name__}` and changes only defaults (see "
+                          f"[the defaults table](#{DEFAULTS_ANCHOR})).", ""]
+            continue
+        if not home:
+            continue
+        verb = "adds" if algo is not None else "add"
+        extra = f", on top of {registered[parent]}'s," if parent is not None else ""
+        lines += [f"{title} {verb}{extra} these `{section}()` options (`{klass.__name__}`):", ""]
+        lines += _option_table(home, klass)
+    for klass, users, algo in option_groups():
+        also = [o for o in _declared(klass) if section in o.sections[1:]]
+        if also:
+            refs = ", ".join(f"`{o.name}` (see `{o.sections[0]}()`)" for o in also)
+            who = _group_title(klass, users, algo)
+            lines += [f"Also accepted by `{section}()` of {who[:1].lower() + who[1:]}: {refs}.", ""]
+    return lines
+
+
+def legacy_replay_keys_note() -> list[str]:
+    """The old flat replay-buffer keys that OffPolicyConfig maps into replay_buffer_config."""
+    from rlx.algorithms import off_policy
+
+    keys = getattr(off_policy, "_LEGACY_REPLAY_KEYS", ())
+    if not keys:
+        return []
+    names = ", ".join(f"`{k}`" for k in keys)
+    return [f"The flat replay keys of Trainer-era config dicts ({names}) are accepted by `update_from_dict` "
+            "and the old dict API of the replay-based algorithms and map into `replay_buffer_config` "
+            "(`buffer_size` to `capacity`, `prioritized_replay` to the buffer type, the others to "
+            "`alpha`, `beta`, `eps`).", ""]
+
+
 # ----------------------------------------------------------------------------- sections
 
 
 def section_tables() -> list[str]:
     """One table per section method; options shared by several methods are listed in full once."""
-    ppo_table = PPOConfig._table
-    common_names = {opt.name for opt in COMMON_OPTIONS}
     lines: list[str] = []
     for section in SECTIONS:
         home = [opt for opt in COMMON_OPTIONS if opt.sections and opt.sections[0] == section]
@@ -397,22 +523,13 @@ def section_tables() -> list[str]:
             title += f" (old name: `{SECTION_ALIASES[section]}()`)"
         lines += [f"### {title}", ""]
         if home:
-            rows = []
-            for opt in home:
-                ppo_default = ppo_table.options[opt.name].default if opt.name in ppo_table.options else _MISSING
-                rows.append([_option_cell(opt), _default_cell(opt, ppo_default), _cell(meaning_of(opt)),
-                             _cell(status_of(opt))])
-            lines += _table(rows, ["option", "default", "meaning", "status"])
-            lines.append("")
+            lines += _option_table(home)
         if also:
             refs = ", ".join(f"`{opt.name}` (see `{opt.sections[0]}()`)" for opt in also)
             lines += [f"Also accepted by `{section}()`: {refs}.", ""]
+        lines += algorithm_option_tables(section)
         if section == "training":
-            ppo_only = [ppo_table.options[n] for n in ppo_table.options if n not in common_names]
-            lines += ["PPO adds these `training()` options (`PPOConfig`):", ""]
-            rows = [[_option_cell(o), _fmt(o.default), _cell(meaning_of(o)), _cell(status_of(o))] for o in ppo_only]
-            lines += _table(rows, ["option", "default", "meaning", "status"])
-            lines.append("")
+            lines += legacy_replay_keys_note()
         if section == "callbacks":
             events = ", ".join(f"`{e}`" for e in CALLBACK_EVENTS)
             lines += [f"`callbacks()` also takes one callable per event ({events}); any value other than "
@@ -434,15 +551,37 @@ def unsectioned_table() -> list[str]:
     return lines + _table(rows, ["option", "default", "meaning", "status"]) + [""]
 
 
-def ppo_defaults_table() -> list[str]:
-    """Defaults that PPOConfig changes relative to AlgorithmConfig."""
-    base = AlgorithmConfig._table.options
+def defaults_table() -> list[str]:
+    """Defaults each registered algorithm changes, relative to AlgorithmConfig (or, for an option an
+    algorithm adds, relative to the class that declares it)."""
+    algos = algorithm_configs()
+    declared: list[tuple[Option, type]] = [(opt, AlgorithmConfig) for opt in COMMON_OPTIONS]
+    for klass, _, _ in option_groups():
+        declared += [(opt, klass) for opt in _declared(klass)]
     rows = []
-    for name, opt in PPOConfig._table.options.items():
-        if name in base and not _same(base[name].default, opt.default):
-            rows.append([f"`{name}`", _fmt(base[name].default), _fmt(opt.default)])
-    lines = ["### Defaults PPOConfig changes", ""]
-    return lines + _table(rows, ["option", "AlgorithmConfig default", "PPOConfig default"]) + [""]
+    for opt, owner in declared:
+        cells = []
+        for _, cls in algos:
+            mine = cls._table.options.get(opt.name)
+            if mine is None or not issubclass(cls, owner):
+                cells.append("—")
+            elif _same(mine.default, opt.default):
+                cells.append("")
+            else:
+                cells.append(_fmt(mine.default))
+        if not any(c not in ("", "—") for c in cells):
+            continue
+        base = "`MODEL_DEFAULTS`" if opt.name == "model" else _fmt(opt.default)
+        if owner is not AlgorithmConfig:
+            base += f" (`{owner.__name__}`)"
+        rows.append([f"`{opt.name}`", base] + cells)
+    header = ["option", "AlgorithmConfig"] + [name for name, _ in algos]
+    lines = ["### Defaults each algorithm changes", "",
+             "A blank cell keeps the default on its left; — marks an algorithm without that option (or with "
+             "its own option of the same name, listed with its own default). For an option an algorithm "
+             "adds, the AlgorithmConfig column gives the default of the class that declares it. A `model` "
+             "entry is merged into `MODEL_DEFAULTS` (keys not named keep their defaults).", ""]
+    return lines + _table(rows, header) + [""]
 
 
 def model_table() -> list[str]:
@@ -491,11 +630,19 @@ def optimizer_table() -> list[str]:
 
 def alias_table() -> list[str]:
     """Every legacy name and the current name it maps to."""
-    rows = sorted(PPOConfig._table.alias_to_name.items())
+    algos = algorithm_configs()
+    names: dict[str, str] = {}
+    for _, cls in algos:
+        names.update(cls._table.alias_to_name)
+    rows = []
+    for alias, name in sorted(names.items()):
+        users = [n for n, cls in algos if cls._table.alias_to_name.get(alias) == name]
+        cell = f"`{name}`" + ("" if len(users) == len(algos) else f" ({', '.join(users)})")
+        rows.append([f"`{alias}`", cell])
     lines = ["### Legacy names", "",
              "Accepted everywhere a current name is (section methods, dicts, `config[...]`, attribute "
-             "access) and stored under the current name.", ""]
-    lines += _table([[f"`{a}`", f"`{n}`"] for a, n in rows], ["old name", "current name"])
+             "access) and stored under the current name. Names that only some algorithms accept say which.", ""]
+    lines += _table(rows, ["old name", "current name"])
     lines += ["", "`to_dict()` writes `lambda_` as `lambda` and `input_` as `input`, as RLlib does; "
               "`config.rollouts(...)` is `config.env_runners(...)`.", ""]
     return lines
@@ -524,7 +671,7 @@ def generate() -> str:
     lines = ["", "<!-- Generated by tools/gen_config_reference.py; edit that script, not this section. -->", ""]
     lines += section_tables()
     lines += unsectioned_table()
-    lines += ppo_defaults_table()
+    lines += defaults_table()
     lines += model_table()
     lines += optimizer_table()
     lines += alias_table()
@@ -545,6 +692,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="exit 1 if docs/configuration.md is out of date")
     args = parser.parse_args(argv)
+    undocumented = sorted({o.name for _, cls in algorithm_configs() for o in cls._table.options.values()
+                           if not meaning_of(o)})
+    if undocumented:
+        print(f"warning: options without a meaning (give them doc= or a MEANINGS entry): {undocumented}",
+              file=sys.stderr)
     current = DOC_PATH.read_text()
     fresh = render(current)
     if args.check:
