@@ -42,7 +42,7 @@ class SACConfig(OffPolicyConfig):
         Option("twin_q", True, T, boolean, doc="Two Q-functions; targets use their minimum."),
         Option("initial_alpha", 1.0, T, number(0.0, exclusive_min=True), doc="Initial entropy coefficient."),
         Option("target_entropy", "auto", T, _target_entropy,
-               doc="Entropy target of alpha tuning: 'auto' is -action_dim (Box) or 0.98 * log(n) (Discrete)."),
+               doc="Entropy target of alpha tuning: 'auto' is -action_dim (Box) or 0.5 * log(n) (Discrete; RLlib's 0.98 * log(n) keeps the policy near uniform)."),
         Option("actor_lr", 1e-3, T, schedule_or_number(0.0), doc="Policy learning rate (or schedule)."),
         Option("critic_lr", 1e-3, T, schedule_or_number(0.0), doc="Q-function learning rate (or schedule)."),
         Option("alpha_lr", 1e-3, T, schedule_or_number(0.0), doc="Entropy-coefficient learning rate (or schedule)."),
