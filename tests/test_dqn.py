@@ -645,3 +645,19 @@ def test_missing_learner_tensors_give_a_checkpoint_error_naming_the_file(trained
     (path / POLICY_DIR / "learner.safetensors").unlink()
     with pytest.raises(CheckpointError, match="learner.safetensors"):
         Algorithm.from_checkpoint(str(path))
+
+
+def test_compute_single_action_timestep_drives_the_epsilon_schedule():
+    """compute_single_action(timestep=t) explores with epsilon(t), not the runner's own step count."""
+    algo = dqn_config().exploration(
+        exploration_config={"initial_epsilon": 1.0, "final_epsilon": 0.0, "epsilon_timesteps": 1000}
+    ).build()
+    try:
+        obs = np.zeros(4, dtype=np.float32)
+        greedy = algo.compute_single_action(obs, explore=False)
+        late = {int(algo.compute_single_action(obs, explore=True, timestep=10**6)) for _ in range(30)}
+        early = {int(algo.compute_single_action(obs, explore=True, timestep=0)) for _ in range(60)}
+        assert late == {int(greedy)}      # epsilon 0: always greedy
+        assert early == {0, 1}            # epsilon 1: uniformly random
+    finally:
+        algo.stop()

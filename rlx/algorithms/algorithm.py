@@ -348,7 +348,8 @@ class Algorithm:
             raise ValueError("compute_single_action() needs an observation.")
         policy = self.get_policy(policy_id)
         action, state_out, extra = policy.compute_single_action(
-            observation, state, explore=explore, unsquash_action=unsquash_action, clip_action=clip_action
+            observation, state, explore=explore, timestep=timestep, unsquash_action=unsquash_action,
+            clip_action=clip_action,
         )
         if full_fetch or state:
             return action, state_out, extra
@@ -379,13 +380,14 @@ class Algorithm:
         if isinstance(observations, dict):
             keys = list(observations)
             actions, state_out, extra = policy.compute_actions(
-                [observations[k] for k in keys], explore=explore,
+                [observations[k] for k in keys], explore=explore, timestep=timestep,
                 unsquash_actions=unsquash_actions, clip_actions=clip_actions,
             )
             out = {k: actions[i] for i, k in enumerate(keys)}
         else:
             out, state_out, extra = policy.compute_actions(
-                observations, explore=explore, unsquash_actions=unsquash_actions, clip_actions=clip_actions
+                observations, explore=explore, timestep=timestep, unsquash_actions=unsquash_actions,
+                clip_actions=clip_actions,
             )
         if full_fetch or state:
             return out, state_out, extra

@@ -120,7 +120,8 @@ class Policy:
         return self._adapters[key]
 
     @torch.no_grad()
-    def _act(self, obs: np.ndarray, explore: bool | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    def _act(self, obs: np.ndarray, explore: bool | None,
+             timestep: int | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         explore = self.config.explore if explore is None else bool(explore)
         obs_t = torch.from_numpy(obs)
         if explore:
@@ -131,7 +132,8 @@ class Policy:
             dist = self.module.get_inference_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
         if self.exploration is not None:
             actions, logp = self.exploration.get_exploration_action(
-                action_distribution=dist, timestep=self._timestep_fn(), explore=explore
+                action_distribution=dist, timestep=self._timestep_fn() if timestep is None else int(timestep),
+                explore=explore,
             )
         else:
             actions = dist.sample(self._generator) if explore else dist.deterministic_sample()
@@ -168,7 +170,7 @@ class Policy:
         """(action, state_out, extra_fetches) for one observation."""
         if obs is None and input_dict is not None:
             obs = input_dict["obs"]
-        actions, extra = self._act(self._prepare([obs]), explore)
+        actions, extra = self._act(self._prepare([obs]), explore, timestep)
         env_actions = self._to_env(actions, unsquash_action, clip_action)
         return env_actions[0], [], {k: v[0] for k, v in extra.items()}
 
@@ -187,7 +189,7 @@ class Policy:
     ) -> tuple[np.ndarray, list, dict[str, np.ndarray]]:
         """(actions, state_outs, extra_fetches) for a batch of observations."""
         observations = list(obs_batch) if not isinstance(obs_batch, dict) else [obs_batch]
-        actions, extra = self._act(self._prepare(observations), explore)
+        actions, extra = self._act(self._prepare(observations), explore, timestep)
         return self._to_env(actions, unsquash_actions, clip_actions), [], extra
 
     @torch.no_grad()
