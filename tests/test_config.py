@@ -328,9 +328,9 @@ def test_dict_style_write_is_validated():
 @pytest.mark.parametrize(
     "section, key, value, default",
     [
-        ("evaluation", "evaluation_interval", 1, None),
+        ("environment", "render_env", True, False),
         ("env_runners", "num_env_runners", 2, 0),
-        ("callbacks", "callbacks_class", object, None),
+        ("debugging", "log_sys_usage", True, False),
         ("offline_data", "output", "/tmp/out", None),
         ("multi_agent", "policy_mapping_fn", lambda agent_id: "p", None),
         ("resources", "num_gpus", 1, 0),
@@ -352,9 +352,9 @@ def test_lstm_model_is_not_supported_yet_but_its_default_is_accepted():
     assert config.model["use_lstm"] is False
 
 
-def test_callback_events_are_not_supported_yet():
-    with pytest.raises(NotSupportedYetError, match="on_train_result"):
-        PPOConfig().callbacks(on_train_result=lambda **kw: None)
+def test_unknown_callback_event_is_an_error_with_a_suggestion():
+    with pytest.raises(ConfigError, match="Did you mean 'on_train_result'"):
+        PPOConfig().callbacks(on_train_results=lambda **kw: None)
 
 
 def test_not_supported_yet_is_a_config_error():

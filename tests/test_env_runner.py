@@ -93,6 +93,16 @@ def make_runner(module_spec, **kwargs) -> SingleAgentEnvRunner:
     return SingleAgentEnvRunner(runner_config(**kwargs), module_spec=module_spec)
 
 
+def episode_returns(metrics) -> list[float]:
+    """Returns of the episodes a runner's get_metrics() reports."""
+    return metrics["hist_stats"]["episode_reward"].peek()
+
+
+def episode_lengths(metrics) -> list[int]:
+    """Lengths of the episodes a runner's get_metrics() reports."""
+    return metrics["hist_stats"]["episode_lengths"].peek()
+
+
 def dones(batch) -> np.ndarray:
     return batch["terminateds"] | batch["truncateds"]
 
@@ -282,11 +292,11 @@ def test_sample_num_episodes_collects_exactly_that_many(module_spec, env, num_en
     runner.get_metrics()
     batch = runner.sample(num_episodes=3)
     metrics = runner.get_metrics()
-    assert len(metrics["episode_returns"]) == 3
-    assert len(metrics["episode_lengths"]) == 3
+    assert len(episode_returns(metrics)) == 3
+    assert len(episode_lengths(metrics)) == 3
     assert len(episodes_in(batch)) == 3
     valid = batch.get("valid", np.ones_like(batch["rewards"], dtype=bool))
-    assert valid.sum() == sum(metrics["episode_lengths"])
+    assert valid.sum() == sum(episode_lengths(metrics))
     runner.stop()
 
 
@@ -296,9 +306,9 @@ def test_reported_episode_returns_equal_the_batch_rewards(module_spec):
     batch = runner.sample(num_episodes=6)
     metrics = runner.get_metrics()
     in_batch = episodes_in(batch)
-    assert len(in_batch) == len(metrics["episode_returns"]) >= 6
-    assert sorted(r for r, _ in in_batch) == pytest.approx(sorted(metrics["episode_returns"]), abs=1e-4)
-    assert sorted(n for _, n in in_batch) == sorted(metrics["episode_lengths"])
+    assert len(in_batch) == len(episode_returns(metrics)) >= 6
+    assert sorted(r for r, _ in in_batch) == pytest.approx(sorted(episode_returns(metrics)), abs=1e-4)
+    assert sorted(n for _, n in in_batch) == sorted(episode_lengths(metrics))
     runner.stop()
 
 
@@ -311,8 +321,8 @@ def test_returns_of_episodes_spanning_several_samples_equal_the_batch_rewards(mo
     metrics = runner.get_metrics()
     in_batch = episodes_in(joined)
     assert len(in_batch) >= 2
-    assert sorted(r for r, _ in in_batch) == pytest.approx(sorted(metrics["episode_returns"]), abs=1e-4)
-    assert sorted(n for _, n in in_batch) == sorted(metrics["episode_lengths"])
+    assert sorted(r for r, _ in in_batch) == pytest.approx(sorted(episode_returns(metrics)), abs=1e-4)
+    assert sorted(n for _, n in in_batch) == sorted(episode_lengths(metrics))
     runner.stop()
 
 
@@ -327,8 +337,8 @@ def test_clip_rewards_clips_the_batch_but_not_the_reported_returns(module_spec):
     assert set(np.unique(batch_c["rewards"])) <= {-1.0, 0.0, 1.0}
     assert (np.abs(batch_u["rewards"]) > 1).any()
     np.testing.assert_array_equal(batch_c["rewards"], np.sign(batch_u["rewards"]))
-    returns_c = clipped.get_metrics()["episode_returns"]
-    returns_u = unclipped.get_metrics()["episode_returns"]
+    returns_c = episode_returns(clipped.get_metrics())
+    returns_u = episode_returns(unclipped.get_metrics())
     assert len(returns_c) > 0
     assert returns_c == pytest.approx(returns_u)
     assert any(abs(r - round(r)) > 1e-3 for r in returns_c), "reported returns are the env's, not clipped ones"

@@ -265,13 +265,26 @@ def test_merge_window_keeps_newest_of_each_source():
 
 
 def test_merge_sums_add_into_lifetime_counter():
+    # Runner loggers export what was logged since their last export (reduce + reset), so a
+    # sum without clear_on_reduce accumulates a lifetime total on the receiving side.
+    main = MetricsLogger()
+    for _ in range(2):
+        runners = [_runner([1, 2], reduce="sum"), _runner([4], reduce="sum")]
+        main.merge_and_log_n_dicts([r.reduce(return_stats_objects=True) for r in runners])
+    assert main.reduce()["x"] == 14  # 2 * (1 + 2 + 4)
+    main.merge_and_log_n_dicts([{"x": 6}, {"x": 1}], reduce="sum")
+    assert main.peek("x") == 21
+
+
+def test_merge_adopts_settings_of_stats_leaves():
     main = MetricsLogger()
     for _ in range(2):
         runners = [_runner([1, 2], reduce="sum", clear_on_reduce=True), _runner([4], reduce="sum", clear_on_reduce=True)]
-        main.merge_and_log_n_dicts([r.reduce(return_stats_objects=True) for r in runners], reduce="sum")
-    assert main.peek("x") == 14  # 2 * (1 + 2 + 4)
-    main.merge_and_log_n_dicts([{"x": 6}, {"x": 1}], reduce="sum")
-    assert main.peek("x") == 21
+        main.merge_and_log_n_dicts([r.reduce(return_stats_objects=True) for r in runners])
+        assert main.reduce()["x"] == 7  # per-iteration sum: clear_on_reduce travels with the Stats
+    windowed = _runner([1.0, 2.0, 3.0], window=2)
+    main.merge_and_log_n_dicts([windowed.reduce(return_stats_objects=True)], key="y")
+    assert main.peek("y", "x") == 2.5  # the window of 2 came along with the Stats
 
 
 @pytest.mark.parametrize("method, expected", [("min", -2.0), ("max", 8.0)])
@@ -300,8 +313,9 @@ def test_merge_reduce_none_lists():
 def test_merge_stats_with_other_reduce_is_error():
     a = _runner([1.0], reduce="max")
     main = MetricsLogger()
+    main.log_value("x", 2.0, reduce="sum")
     with pytest.raises(ValueError, match="reduce='max'"):
-        main.merge_and_log_n_dicts([a.reduce(return_stats_objects=True)], reduce="sum")
+        main.merge_and_log_n_dicts([a.reduce(return_stats_objects=True)])
 
 
 def test_return_stats_objects_snapshot_before_clear():

@@ -9,9 +9,11 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import time
 import uuid
 from collections import deque
+from concurrent.futures import Future
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,7 +21,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rlx.algorithms.algorithm_config import AlgorithmConfig
+from rlx.algorithms.results import deep_update, env_runner_section, legacy_episode_keys
 from rlx.utils.errors import CheckpointError, ConfigError
+from rlx.utils.metrics.metrics_logger import MetricsLogger
 
 logger = logging.getLogger("rlx")
 
@@ -85,9 +89,21 @@ class Algorithm:
         self._time_total_s = 0.0
         self._iterations_since_restore = 0
         self._time_since_restore = 0.0
-        self._episodes_window: deque[tuple[float, int]] = deque(maxlen=self.config.metrics_num_episodes_for_smoothing)
         self._logdir: Path | None = None
+        self._episodes_window: deque[tuple[float, int]] = deque(maxlen=self.config.metrics_num_episodes_for_smoothing)
+        #: Algorithm-side metrics: merged EnvRunner metrics under "env_runners", plus whatever
+        #: Algorithm callbacks log (reported at the top level of the result).
+        self.metrics = MetricsLogger()
+        self.callbacks = self.config.make_callback_dispatcher()
+        self.eval_env_runner_group: Any = None
+        self._last_eval_results: dict[str, Any] | None = None
         self.setup(self.config)
+        self._on_learn_on_batch = self.callbacks.get("on_learn_on_batch")
+        if self.config.evaluation_interval is not None:
+            self._make_eval_env_runner_group()
+        if self.config.env_task_fn is not None:
+            self.env_runner_group.foreach_env_runner(_check_task_settable)
+        self.callbacks.fire("on_algorithm_init", algorithm=self, metrics_logger=self.metrics)
 
     def _coerce_config(self, config: Any, env: Any) -> AlgorithmConfig:
         if config is None:
@@ -216,64 +232,69 @@ class Algorithm:
         raise TypeError(f"{type(self).__name__} must implement training_step()")
 
     def train(self) -> dict[str, Any]:
-        """Run training_step() until the reporting minimums are met; return the result dict."""
+        """One training iteration: run training_step() until the reporting minimums are met,
+        evaluate when due (after the training step, or concurrently with it when
+        `evaluation_parallel_to_training`), and return the result dict."""
         cfg = self.config
         start = time.perf_counter()
         sampled_before = self._counters["num_env_steps_sampled_lifetime"]
         trained_before = self._counters["num_env_steps_trained_lifetime"]
-        returns: list[float] = []
-        lengths: list[int] = []
+        evaluate_now = self._evaluation_due()
+        parallel_eval: Future | None = None
+        training_done = threading.Event()
+        if evaluate_now and cfg.evaluation_parallel_to_training:
+            # Weights are copied to the evaluation runners now, so they evaluate the weights
+            # from before this training step (the seed's "train(1->2) + eval(1)").
+            parallel_eval = self._start_parallel_evaluation(training_done)
         learner_results: dict[str, Any] = {}
-        while True:
-            learner_results = self.training_step() or learner_results
-            for m in self.env_runner_group.get_metrics():
-                returns.extend(m["episode_returns"])
-                lengths.extend(m["episode_lengths"])
-            sampled = self._counters["num_env_steps_sampled_lifetime"] - sampled_before
-            trained = self._counters["num_env_steps_trained_lifetime"] - trained_before
-            if (cfg.min_time_s_per_iteration or 0) > time.perf_counter() - start:
-                continue
-            if (cfg.min_sample_timesteps_per_iteration or 0) > sampled:
-                continue
-            if (cfg.min_train_timesteps_per_iteration or 0) > trained:
-                continue
-            break
+        try:
+            while True:
+                learner_results = self.training_step() or learner_results
+                self.metrics.merge_and_log_n_dicts(self.env_runner_group.get_metrics(), key="env_runners")
+                sampled = self._counters["num_env_steps_sampled_lifetime"] - sampled_before
+                trained = self._counters["num_env_steps_trained_lifetime"] - trained_before
+                if (cfg.min_time_s_per_iteration or 0) > time.perf_counter() - start:
+                    continue
+                if (cfg.min_sample_timesteps_per_iteration or 0) > sampled:
+                    continue
+                if (cfg.min_train_timesteps_per_iteration or 0) > trained:
+                    continue
+                break
+        finally:
+            training_done.set()
         self.iteration += 1
         self._iterations_since_restore += 1
+        eval_results = None
+        if parallel_eval is not None:
+            eval_results = parallel_eval.result()
+        elif evaluate_now:
+            eval_results = self.evaluate()
         elapsed = time.perf_counter() - start
         self._time_total_s += elapsed
         self._time_since_restore += elapsed
-        self._counters["num_episodes_lifetime"] += len(returns)
-        return self._build_result(returns, lengths, learner_results, sampled, trained, elapsed)
+        result = self._build_result(learner_results, sampled, trained, elapsed)
+        if eval_results is None and cfg.always_attach_evaluation_results and cfg.evaluation_interval is not None:
+            eval_results = self._last_eval_results if self._last_eval_results is not None else self._empty_eval_results()
+        if eval_results is not None:
+            result["evaluation"] = eval_results
+        self.callbacks.fire("on_train_result", algorithm=self, metrics_logger=self.metrics, result=result)
+        self._add_algorithm_metrics(result)
+        if cfg.env_task_fn is not None:
+            self._apply_env_task_fn(result)
+        return result
 
-    def _episode_stats(self, returns: list[float], lengths: list[int]) -> tuple[list[float], list[int]]:
-        self._episodes_window.extend(zip(returns, lengths))
-        if len(returns) >= self.config.metrics_num_episodes_for_smoothing:
-            return returns, lengths
-        window = list(self._episodes_window)
-        return [r for r, _ in window], [n for _, n in window]
-
-    def _build_result(self, returns: list[float], lengths: list[int], learner_results: dict[str, Any],
-                      sampled: int, trained: int, elapsed: float) -> dict[str, Any]:
-        win_returns, win_lengths = self._episode_stats(returns, lengths)
-        nan = float("nan")
-
-        def stat(values: list, fn: Any) -> float:
-            return float(fn(values)) if values else nan
-
-        env_runners = {
-            "episode_return_mean": stat(win_returns, np.mean),
-            "episode_return_min": stat(win_returns, np.min),
-            "episode_return_max": stat(win_returns, np.max),
-            "episode_len_mean": stat(win_lengths, np.mean),
-            "episode_len_min": stat(win_lengths, np.min),
-            "episode_len_max": stat(win_lengths, np.max),
-            "num_episodes": len(returns),
-            "num_episodes_lifetime": self._counters["num_episodes_lifetime"],
-            "num_env_steps_sampled": sampled,
-            "num_env_steps_sampled_lifetime": self._counters["num_env_steps_sampled_lifetime"],
-            "hist_stats": {"episode_reward": list(win_returns), "episode_lengths": list(win_lengths)},
-        }
+    def _build_result(self, learner_results: dict[str, Any], sampled: int, trained: int,
+                      elapsed: float) -> dict[str, Any]:
+        # Peek (not reduce) so that values logged by on_train_result are reduced together with
+        # these in _add_algorithm_metrics; the peeked values are what reduce() would give.
+        peeked = self.metrics.peek("env_runners") if "env_runners" in self.metrics else {}
+        hist = peeked.get("hist_stats", {})
+        returns, lengths = self._smoothed_episodes(hist.get("episode_reward", []), hist.get("episode_lengths", []))
+        env_runners = env_runner_section(peeked, self.config.keep_per_episode_custom_metrics, returns, lengths)
+        self._counters["num_episodes_lifetime"] += int(env_runners["num_episodes"])
+        env_runners["num_episodes_lifetime"] = self._counters["num_episodes_lifetime"]
+        env_runners["num_env_steps_sampled"] = sampled
+        env_runners["num_env_steps_sampled_lifetime"] = self._counters["num_env_steps_sampled_lifetime"]
         learners = {mid: dict(m) for mid, m in learner_results.items()}
         now = time.time()
         result = {
@@ -290,24 +311,18 @@ class Algorithm:
             "env_runners": env_runners,
             "learners": learners,
             "fault_tolerance": {"num_healthy_workers": self.env_runner_group.num_healthy_remote_workers(),
-                                "num_remote_worker_restarts": 0},
+                                "num_remote_worker_restarts": self.env_runner_group.num_remote_worker_restarts},
             "iterations_since_restore": self._iterations_since_restore,
             "time_since_restore": self._time_since_restore,
             "pid": os.getpid(),
             "hostname": socket.gethostname(),
             # Legacy names of the same values.
-            "episode_reward_mean": env_runners["episode_return_mean"],
-            "episode_reward_min": env_runners["episode_return_min"],
-            "episode_reward_max": env_runners["episode_return_max"],
-            "episode_len_mean": env_runners["episode_len_mean"],
-            "episodes_this_iter": len(returns),
+            **legacy_episode_keys(env_runners),
             "episodes_total": self._counters["num_episodes_lifetime"],
             "timesteps_total": self._counters["num_env_steps_sampled_lifetime"],
             "timesteps_this_iter": sampled,
             "num_env_steps_sampled": self._counters["num_env_steps_sampled_lifetime"],
             "num_env_steps_trained": self._counters["num_env_steps_trained_lifetime"],
-            "custom_metrics": {},
-            "hist_stats": env_runners["hist_stats"],
             "info": {
                 "learner": {mid: {"learner_stats": dict(m)} for mid, m in learner_results.items()},
                 "num_env_steps_sampled": self._counters["num_env_steps_sampled_lifetime"],
@@ -315,6 +330,167 @@ class Algorithm:
             },
         }
         return result
+
+    def _smoothed_episodes(self, returns: list[float], lengths: list[int]) -> tuple[list[float], list[int]]:
+        """The episodes to report: the last metrics_num_episodes_for_smoothing ones, or all of
+        this iteration's when there are more (seed 003: excess episodes are never cut)."""
+        self._episodes_window.extend(zip(returns, lengths))
+        if len(returns) >= self._episodes_window.maxlen:
+            return list(returns), list(lengths)
+        return [r for r, _ in self._episodes_window], [n for _, n in self._episodes_window]
+
+    def _add_algorithm_metrics(self, result: dict[str, Any]) -> None:
+        """Reduce the Algorithm's MetricsLogger (clearing per-iteration stats) and put what
+        Algorithm callbacks logged at the top level of `result`."""
+        reduced = self.metrics.reduce()
+        env_runner_values = reduced.pop("env_runners", {})
+        # Keys logged under env_runners by Algorithm callbacks (not by the runners) are added too.
+        for key, value in env_runner_values.items():
+            if key not in ("custom_metrics", "hist_stats"):
+                result["env_runners"].setdefault(key, value)
+        deep_update(result, reduced)
+
+    def learn_on_batch(self, batch: dict[str, Any], timestep: int) -> dict[str, Any]:
+        """Update the learner on `batch`, after the old-API `on_learn_on_batch` callbacks saw it.
+
+        The callbacks get the batch as a SampleBatch (the same arrays, so in-place changes reach
+        the loss) and a `result` dict whose entries are added to the returned learner metrics.
+        """
+        extra: dict[str, Any] = {}
+        if self._on_learn_on_batch is not None:
+            from rlx.policy.sample_batch import SampleBatch
+
+            batch = SampleBatch(batch)
+            self._on_learn_on_batch(policy=self.get_policy(), train_batch=batch, result=extra)
+        metrics = self.learner.update_from_batch(batch, timestep=timestep)
+        if extra:
+            metrics = {**metrics, **extra}
+        return metrics
+
+    # ------------------------------------------------------------------ evaluation
+
+    @property
+    def evaluation_workers(self) -> Any:
+        """Old name of `eval_env_runner_group`."""
+        return self.eval_env_runner_group
+
+    def _evaluation_due(self) -> bool:
+        interval = self.config.evaluation_interval
+        return interval is not None and (self.iteration + 1) % interval == 0
+
+    def _make_eval_env_runner_group(self) -> Any:
+        from rlx.env.env_runner_group import EnvRunnerGroup
+
+        if self.eval_env_runner_group is None:
+            eval_config = self.config.get_evaluation_config_object()
+            eval_config.validate()
+            eval_config.freeze()
+            self.evaluation_config = eval_config
+            self.eval_env_runner_group = EnvRunnerGroup(
+                eval_config, module_spec=self._module_spec(),
+                local_env_runner=eval_config.num_env_runners == 0,
+            )
+        return self.eval_env_runner_group
+
+    def _sync_evaluation_runners(self) -> None:
+        """Give every idle evaluation runner the current weights (version = iteration),
+        observation filter and exploration state of the training runners."""
+        group = self._make_eval_env_runner_group()
+        group.sync_weights(from_worker_or_learner_group=self.learner, weights_seq_no=self.iteration)
+        source = self.env_runner
+        group.sync_filters(source)
+        exploration_state = source.exploration.get_state()
+        for runner in group._idle_runners():
+            if type(runner.exploration) is type(source.exploration):
+                runner.exploration.set_state(exploration_state)
+
+    def _start_parallel_evaluation(self, training_done: threading.Event) -> Future:
+        self._sync_evaluation_runners()
+        future: Future = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(self.evaluate(_training_done=training_done, _synced=True))
+            except BaseException as err:  # re-raised in train() by future.result()
+                future.set_exception(err)
+
+        threading.Thread(target=run, name="rlx-parallel-evaluation", daemon=True).start()
+        return future
+
+    def evaluate(self, *, _training_done: threading.Event | None = None, _synced: bool = False) -> dict[str, Any]:
+        """Evaluate the current weights on the evaluation EnvRunners; return the evaluation results.
+
+        Runs `custom_evaluation_function(algorithm, eval_env_runner_group)` instead when one is
+        configured. The dict is what train() reports under `result["evaluation"]`:
+        `env_runners` (episode statistics of the evaluation episodes) and the old top-level names.
+        """
+        from rlx.algorithms.evaluation import EvaluationPlan, run_evaluation
+
+        cfg = self.config
+        self.callbacks.fire("on_evaluate_start", algorithm=self, metrics_logger=self.metrics)
+        group = self._make_eval_env_runner_group()
+        if not _synced:
+            self._sync_evaluation_runners()
+        custom = cfg.custom_evaluation_function
+        if custom is not None:
+            logger.info("Running custom eval function %s", custom)
+            results = custom(self, group)
+            if not isinstance(results, dict):
+                raise TypeError(
+                    f"custom_evaluation_function {getattr(custom, '__qualname__', custom)} returned "
+                    f"{type(results).__name__}; it must return a dict of metrics."
+                )
+        else:
+            eval_cfg = self.evaluation_config
+            plan = EvaluationPlan(
+                duration=cfg.evaluation_duration,
+                unit=cfg.evaluation_duration_unit,
+                num_envs_per_runner=int(eval_cfg.num_envs_per_env_runner),
+                auto_timesteps_per_unit=int(eval_cfg.get_rollout_fragment_length()) * int(eval_cfg.num_envs_per_env_runner),
+                timeout_s=float(cfg.evaluation_sample_timeout_s),
+                asynchronous=bool(cfg.enable_async_evaluation),
+                tolerate_failures=bool(cfg.ignore_env_runner_failures or cfg.restart_failed_env_runners),
+                stop_event=_training_done,
+            )
+            outcome = run_evaluation(group.runner_handles(), plan)
+            results = self._compile_eval_results(outcome.metrics)
+            if outcome.failed_runner_indices and cfg.restart_failed_env_runners:
+                self._restart_eval_runners(outcome.failed_runner_indices)
+        self.callbacks.fire("on_evaluate_end", algorithm=self, metrics_logger=self.metrics,
+                            evaluation_metrics=results)
+        self._last_eval_results = results
+        return results
+
+    def _compile_eval_results(self, runner_metrics: list[dict]) -> dict[str, Any]:
+        from rlx.evaluation.metrics import summarize_runner_metrics
+
+        results = summarize_runner_metrics(runner_metrics, self.config.keep_per_episode_custom_metrics)
+        results["num_healthy_workers"] = self.eval_env_runner_group.num_healthy_remote_workers()
+        return results
+
+    def _empty_eval_results(self) -> dict[str, Any]:
+        return self._compile_eval_results([])
+
+    def _restart_eval_runners(self, indices: list[int]) -> None:
+        group = self.eval_env_runner_group
+        for index in indices:
+            group.recreate_runner(index)
+        self.callbacks.fire(
+            "on_env_runners_recreated", algorithm=self, env_runner_group=group, env_runner_indices=list(indices),
+            is_evaluation=True, worker_set=group, worker_ids=list(indices),
+        )
+
+    # ------------------------------------------------------------------ curriculum
+
+    def _apply_env_task_fn(self, result: dict[str, Any]) -> None:
+        """Set every training sub-env to the task env_task_fn(result, env, env_context) returns."""
+        fn = self.config.env_task_fn
+
+        def set_task(env: Any, ctx: Any) -> None:
+            target = _task_settable(env)
+            target.set_task(fn(result, target, ctx))
+
+        self.env_runner_group.foreach_env_runner(lambda runner: runner.foreach_env_with_context(set_task))
 
     # ------------------------------------------------------------------ acting
 
@@ -421,6 +597,7 @@ class Algorithm:
         from rlx.algorithms.checkpointing import read_algorithm_checkpoint
 
         read_algorithm_checkpoint(self, Path(str(path)))
+        self.callbacks.fire("on_checkpoint_loaded", algorithm=self)
 
     load_checkpoint = restore_from_path
 
@@ -434,6 +611,7 @@ class Algorithm:
         if kwargs:
             raise TypeError(f"from_checkpoint() got unexpected arguments: {', '.join(kwargs)}.")
         algo = algorithm_from_checkpoint(Path(str(path)), config_overrides or {})
+        algo.callbacks.fire("on_checkpoint_loaded", algorithm=algo)
         if cls is not Algorithm and not isinstance(algo, cls):
             raise CheckpointError(f"Checkpoint {path} holds a {type(algo).__name__}, not a {cls.__name__}.")
         return algo
@@ -450,12 +628,13 @@ class Algorithm:
         return None
 
     def get_state(self) -> dict[str, Any]:
-        """JSON-safe algorithm state (counters, metrics window, learner and runner extras)."""
+        """JSON-safe algorithm state (counters, metrics, learner and runner extras)."""
         return {
             "iteration": self.iteration,
             "time_total_s": self._time_total_s,
             "counters": dict(self._counters),
             "episodes_window": [[float(r), int(n)] for r, n in self._episodes_window],
+            "metrics": self.metrics.get_state(),
             "learner": self.learner.get_extra_state(),
             "env_runner": self.env_runner.get_state(),
         }
@@ -467,6 +646,8 @@ class Algorithm:
         self._counters.update({k: int(v) for k, v in state["counters"].items()})
         self._episodes_window.clear()
         self._episodes_window.extend((float(r), int(n)) for r, n in state["episodes_window"])
+        if "metrics" in state:
+            self.metrics.set_state(state["metrics"])
         self.learner.set_extra_state(state["learner"])
         self.env_runner.set_state(state["env_runner"])
         self._iterations_since_restore = 0
@@ -476,9 +657,10 @@ class Algorithm:
 
     def stop(self) -> None:
         """Release the envs and runners."""
-        group = getattr(self, "env_runner_group", None)
-        if group is not None:
-            group.stop()
+        for name in ("env_runner_group", "eval_env_runner_group"):
+            group = getattr(self, name, None)
+            if group is not None:
+                group.stop()
 
     cleanup = stop
 
@@ -490,3 +672,21 @@ class Algorithm:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(env={self.config.env!r}, iteration={self.iteration})"
+
+
+def _task_settable(env: Any) -> Any:
+    """The object with get_task/set_task: the env itself or, under Gymnasium wrappers, the
+    unwrapped env; raises ConfigError when neither has them."""
+    for candidate in (env, getattr(env, "unwrapped", None)):
+        if candidate is not None and callable(getattr(candidate, "set_task", None)) \
+                and callable(getattr(candidate, "get_task", None)):
+            return candidate
+    raise ConfigError(
+        f"env_task_fn is set, but the env {type(getattr(env, 'unwrapped', env)).__name__} is not task-settable: "
+        "it needs get_task() and set_task(task) methods. Subclass "
+        "rlx.env.apis.task_settable_env.TaskSettableEnv, or remove env_task_fn."
+    )
+
+
+def _check_task_settable(runner: Any) -> None:
+    runner.foreach_env(_task_settable)

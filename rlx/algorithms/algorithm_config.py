@@ -260,14 +260,27 @@ class AlgorithmConfig:
         return self._update_section("debugging", kwargs)
 
     def callbacks(self, callbacks_class: Any = NotProvided, **kwargs: Any) -> "AlgorithmConfig":
-        """Callback settings: a callbacks class (or list) and per-event callables."""
+        """Callback settings: an RLlibCallback subclass (or a list of them) and, per event,
+        a callable or list of callables: `callbacks(MyCallbacks, on_train_result=fn)`.
+
+        For each event, subclasses run first (in list order), then the callables (in list order).
+        """
         if callbacks_class is not NotProvided:
             kwargs = {"callbacks_class": callbacks_class, **kwargs}
-        for key in list(kwargs):
-            if key in CALLBACK_EVENTS:
-                if kwargs.pop(key) not in (None, NotProvided):
-                    raise NotSupportedYetError(key, "callbacks")
-        return self._update_section("callbacks", kwargs)
+        translated = {}
+        for key, value in kwargs.items():
+            if key.startswith("on_"):
+                if key not in CALLBACK_EVENTS:
+                    from rlx.callbacks.callbacks import normalize_event_callables
+
+                    normalize_event_callables(key, value)  # explains renamed events
+                    raise ConfigError(
+                        f"Unknown callback event '{key}' in callbacks().{did_you_mean(key, CALLBACK_EVENTS)} "
+                        f"Events: {', '.join(CALLBACK_EVENTS)}."
+                    )
+                key = f"callbacks_{key}"
+            translated[key] = value
+        return self._update_section("callbacks", translated)
 
     def resources(self, **kwargs: Any) -> "AlgorithmConfig":
         """Resource settings: num_gpus, num_cpus_per_env_runner, ..."""
@@ -321,7 +334,7 @@ class AlgorithmConfig:
             if key in LEGACY_NOOP_KEYS and self._table.resolve(key) is None:
                 self._apply_legacy(key, value)
                 continue
-            if key in CALLBACK_EVENTS:
+            if key.startswith("on_") and self._table.resolve(key) is None:
                 self.callbacks(**{key: value})
                 continue
             self._set(key, value)
@@ -411,6 +424,31 @@ class AlgorithmConfig:
         """The model settings dict (alias of `model`)."""
         return self._values["model"]
 
+    def make_callback_dispatcher(self) -> Any:
+        """A CallbackDispatcher with fresh instances of the configured callbacks classes and
+        the per-event callables (one per Algorithm and one per EnvRunner)."""
+        from rlx.callbacks.callbacks import CallbackDispatcher, normalize_event_callables
+
+        callables = {
+            event: normalize_event_callables(event, self._values[f"callbacks_{event}"])
+            for event in CALLBACK_EVENTS
+            if self._values.get(f"callbacks_{event}") is not None
+        }
+        return CallbackDispatcher(callbacks_class=self._values["callbacks_class"], event_callables=callables)
+
+    def get_evaluation_config_object(self) -> "AlgorithmConfig":
+        """The (unfrozen) config of evaluation EnvRunners: this one with `evaluation_config`
+        applied, `in_evaluation=True` and `evaluation_num_env_runners` runners."""
+        eval_config = self.copy(copy_frozen=False)
+        overrides = self._values["evaluation_config"] or {}
+        try:
+            eval_config.update_from_dict(dict(overrides))
+        except ConfigError as err:
+            raise ConfigError(f"In evaluation_config: {err}") from err
+        eval_config._values["in_evaluation"] = True
+        eval_config._values["num_env_runners"] = self._values["evaluation_num_env_runners"]
+        return eval_config
+
     def validate(self) -> None:
         """Check settings that depend on each other; raise ConfigError naming the conflict."""
         v = self._values
@@ -426,7 +464,12 @@ class AlgorithmConfig:
                 "(old: recreate_failed_workers) are mutually exclusive: set only one of them to True."
             )
         if v["evaluation_duration"] == "auto" and not v["evaluation_parallel_to_training"]:
-            raise ConfigError("evaluation_duration='auto' requires evaluation_parallel_to_training=True.")
+            raise ConfigError(
+                "evaluation_duration='auto' means 'evaluate for as long as the training step takes', so it "
+                "needs evaluation_parallel_to_training=True. Set that, or give evaluation_duration a number."
+            )
+        if v["evaluation_config"]:
+            self.get_evaluation_config_object()
         if v["env"] is None and (v["observation_space"] is None or v["action_space"] is None):
             raise ConfigError(
                 "No environment is configured. Call config.environment('CartPole-v1') "

@@ -22,13 +22,13 @@ from rlx.algorithms.config_options import (
     space_or_none,
     string,
 )
+from rlx.callbacks.callbacks import CALLBACK_EVENTS
 from rlx.utils.errors import ConfigError
 
 EVAL = "evaluation during training (evaluation_interval and friends)"
 REMOTE = "remote EnvRunners (num_env_runners > 0)"
 MULTI = "multi-agent training"
 OFFLINE = "offline data (input/output)"
-CALLBACKS = "callbacks"
 CONNECTORS = "custom ConnectorV2 pipelines"
 COMPILE = "torch.compile of modules"
 LOGGERS = "result loggers (they come with the CLI)"
@@ -60,6 +60,36 @@ def _exploration_config(name: str, value):
 
     value = dictionary()(name, value)
     return validate_exploration_config(dict(value))
+
+
+def _callbacks_class(name: str, value):
+    from rlx.callbacks.callbacks import normalize_callbacks_class
+
+    normalize_callbacks_class(value)  # raises ConfigError for anything that is not a callbacks class
+    return value
+
+
+def _event_callables(event: str):
+    def check(name: str, value):
+        from rlx.callbacks.callbacks import normalize_event_callables
+
+        normalize_event_callables(event, value)
+        return value
+
+    return check
+
+
+def _evaluation_config(name: str, value):
+    if value is None:
+        return None
+    if hasattr(value, "to_dict") and not isinstance(value, dict):
+        value = value.to_dict()
+    if not isinstance(value, dict):
+        raise ConfigError(
+            f"'{name}' must be a dict of settings that override the main config for evaluation, "
+            f"e.g. {{'explore': False}}; got {value!r}."
+        )
+    return dict(value)
 
 
 def _evaluation_interval(name: str, value):
@@ -129,7 +159,8 @@ COMMON_OPTIONS: list[Option] = [
     Option("env_config", {}, E, dictionary(), doc="Passed to the env creator as an EnvContext."),
     Option("observation_space", None, E, space_or_none),
     Option("action_space", None, E, space_or_none),
-    Option("env_task_fn", None, E, callable_or_none, later="curriculum learning (env_task_fn)"),
+    Option("env_task_fn", None, E, callable_or_none,
+           doc="Curriculum: fn(train_results, task_settable_env, env_ctx) -> new task, called after every train()."),
     Option("render_env", False, E, boolean, later="rendering and episode videos"),
     Option("clip_rewards", None, E, clip_rewards_check),
     Option("normalize_actions", True, E, boolean),
@@ -181,18 +212,27 @@ COMMON_OPTIONS: list[Option] = [
            later="sampler performance statistics"),
     Option("sample_async", False, R, boolean, later="asynchronous sampling (removed in RLlib's new stack)"),
     # --- evaluation
-    Option("evaluation_interval", None, EV, _evaluation_interval, later=EVAL),
-    Option("evaluation_duration", 10, EV, int_or_literal("auto"), later=EVAL),
-    Option("evaluation_duration_unit", "episodes", EV, choice("episodes", "timesteps"), later=EVAL),
-    Option("evaluation_sample_timeout_s", 120.0, EV, number(0.0), later=EVAL),
-    Option("evaluation_parallel_to_training", False, EV, boolean, later=EVAL),
-    Option("evaluation_config", None, EV, any_value, later=EVAL),
+    Option("evaluation_interval", None, EV, _evaluation_interval,
+           doc="Evaluate every N train() calls; None (or 0) never evaluates during training."),
+    Option("evaluation_duration", 10, EV, int_or_literal("auto", min_value=1),
+           doc="Episodes or timesteps per evaluation; 'auto' (parallel evaluation only) lasts as long as the training step."),
+    Option("evaluation_duration_unit", "episodes", EV, choice("episodes", "timesteps")),
+    Option("evaluation_sample_timeout_s", 120.0, EV, number(0.0),
+           doc="Stop waiting for evaluation runners after this many seconds (with a warning)."),
+    Option("evaluation_parallel_to_training", False, EV, boolean,
+           doc="Run evaluation in a thread at the same time as the training step, on the previous weights."),
+    Option("evaluation_config", None, EV, _evaluation_config,
+           doc="Settings that override the main config on evaluation EnvRunners, e.g. {'explore': False}."),
     Option("off_policy_estimation_methods", {}, EV, dictionary(), later=OFFLINE),
     Option("ope_split_batch_by_episode", True, EV, boolean, later=OFFLINE),
-    Option("evaluation_num_env_runners", 0, EV, integer(0), aliases=("evaluation_num_workers",), later=EVAL),
-    Option("custom_evaluation_function", None, EV, callable_or_none, later=EVAL),
-    Option("always_attach_evaluation_results", False, EV, boolean, later=EVAL),
-    Option("enable_async_evaluation", False, EV, boolean, later=EVAL),
+    Option("evaluation_num_env_runners", 0, EV, integer(0), aliases=("evaluation_num_workers",),
+           doc="Evaluation EnvRunners; 0 evaluates in the driver on its own envs."),
+    Option("custom_evaluation_function", None, EV, callable_or_none, aliases=("custom_eval_function",),
+           doc="fn(algorithm, eval_env_runner_group) -> metrics dict, replacing the built-in evaluation."),
+    Option("always_attach_evaluation_results", False, EV, boolean,
+           doc="Repeat the last evaluation results in iterations that do not evaluate."),
+    Option("enable_async_evaluation", False, EV, boolean,
+           doc="Let idle evaluation runners take over the work of slow or failed ones."),
     Option("in_evaluation", False, (), boolean, doc="True on evaluation EnvRunners only."),
     # --- exploration
     Option("explore", True, X + R, boolean, doc="Default of compute_single_action(explore=None)."),
@@ -221,7 +261,8 @@ COMMON_OPTIONS: list[Option] = [
     Option("replay_mode", "independent", M, choice("independent", "lockstep"), later=MULTI),
     Option("policy_map_cache", None, M, any_value, later=MULTI),
     # --- reporting
-    Option("keep_per_episode_custom_metrics", False, REP, boolean, later="custom metrics"),
+    Option("keep_per_episode_custom_metrics", False, REP, boolean,
+           doc="Report episode.custom_metrics as per-episode lists instead of _mean/_min/_max."),
     Option("metrics_episode_collection_timeout_s", 60.0, REP, number(0.0)),
     Option("metrics_num_episodes_for_smoothing", 100, REP, integer(1),
            aliases=("metrics_smoothing_episodes",)),
@@ -240,7 +281,10 @@ COMMON_OPTIONS: list[Option] = [
     Option("fake_sampler", False, D, boolean, later="the fake sampler"),
     Option("seed", None, D, integer(0, allow_none=True)),
     # --- callbacks
-    Option("callbacks_class", None, CB, any_value, aliases=("callbacks",), later=CALLBACKS),
+    Option("callbacks_class", None, CB, _callbacks_class, aliases=("callbacks",),
+           doc="An RLlibCallback subclass, a list of them, or the old dict form {'on_train_result': fn}."),
+    *[Option(f"callbacks_{event}", None, CB, _event_callables(event), doc=f"Callables run on {event}.")
+      for event in CALLBACK_EVENTS],
     # --- resources
     Option("num_gpus", 0, RES, number(0.0), later="GPU training (num_gpus > 0)"),
     Option("_fake_gpus", False, RES, boolean, later="fake GPUs"),
@@ -281,14 +325,6 @@ COMMON_OPTIONS: list[Option] = [
     Option("enable_rl_module_and_learner", True, API, _must_be_true("rlx has only the RLModule/Learner stack.")),
     Option("enable_env_runner_and_connector_v2", True, API, _must_be_true("rlx has only the EnvRunner stack.")),
 ]
-
-# Callback event names accepted by callbacks(); they come with the callbacks feature.
-CALLBACK_EVENTS = (
-    "on_algorithm_init", "on_train_result", "on_evaluate_start", "on_evaluate_end",
-    "on_env_runners_recreated", "on_checkpoint_loaded", "on_environment_created",
-    "on_episode_created", "on_episode_start", "on_episode_step", "on_episode_end",
-    "on_sample_end", "on_postprocess_trajectory", "on_learn_on_batch",
-)
 
 # Legacy keys without a current equivalent: accepted only at the value that means "off".
 LEGACY_NOOP_KEYS = {

@@ -175,7 +175,7 @@ class OffPolicyAlgorithm(Algorithm):
         for _ in range(num_updates):
             n = low if low == high else int(self._n_step_rng.integers(low, high + 1))
             replay = self._replay_hook(self.local_replay_buffer.sample(batch_size, n_step=n, gamma=cfg.gamma))
-            metrics = self.learner.update_from_batch(replay, timestep=sampled)
+            metrics = self.learn_on_batch(replay, timestep=sampled)
             td_error = metrics.pop("td_error", None)
             if self._prioritized and td_error is not None:
                 self.local_replay_buffer.update_priorities(replay["batch_indexes"], td_error)

@@ -24,6 +24,15 @@ from rlx.env.vector_env import VectorEnv
 from rlx.models.preprocessors import NoPreprocessor, Preprocessor, get_preprocessor
 from rlx.utils.errors import EnvError
 from rlx.utils.filters import make_filter
+from rlx.utils.metrics.metrics_logger import MetricsLogger
+
+#: Where runners log each finished episode's return and length (lists, reduce=None).
+EPISODE_RETURNS_KEY = ("hist_stats", "episode_reward")
+EPISODE_LENGTHS_KEY = ("hist_stats", "episode_lengths")
+
+#: Events whose handlers need per-episode objects in the sampling loop.
+_EPISODE_EVENTS = ("on_episode_created", "on_episode_start", "on_episode_step", "on_episode_end",
+                   "on_postprocess_trajectory")
 
 
 def _worker_seed(seed: int | None, worker_index: int) -> int | None:
@@ -96,6 +105,11 @@ class SingleAgentEnvRunner:
         self.worker_index = worker_index
         self.num_workers = num_workers
         self._seed = _worker_seed(config.seed, worker_index)
+        self.metrics = MetricsLogger()
+        self._smoothing = int(config.metrics_num_episodes_for_smoothing)
+        self.weights_seq_no = 0
+        self._callbacks = config.make_callback_dispatcher()
+        self._resolve_callbacks()
         self._make_env, self.env_name = make_env_creator(config.env)
         self.env = VectorEnv(self._create_envs())
         self.num_envs = self.env.num_envs
@@ -123,27 +137,58 @@ class SingleAgentEnvRunner:
         self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
         self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
         self._at_boundary = np.ones(self.num_envs, dtype=bool)
-        self._done_returns: list[float] = []
-        self._done_lengths: list[int] = []
-        self._steps_since_metrics = 0
         self.num_env_steps_sampled_lifetime = 0
         self.num_resets = 0  # times every sub-env was reset at once (episodes in progress abandoned)
         self._policy_view = None
+        self._episodes: list[Any] = [None] * self.num_envs
+        from rlx.evaluation.rollout_worker import _register_runner
+
+        _register_runner(self)
+        self._fire_environment_created()
 
     # ------------------------------------------------------------------ setup
+
+    @property
+    def policy_config(self) -> Any:
+        """Old name of `config` (`worker.policy_config["in_evaluation"]`)."""
+        return self.config
+
+    @property
+    def callbacks(self) -> Any:
+        """This runner's CallbackDispatcher (its `.instances` are the RLlibCallback objects)."""
+        return self._callbacks
+
+    def _resolve_callbacks(self) -> None:
+        # Handlers are looked up once; an event nobody handles is None and never dispatched.
+        cb = self._callbacks
+        self._on_episode_created = cb.get("on_episode_created")
+        self._on_episode_start = cb.get("on_episode_start")
+        self._on_episode_step = cb.get("on_episode_step")
+        self._on_episode_end = cb.get("on_episode_end")
+        self._on_sample_end = cb.get("on_sample_end")
+        self._on_postprocess_trajectory = cb.get("on_postprocess_trajectory")
+        self._track_episodes = any(cb.has(e) for e in _EPISODE_EVENTS)
+
+    def _fire_environment_created(self) -> None:
+        cb = self._callbacks
+        if cb.has("on_environment_created"):
+            cb.fire("on_environment_created", env_runner=self, metrics_logger=self.metrics, env=self.env,
+                    env_context=self._env_context(0))
+        if cb.has("on_sub_environment_created"):
+            for i, sub_env in enumerate(self.env.envs):
+                cb.fire("on_sub_environment_created", worker=self, sub_environment=sub_env,
+                        env_context=self._env_context(i), env_index=i)
+
+    def _env_context(self, vector_index: int) -> EnvContext:
+        return EnvContext(self.config.env_config, worker_index=self.worker_index, vector_index=vector_index,
+                          remote=self.worker_index > 0, num_workers=self.num_workers)
 
     def _create_envs(self) -> list[Any]:
         cfg = self.config
         envs = []
         wrap_old = False
         for i in range(cfg.num_envs_per_env_runner):
-            ctx = EnvContext(
-                cfg.env_config,
-                worker_index=self.worker_index,
-                vector_index=i,
-                remote=self.worker_index > 0,
-                num_workers=self.num_workers,
-            )
+            ctx = self._env_context(i)
             try:
                 env = self._make_env(ctx)
             except EnvError:
@@ -224,13 +269,69 @@ class SingleAgentEnvRunner:
             seed = None
             if self._seed is not None and self._needs_seed:
                 seed = self._seed + i
-            obs, _ = env.reset(seed=seed)
+            if self._track_episodes:
+                self._new_episode(i)
+            obs, info = env.reset(seed=seed)
             self._write_obs(obs, self._raw_obs, i)
+            if self._track_episodes:
+                self._start_episode(i, obs, info)
         self._needs_seed = False
         self._ep_return[:] = 0.0
         self._ep_len[:] = 0
         self._at_boundary[:] = True
         self._needs_reset = False
+
+    # ------------------------------------------------------------------ episodes (callbacks)
+
+    def _episode_kwargs(self, i: int) -> dict[str, Any]:
+        return {
+            "episode": self._episodes[i], "env_runner": self, "metrics_logger": self.metrics, "env": self.env,
+            "env_index": i, "rl_module": self.module, "worker": self, "base_env": self.env,
+            "policies": self.policy_map,
+        }
+
+    def _new_episode(self, i: int) -> None:
+        from rlx.env.single_agent_episode import SingleAgentEpisode
+
+        self._episodes[i] = SingleAgentEpisode(
+            env_index=i, worker_index=self.worker_index,
+            observation_space=self.observation_space, action_space=self.action_space,
+        )
+        if self._on_episode_created is not None:
+            self._on_episode_created(**self._episode_kwargs(i))
+
+    def _start_episode(self, i: int, obs: Any, info: Any) -> None:
+        self._episodes[i].add_env_reset(obs, info)
+        if self._on_episode_start is not None:
+            self._on_episode_start(**self._episode_kwargs(i))
+
+    def _step_episode(self, i: int, obs: Any, action: Any, reward: float, info: Any,
+                      terminated: bool, truncated: bool) -> None:
+        episode = self._episodes[i]
+        episode.add_env_step(obs, action, reward, info, terminated=terminated, truncated=truncated)
+        if self._on_episode_step is not None:
+            self._on_episode_step(**self._episode_kwargs(i))
+        if terminated or truncated:
+            if self._on_episode_end is not None:
+                self._on_episode_end(**self._episode_kwargs(i))
+            self._log_episode_extras(episode)
+
+    def _log_episode_extras(self, episode: Any) -> None:
+        """Queue the episode's custom_metrics and hist_data for the results."""
+        m, window = self.metrics, self._smoothing
+        for key, value in episode.custom_metrics.items():
+            m.log_value(("custom_metrics", str(key)), value, reduce=None, window=window)
+        for key, values in episode.hist_data.items():
+            for value in values if isinstance(values, (list, tuple, np.ndarray)) else [values]:
+                m.log_value(("hist_stats", str(key)), value, reduce=None, window=window)
+
+    def _log_episode(self, episode_return: float, length: int) -> None:
+        # Raw per-episode values since the last get_metrics(); the Algorithm smooths them over
+        # metrics_num_episodes_for_smoothing episodes (never cutting an iteration's excess ones).
+        m = self.metrics
+        m.log_value(EPISODE_RETURNS_KEY, episode_return, reduce=None)
+        m.log_value(EPISODE_LENGTHS_KEY, length, reduce=None)
+        m.log_value("num_episodes", 1, reduce="sum", clear_on_reduce=True)
 
     def _write_obs(self, obs: Any, out: np.ndarray, i: int) -> None:
         if type(self.preprocessor) is NoPreprocessor:
@@ -259,6 +360,18 @@ class SingleAgentEnvRunner:
         starts fresh episodes and stops once that many have completed. Rows that belong
         to no collected step are marked False in the `valid` column (present only then).
         """
+        from rlx.evaluation.rollout_worker import acting_runner
+
+        with acting_runner(self):
+            batch = self._sample(num_timesteps, num_episodes, explore, random_actions, force_reset)
+            steps = int(batch[Columns.VALID].sum()) if Columns.VALID in batch else int(batch[Columns.REWARDS].size)
+            self.metrics.log_value("num_env_steps_sampled", steps, reduce="sum", clear_on_reduce=True)
+            if self._on_sample_end is not None:
+                self._on_sample_end(env_runner=self, metrics_logger=self.metrics, samples=batch, worker=self)
+        return batch
+
+    def _sample(self, num_timesteps: int | None, num_episodes: int | None, explore: bool | None,
+                random_actions: bool, force_reset: bool) -> dict[str, np.ndarray]:
         explore = self.config.explore if explore is None else bool(explore)
         B = self.num_envs
         complete = self.config.batch_mode == "complete_episodes"
@@ -337,6 +450,8 @@ class SingleAgentEnvRunner:
         active = list(range(B if num_episodes is None else min(B, num_episodes)))
         episodes_started = len(active) if num_episodes is not None else 0
         episodes_done = 0
+        track = self._track_episodes
+        row_episodes: list[list[Any]] | None = [] if self._on_postprocess_trajectory is not None else None
         t = 0
         while True:
             if t >= T_cap:
@@ -365,9 +480,11 @@ class SingleAgentEnvRunner:
             next_t = buf[Columns.NEXT_OBS][t]
             valid_t = buf[Columns.VALID][t]
             finished = []
+            if row_episodes is not None:
+                row_episodes.append(list(self._episodes))
             for i in active:
                 try:
-                    obs, r, te, tr, _ = envs[i].step(env_actions[i])
+                    obs, r, te, tr, info = envs[i].step(env_actions[i])
                 except Exception as err:
                     raise EnvError(
                         f"env.step() of sub-env {i} on EnvRunner {self.worker_index} raised "
@@ -379,6 +496,8 @@ class SingleAgentEnvRunner:
                     term_t[i] = te
                     trunc_t[i] = tr
                     finished.append(i)
+                if track:
+                    self._step_episode(i, obs, env_actions[i], float(r), info, bool(te), bool(tr))
             # Bookkeeping on whole rows (slices when every env stepped, as in truncate mode).
             rows = slice(None) if len(active) == B else active
             raw[rows] = next_t[rows]
@@ -387,18 +506,20 @@ class SingleAgentEnvRunner:
             self._ep_len[rows] += 1
             self._at_boundary[rows] = False
             for i in finished:
-                obs, _ = envs[i].reset()
+                if track:
+                    self._new_episode(i)
+                obs, info = envs[i].reset()
                 raw[i] = obs if direct else prep.transform(obs)
+                if track:
+                    self._start_episode(i, obs, info)
             if not identity_filter:
                 next_t[:] = self.filter.apply_batch(next_t, update=False)
             n_active = len(active)
             self.num_env_steps_sampled_lifetime += n_active
-            self._steps_since_metrics += n_active
             t += 1
             if finished:
                 for i in finished:
-                    self._done_returns.append(float(self._ep_return[i]))
-                    self._done_lengths.append(int(self._ep_len[i]))
+                    self._log_episode(float(self._ep_return[i]), int(self._ep_len[i]))
                 self._ep_return[finished] = 0.0
                 self._ep_len[finished] = 0
                 self._at_boundary[finished] = True
@@ -428,7 +549,47 @@ class SingleAgentEnvRunner:
         if num_episodes is None and not complete:
             del batch[Columns.VALID]
         self._clip_rewards(batch[Columns.REWARDS])
+        if row_episodes is not None:
+            self._postprocess_trajectories(batch, row_episodes)
         return batch
+
+    def _postprocess_trajectories(self, batch: dict[str, np.ndarray], row_episodes: list[list[Any]]) -> None:
+        """Call on_postprocess_trajectory once per (sub-env, episode) stretch of the batch.
+
+        The callback gets each stretch as a SampleBatch; whatever it changes (in place or by
+        assigning a column) is written back into the time-major batch the Learner sees.
+        """
+        from rlx.policy.sample_batch import SampleBatch
+
+        valid = batch.get(Columns.VALID)
+        T = batch[Columns.REWARDS].shape[0]
+        policies = self.policy_map
+        for b in range(self.num_envs):
+            t = 0
+            while t < T:
+                episode = row_episodes[t][b]
+                end = t + 1
+                while end < T and row_episodes[end][b] is episode:
+                    end += 1
+                rows = slice(t, end)
+                if valid is not None and not valid[rows, b].any():
+                    t = end
+                    continue
+                segment = SampleBatch({k: v[rows, b] for k, v in batch.items()})
+                segment["dones"] = segment[Columns.TERMINATEDS] | segment[Columns.TRUNCATEDS]
+                segment["eps_id"] = np.full(end - t, hash(episode.id_) if episode is not None else -1, np.int64)
+                segment["env_id"] = np.full(end - t, b, np.int64)
+                views = dict(segment)
+                original = {"default_policy": (policies["default_policy"], SampleBatch(views))}
+                self._on_postprocess_trajectory(
+                    worker=self, episode=episode, agent_id=0, policy_id="default_policy", policies=policies,
+                    postprocessed_batch=segment, original_batches=original, env_runner=self,
+                    metrics_logger=self.metrics,
+                )
+                for key, column in segment.items():
+                    if key in batch and column is not views.get(key):
+                        batch[key][rows, b] = column
+                t = end
 
     def _clip_rewards(self, rewards: np.ndarray) -> None:
         clip = self.config.clip_rewards
@@ -446,23 +607,27 @@ class SingleAgentEnvRunner:
     # ------------------------------------------------------------------ metrics and state
 
     def get_metrics(self) -> dict[str, Any]:
-        """Completed episodes (returns, lengths) and steps since the last call; resets them."""
-        out = {
-            "episode_returns": self._done_returns,
-            "episode_lengths": self._done_lengths,
-            "num_env_steps_sampled": self._steps_since_metrics,
-        }
-        self._done_returns, self._done_lengths = [], []
-        self._steps_since_metrics = 0
+        """Everything logged since the last call, as a nested dict of Stats; resets the logger.
+
+        Holds the episode statistics (episode_return_mean/min/max, episode_len_*, num_episodes,
+        hist_stats), num_env_steps_sampled, episode custom_metrics and whatever callbacks logged
+        into `metrics_logger`. Merge several runners' dicts with
+        `MetricsLogger.merge_and_log_n_dicts`.
+        """
+        out = self.metrics.reduce(return_stats_objects=True)
+        self.metrics.reset()
         return out
 
     def get_weights(self, policies: list[str] | None = None) -> dict[str, np.ndarray]:
         """Module weights as NumPy arrays."""
         return self.module.get_state()
 
-    def set_weights(self, weights: dict[str, Any], global_vars: dict | None = None) -> None:
-        """Load module weights."""
+    def set_weights(self, weights: dict[str, Any], global_vars: dict | None = None,
+                    weights_seq_no: int | None = None) -> None:
+        """Load module weights (and remember their version, `weights_seq_no`, when given)."""
         self.module.set_state(weights)
+        if weights_seq_no is not None:
+            self.weights_seq_no = int(weights_seq_no)
 
     def get_state(self) -> dict[str, Any]:
         """Serializable runner state: observation filter, sampling counters and exploration state."""
@@ -485,10 +650,7 @@ class SingleAgentEnvRunner:
 
     def foreach_env_with_context(self, func: Callable[[Any, EnvContext], Any]) -> list[Any]:
         """Apply `func(env, env_context)` to every sub-environment."""
-        return [
-            func(env, EnvContext(self.config.env_config, self.worker_index, i, self.worker_index > 0, self.num_workers))
-            for i, env in enumerate(self.env.envs)
-        ]
+        return [func(env, self._env_context(i)) for i, env in enumerate(self.env.envs)]
 
     # ------------------------------------------------------------------ old API
 
@@ -519,6 +681,9 @@ class SingleAgentEnvRunner:
 
     def stop(self) -> None:
         """Close the envs."""
+        from rlx.evaluation.rollout_worker import _unregister_runner
+
+        _unregister_runner(self)
         self.env.close()
 
 

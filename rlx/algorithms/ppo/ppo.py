@@ -79,7 +79,7 @@ class PPO(Algorithm):
         batch = self.env_runner_group.sample(num_timesteps=self.config.total_train_batch_size)
         steps = int(batch["valid"].sum()) if "valid" in batch else int(batch["rewards"].size)
         self._counters["num_env_steps_sampled_lifetime"] += steps
-        metrics = self.learner.update_from_batch(batch, timestep=self._counters["num_env_steps_sampled_lifetime"])
+        metrics = self.learn_on_batch(batch, timestep=self._counters["num_env_steps_sampled_lifetime"])
         self._counters["num_env_steps_trained_lifetime"] += steps
         self.env_runner_group.sync_weights(from_worker_or_learner_group=self.learner)
         return {DEFAULT_POLICY_ID: metrics}

@@ -335,8 +335,9 @@ class MetricsLogger:
         Each dict is a ``reduce()`` result (every leaf one sample; a list leaf, its
         elements) or a ``reduce(return_stats_objects=True)`` result (leaves are Stats,
         whose raw window values are pooled, so window means are exact). New keys get the
-        settings given here; existing keys must have been logged with the same settings.
-        A Stats leaf must have the same reduce method as the key it is merged into.
+        settings of their Stats leaves, or the settings given here for plain values;
+        plain values merged into an existing key must use that key's settings. A Stats
+        leaf must have the same reduce method as the key it is merged into.
         """
         prefix = () if key is None else _to_key(key)
         per_key: dict[tuple, list] = {}
@@ -344,11 +345,15 @@ class MetricsLogger:
             for sub_key, leaf in _flatten(stats_dict, prefix):
                 per_key.setdefault(sub_key, []).append(leaf)
         for sub_key, leaves in per_key.items():
+            # Stats leaves carry the settings they were logged with; those win over the
+            # arguments, so a metric keeps its window/reduce from the EnvRunner to the result.
+            first = next((leaf for leaf in leaves if isinstance(leaf, Stats)), None)
+            settings = first._args if first is not None else (reduce, window, ema_coeff, clear_on_reduce)
             stat = self._stats.get(sub_key)
             if stat is None:
-                stat = self._new_stat(sub_key, reduce, window, ema_coeff, clear_on_reduce)
-            else:
-                self._check_same(sub_key, stat, reduce, window, ema_coeff, clear_on_reduce)
+                stat = self._new_stat(sub_key, *settings)
+            elif first is None:
+                self._check_same(sub_key, stat, *settings)
             sources = []
             for leaf in leaves:
                 if isinstance(leaf, Stats):

@@ -1,0 +1,4 @@
+"""Old import path of the callbacks classes (`ray.rllib.agents.callbacks`)."""
+from rlx.callbacks.callbacks import DefaultCallbacks, MultiCallbacks, RLlibCallback, make_multi_callbacks
+
+__all__ = ["RLlibCallback", "DefaultCallbacks", "MultiCallbacks", "make_multi_callbacks"]

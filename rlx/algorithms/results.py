@@ -1,0 +1,98 @@
+"""Turn merged EnvRunner metrics into the sections of a result dict.
+
+Training and evaluation both reduce their runners' MetricsLogger output with these
+functions, so `result["env_runners"]` and `result["evaluation"]["env_runners"]` have the
+same keys, and both carry the same legacy aliases (`episode_reward_mean`, ...).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+def env_runner_section(
+    reduced: dict[str, Any] | None,
+    keep_per_episode_custom_metrics: bool,
+    episode_returns: list[float] | None = None,
+    episode_lengths: list[int] | None = None,
+) -> dict[str, Any]:
+    """The `env_runners` section from a reduced (or peeked) MetricsLogger branch.
+
+    Episode statistics come from `episode_returns`/`episode_lengths` (the smoothing window)
+    or, when not given, from every episode the runners logged (`hist_stats`); they are NaN
+    without episodes. The episodes' `custom_metrics` become `<name>_mean/_min/_max` (or
+    per-episode lists when asked to).
+    """
+    out = dict(reduced or {})
+    hist = dict(out.get("hist_stats") or {})
+    if episode_returns is None:
+        episode_returns = list(hist.get("episode_reward", []))
+        episode_lengths = list(hist.get("episode_lengths", []))
+    hist["episode_reward"] = list(episode_returns)
+    hist["episode_lengths"] = list(episode_lengths or [])
+    out["hist_stats"] = hist
+    out.update(_stats("episode_return", episode_returns))
+    out.update(_stats("episode_len", episode_lengths or []))
+    out.setdefault("num_episodes", 0)
+    out.setdefault("num_env_steps_sampled", 0)
+    out["custom_metrics"] = summarize_custom_metrics(out.get("custom_metrics") or {},
+                                                     keep_per_episode_custom_metrics)
+    return out
+
+
+def _stats(prefix: str, values: list) -> dict[str, float]:
+    if not values:
+        return {f"{prefix}_mean": math.nan, f"{prefix}_min": math.nan, f"{prefix}_max": math.nan}
+    floats = [float(v) for v in values]
+    return {f"{prefix}_mean": sum(floats) / len(floats), f"{prefix}_min": min(floats), f"{prefix}_max": max(floats)}
+
+
+def summarize_custom_metrics(per_episode: dict[str, Any], keep_per_episode: bool) -> dict[str, Any]:
+    """{name: [value per episode]} -> {name_mean, name_min, name_max} (or the lists themselves).
+
+    Values that are not numbers (a user may store anything) are reported as lists.
+    """
+    out: dict[str, Any] = {}
+    for name, values in per_episode.items():
+        if isinstance(values, dict):  # nested names: ("custom_metrics", "a", "b")
+            for sub, summary in summarize_custom_metrics(values, keep_per_episode).items():
+                out[f"{name}/{sub}"] = summary
+            continue
+        values = list(values) if isinstance(values, (list, tuple)) else [values]
+        if keep_per_episode or not all(_is_number(v) for v in values):
+            out[name] = values
+            continue
+        if not values:
+            continue
+        floats = [float(v) for v in values]
+        out[f"{name}_mean"] = sum(floats) / len(floats)
+        out[f"{name}_min"] = min(floats)
+        out[f"{name}_max"] = max(floats)
+    return out
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def legacy_episode_keys(env_runners: dict[str, Any]) -> dict[str, Any]:
+    """The old (Trainer-era) top-level names of an env_runners section's values."""
+    return {
+        "episode_reward_mean": env_runners["episode_return_mean"],
+        "episode_reward_min": env_runners["episode_return_min"],
+        "episode_reward_max": env_runners["episode_return_max"],
+        "episode_len_mean": env_runners["episode_len_mean"],
+        "episodes_this_iter": env_runners["num_episodes"],
+        "custom_metrics": env_runners["custom_metrics"],
+        "hist_stats": env_runners["hist_stats"],
+    }
+
+
+def deep_update(target: dict[str, Any], updates: dict[str, Any]) -> dict[str, Any]:
+    """Merge nested `updates` into `target` in place (dicts merge, other values replace)."""
+    for key, value in updates.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            deep_update(target[key], value)
+        else:
+            target[key] = value
+    return target

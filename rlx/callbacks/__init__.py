@@ -1,0 +1,32 @@
+"""User callbacks: RLlibCallback (old name DefaultCallbacks), chaining helpers and the dispatcher."""
+from rlx.callbacks.callbacks import (
+    ALGORITHM_EVENTS,
+    CALLBACK_EVENTS,
+    ENV_RUNNER_EVENTS,
+    EPISODE_EVENTS,
+    EVENT_KWARGS,
+    OLD_API_EVENTS,
+    CallbackDispatcher,
+    DefaultCallbacks,
+    MultiCallbacks,
+    RLlibCallback,
+    make_multi_callbacks,
+    normalize_callbacks_class,
+    normalize_event_callables,
+)
+
+__all__ = [
+    "ALGORITHM_EVENTS",
+    "CALLBACK_EVENTS",
+    "ENV_RUNNER_EVENTS",
+    "EPISODE_EVENTS",
+    "EVENT_KWARGS",
+    "OLD_API_EVENTS",
+    "CallbackDispatcher",
+    "DefaultCallbacks",
+    "MultiCallbacks",
+    "RLlibCallback",
+    "make_multi_callbacks",
+    "normalize_callbacks_class",
+    "normalize_event_callables",
+]

@@ -1,0 +1,235 @@
+"""SingleAgentEpisode: the per-sub-env episode record that EnvRunner callbacks receive."""
+from __future__ import annotations
+
+import operator
+import time
+import uuid
+from typing import Any, Sequence
+
+from rlx.utils.errors import RLXError
+
+
+class EpisodeError(RLXError, RuntimeError):
+    """Steps were added to an episode out of order (before its reset or after it ended)."""
+
+
+def _select(items: Sequence[Any], indices: Any, what: str) -> Any:
+    """RLlib-style indexing: None -> all (list), int -> one item, list of ints or slice -> list."""
+    if indices is None:
+        return list(items)
+    if isinstance(indices, slice):
+        return list(items[indices])
+    if isinstance(indices, (list, tuple)):
+        return [_one(items, i, what) for i in indices]
+    return _one(items, indices, what)
+
+
+def _one(items: Sequence[Any], index: Any, what: str) -> Any:
+    try:
+        i = operator.index(index)
+    except TypeError:
+        raise TypeError(f"{what} indices must be None, an int, a list of ints or a slice, got {index!r}.") from None
+    try:
+        return items[i]
+    except IndexError:
+        raise IndexError(f"{what} index {i} out of range: the episode has {len(items)} {what}.") from None
+
+
+class SingleAgentEpisode:
+    """Observations, actions, rewards, infos and user data of one episode in one sub-environment.
+
+    Observations and infos have len(episode) + 1 entries (the reset ones first); actions, rewards
+    and each extra-model-output key have len(episode) entries.
+    """
+
+    def __init__(
+        self,
+        id_: str | None = None,
+        *,
+        env_index: int = 0,
+        worker_index: int = 0,
+        observation_space: Any = None,
+        action_space: Any = None,
+    ) -> None:
+        self.id_ = id_ if id_ is not None else uuid.uuid4().hex
+        self.env_index = env_index
+        self.worker_index = worker_index
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.user_data: dict[str, Any] = {}
+        self.custom_metrics: dict[str, Any] = {}
+        self.hist_data: dict[str, Any] = {}
+        self.media: dict[str, Any] = {}
+        self.is_terminated = False
+        self.is_truncated = False
+        self.t_started = 0
+        self._observations: list[Any] = []
+        self._actions: list[Any] = []
+        self._rewards: list[float] = []
+        self._infos: list[Any] = []
+        self._extra_model_outputs: dict[str, list[Any]] = {}
+        self._temporary: dict[str, list[Any]] = {}
+        self._return = 0.0
+        self._start_time: float | None = None
+        self._end_time: float | None = None
+
+    # ------------------------------------------------------------------ adding data
+
+    def add_env_reset(self, observation: Any, infos: dict | None = None) -> None:
+        """Record the first observation (and infos) returned by env.reset()."""
+        if self._observations:
+            raise EpisodeError(f"Episode {self.id_} was already reset; create a new episode instead.")
+        self._observations.append(observation)
+        self._infos.append(infos if infos is not None else {})
+        self._start_time = time.perf_counter()
+
+    def add_env_step(
+        self,
+        observation: Any,
+        action: Any,
+        reward: float,
+        infos: dict | None = None,
+        terminated: bool = False,
+        truncated: bool = False,
+        extra_model_outputs: dict[str, Any] | None = None,
+    ) -> None:
+        """Record one env step: the action taken and the observation, reward and infos it produced."""
+        if not self._observations:
+            raise EpisodeError(f"Episode {self.id_}: call add_env_reset() before add_env_step().")
+        if self.is_terminated or self.is_truncated:
+            raise EpisodeError(f"Episode {self.id_} is already done; start a new episode for further steps.")
+        self._observations.append(observation)
+        self._actions.append(action)
+        self._rewards.append(reward)
+        self._return += float(reward)
+        self._infos.append(infos if infos is not None else {})
+        if extra_model_outputs or self._extra_model_outputs:
+            self._add_extra_model_outputs(extra_model_outputs or {})
+        if terminated or truncated:
+            self.is_terminated = bool(terminated)
+            self.is_truncated = bool(truncated)
+            self._end_time = time.perf_counter()
+
+    def _add_extra_model_outputs(self, outputs: dict[str, Any]) -> None:
+        # Keys stay aligned with the actions: a key missing at a step gets None there.
+        steps_before = len(self._actions) - 1
+        for key in outputs:
+            if key not in self._extra_model_outputs:
+                self._extra_model_outputs[key] = [None] * steps_before
+        for key, values in self._extra_model_outputs.items():
+            values.append(outputs.get(key))
+
+    def add_temporary_timestep_data(self, key: str, value: Any) -> None:
+        """Append `value` to the temporary per-timestep list under `key` (not part of the trajectory)."""
+        self._temporary.setdefault(key, []).append(value)
+
+    def get_temporary_timestep_data(self, key: str) -> list[Any]:
+        """The values added under `key` with add_temporary_timestep_data, in order."""
+        try:
+            return list(self._temporary[key])
+        except KeyError:
+            known = ", ".join(repr(k) for k in self._temporary) or "none"
+            raise KeyError(f"No temporary timestep data under {key!r}; known keys: {known}.") from None
+
+    # ------------------------------------------------------------------ accessors
+
+    @property
+    def t(self) -> int:
+        """Number of env steps taken so far."""
+        return len(self._actions)
+
+    @property
+    def is_done(self) -> bool:
+        """Whether the episode terminated or was truncated."""
+        return self.is_terminated or self.is_truncated
+
+    @property
+    def is_reset(self) -> bool:
+        """Whether the reset observation was added."""
+        return bool(self._observations)
+
+    def __len__(self) -> int:
+        return self.t - self.t_started
+
+    def get_return(self) -> float:
+        """Sum of the rewards so far."""
+        return self._return
+
+    def get_duration_s(self) -> float:
+        """Wall-clock seconds from the reset to now, or to the last step once the episode is done."""
+        if self._start_time is None:
+            return 0.0
+        end = self._end_time if self._end_time is not None else time.perf_counter()
+        return end - self._start_time
+
+    def get_observations(self, indices: Any = None) -> Any:
+        """Observations (the reset one at index 0): all, one (int, -1 is the last) or several."""
+        return _select(self._observations, indices, "observations")
+
+    def get_actions(self, indices: Any = None) -> Any:
+        """Actions taken: all, one (int, -1 is the last) or several (list of ints or slice)."""
+        return _select(self._actions, indices, "actions")
+
+    def get_rewards(self, indices: Any = None) -> Any:
+        """Rewards received: all, one (int, -1 is the last) or several (list of ints or slice)."""
+        return _select(self._rewards, indices, "rewards")
+
+    def get_infos(self, indices: Any = None) -> Any:
+        """Infos (the reset one at index 0): all, one (int, -1 is the last) or several."""
+        return _select(self._infos, indices, "infos")
+
+    def get_extra_model_outputs(self, key: str, indices: Any = None) -> Any:
+        """Extra model outputs under `key`, one per action, indexed like get_actions()."""
+        try:
+            values = self._extra_model_outputs[key]
+        except KeyError:
+            known = ", ".join(repr(k) for k in self._extra_model_outputs) or "none"
+            raise KeyError(f"No extra model output {key!r}; known keys: {known}.") from None
+        return _select(values, indices, f"extra model outputs {key!r}")
+
+    # ------------------------------------------------------------------ old API names
+
+    @property
+    def episode_id(self) -> str:
+        """Old name of id_."""
+        return self.id_
+
+    @property
+    def env_id(self) -> int:
+        """Old name of env_index."""
+        return self.env_index
+
+    @property
+    def length(self) -> int:
+        """Old name of len(episode)."""
+        return len(self)
+
+    @property
+    def total_reward(self) -> float:
+        """Old name of get_return()."""
+        return self._return
+
+    # agent_id is accepted for the old multi-agent-shaped signatures; there is one agent.
+    def last_observation_for(self, agent_id: Any = None) -> Any:
+        """The latest observation, or None before the reset."""
+        return self._observations[-1] if self._observations else None
+
+    def last_raw_obs_for(self, agent_id: Any = None) -> Any:
+        """The latest observation as the env returned it (rlx does not preprocess), or None."""
+        return self.last_observation_for(agent_id)
+
+    def last_action_for(self, agent_id: Any = None) -> Any:
+        """The latest action, or None before the first step."""
+        return self._actions[-1] if self._actions else None
+
+    def last_reward_for(self, agent_id: Any = None) -> float:
+        """The latest reward, or 0.0 before the first step."""
+        return self._rewards[-1] if self._rewards else 0.0
+
+    def last_info_for(self, agent_id: Any = None) -> Any:
+        """The latest infos dict, or None before the reset."""
+        return self._infos[-1] if self._infos else None
+
+    def __repr__(self) -> str:
+        state = "terminated" if self.is_terminated else "truncated" if self.is_truncated else "running"
+        return f"SingleAgentEpisode(id_={self.id_[:8]}, len={len(self)}, R={self._return:.2f}, {state})"

@@ -1,0 +1,72 @@
+"""ThreadedEnvRunner: an in-process EnvRunner driven by its own daemon thread.
+
+Calls are queued and answered with `concurrent.futures.Future`s, so the driver can run
+several runners at once (envs and torch inference release the GIL), stop waiting for one
+that hangs, and keep going. Evaluation runners use it; worker-process and Ray backends
+offer the same `submit()`/`busy`/`healthy` surface.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable
+
+_STOP = object()
+
+
+class ThreadedEnvRunner:
+    """Runs `fn(runner)` calls for one EnvRunner, one at a time, on a dedicated thread."""
+
+    def __init__(self, runner: Any, index: int):
+        self.runner = runner
+        self.index = index
+        self.healthy = True
+        self._pending = 0
+        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        # A daemon thread: an env stuck forever must not keep the interpreter from exiting.
+        self._thread = threading.Thread(target=self._loop, name=f"rlx-env-runner-{index}", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[[Any], Any]) -> Future:
+        """Queue `fn(runner)`; the Future holds its result or exception."""
+        future: Future = Future()
+        with self._lock:
+            self._pending += 1
+        self._queue.put((fn, future))
+        return future
+
+    @property
+    def busy(self) -> bool:
+        """Whether a call is queued or running (e.g. a sample that has not returned)."""
+        return self._pending > 0
+
+    def _loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            fn, future = item
+            try:
+                if future.set_running_or_notify_cancel():
+                    try:
+                        result = fn(self.runner)
+                    except BaseException as err:  # handed to the caller through the Future
+                        future.set_exception(err)
+                    else:
+                        future.set_result(result)
+            finally:
+                with self._lock:
+                    self._pending -= 1
+
+    def stop(self, close_runner: bool = True) -> None:
+        """Stop the thread after queued calls and (unless a call still runs) close the runner's envs."""
+        idle = not self.busy
+        self._queue.put(_STOP)
+        if idle and close_runner:
+            self.runner.stop()
+
+    def __repr__(self) -> str:
+        state = "busy" if self.busy else "idle"
+        return f"ThreadedEnvRunner(index={self.index}, {state}, healthy={self.healthy})"

@@ -1,0 +1,1 @@
+"""Old import path of RLlib's evaluation package (`ray.rllib.evaluation`)."""
