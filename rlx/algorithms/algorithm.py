@@ -128,6 +128,12 @@ class Algorithm:
 
         level = {"WARN": logging.WARNING}.get(self.config.log_level, getattr(logging, self.config.log_level))
         logger.setLevel(level)
+        if level < logging.WARNING and not logger.handlers and not logging.getLogger().handlers:
+            # Without any logging configured, Python prints only warnings; a user who asked for
+            # INFO/DEBUG lines should see them (as "INFO -- message", RLlib's format).
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("%(levelname)s -- %(message)s"))
+            logger.addHandler(handler)
         if self.config.torch_num_threads is not None and torch.get_num_threads() != self.config.torch_num_threads:
             torch.set_num_threads(int(self.config.torch_num_threads))
 
