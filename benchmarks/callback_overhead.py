@@ -81,7 +81,7 @@ def main() -> None:
     counts = [int(a) for a in sys.argv[1:]] or [1, 8]
     for n in counts:
         best = {s: 0.0 for s in SETUPS}
-        for _ in range(3):  # interleaved rounds, so drifts of the machine's speed hit every setup
+        for _ in range(5):  # interleaved rounds, so drifts of the machine's speed hit every setup
             for setup in SETUPS:
                 best[setup] = max(best[setup], runner_rate(setup, n, seconds=1.5))
         plain = plain_loop_rate(n)

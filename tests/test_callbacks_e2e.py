@@ -420,3 +420,25 @@ def test_curriculum_from_a_callback():
     batch = algo.env_runner.sample(num_timesteps=algo.config.num_envs_per_env_runner * 4)
     assert np.all(batch["obs"][-1] == 1.0)  # episodes started after the change see task 1
     algo.stop()
+
+
+class TrainResultOnly(RLlibCallback):
+    """Handles an Algorithm event only."""
+
+    def on_train_result(self, *, result, **kwargs):
+        result["seen"] = True
+
+
+@pytest.mark.parametrize("callbacks", [None, TrainResultOnly])
+def test_runners_build_no_episode_objects_when_no_episode_event_is_handled(callbacks):
+    config = small_config()
+    if callbacks is not None:
+        config = config.callbacks(callbacks)
+    algo = config.build()
+    result = algo.train()
+    assert result.get("seen", False) is (callbacks is not None)
+    runner = algo.env_runner
+    assert runner.callbacks.handled_events.isdisjoint({"on_episode_created", "on_episode_start", "on_episode_step",
+                                                       "on_episode_end", "on_sample_end"})
+    assert runner._episodes == [None] * runner.num_envs  # the per-step episode path never ran
+    algo.stop()
