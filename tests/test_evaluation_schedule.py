@@ -276,3 +276,48 @@ def test_async_evaluation_lets_idle_runners_take_over_a_slow_runners_work():
     result = algo.train()
     assert result["evaluation"]["env_runners"]["num_episodes"] == 4
     algo.stop()
+
+
+class FailsOnWorker2(SlowOnWorker2):
+    """Raises in step() on evaluation runner 2 (after the env checker's first reset and step)."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.fail = config.worker_index == 2 and config.get("fail", False)
+        self.resets = 0
+
+    def reset(self, *, seed=None, options=None):
+        self.resets += 1
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        if self.fail and self.resets > 1:
+            raise RuntimeError("env crashed")
+        return super().step(action)
+
+
+def test_async_evaluation_recovers_from_a_failing_runner_and_restarts_it():
+    recreated = []
+    algo = (small_config(env=FailsOnWorker2)
+            .callbacks(on_env_runners_recreated=lambda **kw: recreated.append(
+                (kw["env_runner_indices"], kw["is_evaluation"])))
+            .fault_tolerance(restart_failed_env_runners=True)
+            .evaluation(evaluation_interval=1, evaluation_num_env_runners=2, evaluation_duration=4,
+                        enable_async_evaluation=True,
+                        evaluation_config={"num_envs_per_env_runner": 1, "env_config": {"fail": True}})
+            .build())
+    result = algo.train()
+    assert result["evaluation"]["env_runners"]["num_episodes"] == 4
+    assert recreated == [([2], True)]
+    assert algo.eval_env_runner_group.num_healthy_remote_workers() == 2
+    algo.stop()
+
+
+def test_a_failing_evaluation_runner_without_fault_tolerance_raises_its_error():
+    algo = (small_config(env=FailsOnWorker2)
+            .evaluation(evaluation_interval=1, evaluation_num_env_runners=2, evaluation_duration=4,
+                        evaluation_config={"num_envs_per_env_runner": 1, "env_config": {"fail": True}})
+            .build())
+    with pytest.raises(Exception, match="env crashed"):
+        algo.train()
+    algo.stop()
