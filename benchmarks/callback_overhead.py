@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any, Callable
 
-from sample_throughput import plain_loop_rate
+from sample_throughput import env_runner_rate, plain_loop_rate
 
 from rlx.callbacks.callbacks import RLlibCallback
 
@@ -56,21 +56,7 @@ SETUPS = ("none", "algorithm_events_only", "on_episode_end_lambda", "on_episode_
 
 def runner_rate(setup: str, n_envs: int, seconds: float) -> float:
     """Steps/s of the EnvRunner of a PPO built with the named callback setup."""
-    from rlx.algorithms.ppo import PPOConfig
-
-    config = PPOConfig().environment("CartPole-v1").env_runners(num_envs_per_env_runner=n_envs).debugging(seed=0)
-    algo = _configure(setup)(config).build()
-    runner = algo.env_runner
-    chunk = max(n_envs * 64, 1024)
-    runner.sample(num_timesteps=chunk)
-    steps = 0
-    start = time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        steps += runner.sample(num_timesteps=chunk)["rewards"].size
-        runner.get_metrics()
-    rate = steps / (time.perf_counter() - start)
-    algo.stop()
-    return rate
+    return env_runner_rate(n_envs, seconds, configure=_configure(setup))
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
@@ -32,11 +33,12 @@ def plain_loop_rate(n_envs: int, seconds: float = 2.0) -> float:
     return k / (time.perf_counter() - start)
 
 
-def env_runner_rate(n_envs: int, seconds: float = 2.0) -> float:
-    """Steps/s of rlx's EnvRunner sampling with exploration."""
+def env_runner_rate(n_envs: int, seconds: float = 2.0, configure: Callable[[Any], Any] | None = None) -> float:
+    """Steps/s of rlx's EnvRunner sampling with exploration (`configure` may change the PPOConfig)."""
     from rlx.algorithms.ppo import PPOConfig
 
-    algo = PPOConfig().environment("CartPole-v1").env_runners(num_envs_per_env_runner=n_envs).debugging(seed=0).build()
+    config = PPOConfig().environment("CartPole-v1").env_runners(num_envs_per_env_runner=n_envs).debugging(seed=0)
+    algo = (configure(config) if configure is not None else config).build()
     runner = algo.env_runner
     chunk = max(n_envs * 64, 1024)
     runner.sample(num_timesteps=chunk)
@@ -45,6 +47,7 @@ def env_runner_rate(n_envs: int, seconds: float = 2.0) -> float:
     while time.perf_counter() - start < seconds:
         batch = runner.sample(num_timesteps=chunk)
         steps += batch["rewards"].size
+        runner.get_metrics()  # as train() does after every sample
     rate = steps / (time.perf_counter() - start)
     algo.stop()
     return rate
