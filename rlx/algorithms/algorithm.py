@@ -406,7 +406,7 @@ class Algorithm:
         source = self.env_runner
         group.sync_filters(source)
         exploration_state = source.exploration.get_state()
-        for runner in group._idle_runners():
+        for runner in group.idle_runners():
             if type(runner.exploration) is type(source.exploration):
                 runner.exploration.set_state(exploration_state)
 

@@ -243,11 +243,12 @@ class EnvRunnerGroup:
     def sync_filters(self, source: Any) -> None:
         """Copy the observation filter state of `source` (an EnvRunner) to every idle runner."""
         state = source.filter.get_state()
-        for runner in self._idle_runners():
+        for runner in self.idle_runners():
             if runner is not source:
                 runner.filter.set_state(state)
 
-    def _idle_runners(self) -> list[Any]:
+    def idle_runners(self) -> list[Any]:
+        """The runners that can take a call now: the local one and every healthy remote one not busy."""
         runners = [self._local_env_runner] if self._local_env_runner is not None else []
         runners.extend(h.runner for h in self._remote if h.healthy and not h.busy)
         return runners
