@@ -272,7 +272,7 @@ class Algorithm:
         self._iterations_since_restore += 1
         eval_results = None
         if parallel_eval is not None:
-            eval_results = parallel_eval.result()
+            eval_results = self._finish_evaluation(*parallel_eval.result())
         elif evaluate_now:
             eval_results = self.evaluate()
         elapsed = time.perf_counter() - start
@@ -380,6 +380,17 @@ class Algorithm:
         """Old name of `eval_env_runner_group`."""
         return self.eval_env_runner_group
 
+    @property
+    def evaluation_config(self) -> AlgorithmConfig:
+        """The frozen config of the evaluation EnvRunners (`evaluation_config` applied to this
+        Algorithm's config, `in_evaluation=True`); available before any evaluation ran."""
+        if getattr(self, "_evaluation_config", None) is None:
+            eval_config = self.config.get_evaluation_config_object()
+            eval_config.validate()
+            eval_config.freeze()
+            self._evaluation_config = eval_config
+        return self._evaluation_config
+
     def _evaluation_due(self) -> bool:
         interval = self.config.evaluation_interval
         return interval is not None and (self.iteration + 1) % interval == 0
@@ -388,55 +399,77 @@ class Algorithm:
         from rlx.env.env_runner_group import EnvRunnerGroup
 
         if self.eval_env_runner_group is None:
-            eval_config = self.config.get_evaluation_config_object()
-            eval_config.validate()
-            eval_config.freeze()
-            self.evaluation_config = eval_config
+            eval_config = self.evaluation_config
             self.eval_env_runner_group = EnvRunnerGroup(
                 eval_config, module_spec=self._module_spec(),
                 local_env_runner=eval_config.num_env_runners == 0,
             )
         return self.eval_env_runner_group
 
-    def _sync_evaluation_runners(self) -> None:
+    def _sync_evaluation_runners(self) -> list[Any]:
         """Give every idle evaluation runner the current weights (version = iteration),
-        observation filter and exploration state of the training runners."""
+        observation filter and exploration state of the training runners; return the handles
+        of the runners synced.
+
+        A runner still busy (stuck in an earlier, timed-out evaluation; the driver's own
+        evaluation runner included) is left alone: its weights must not change under a
+        running episode. It is synced again once it is free, at the next evaluation.
+        """
         group = self._make_eval_env_runner_group()
-        group.sync_weights(from_worker_or_learner_group=self.learner, weights_seq_no=self.iteration)
+        handles = [h for h in group.runner_handles() if h.healthy and not h.busy]
+        if not handles:
+            return []
+        weights = self.learner.get_weights()
         source = self.env_runner
-        group.sync_filters(source)
+        filter_state = source.filter.get_state()
         exploration_state = source.exploration.get_state()
-        for runner in group.idle_runners():
+        for handle in handles:
+            runner = handle.runner
+            runner.set_weights(weights, weights_seq_no=self.iteration)
+            runner.filter.set_state(filter_state)
             if type(runner.exploration) is type(source.exploration):
                 runner.exploration.set_state(exploration_state)
+        return handles
 
     def _start_parallel_evaluation(self, training_done: threading.Event) -> Future:
-        self._sync_evaluation_runners()
+        """Sync the evaluation runners now (so they evaluate the weights from before the training
+        step) and run the evaluation on a thread; the Future holds `_run_evaluation`'s result.
+
+        Callbacks stay on the caller's thread (on_evaluate_end fires in `_finish_evaluation`),
+        so they can use the Algorithm's MetricsLogger while nothing else does.
+        """
+        self.callbacks.fire("on_evaluate_start", algorithm=self, metrics_logger=self.metrics)
+        synced = self._sync_evaluation_runners()
         future: Future = Future()
 
         def run() -> None:
             try:
-                future.set_result(self.evaluate(_training_done=training_done, _synced=True))
+                future.set_result(self._run_evaluation(synced, training_done))
             except BaseException as err:  # re-raised in train() by future.result()
                 future.set_exception(err)
 
         threading.Thread(target=run, name="rlx-parallel-evaluation", daemon=True).start()
         return future
 
-    def evaluate(self, *, _training_done: threading.Event | None = None, _synced: bool = False) -> dict[str, Any]:
+    def evaluate(self) -> dict[str, Any]:
         """Evaluate the current weights on the evaluation EnvRunners; return the evaluation results.
 
         Runs `custom_evaluation_function(algorithm, eval_env_runner_group)` instead when one is
         configured. The dict is what train() reports under `result["evaluation"]`:
         `env_runners` (episode statistics of the evaluation episodes) and the old top-level names.
+        Creates the evaluation runners on first use, so it also works without evaluation_interval.
         """
+        self.callbacks.fire("on_evaluate_start", algorithm=self, metrics_logger=self.metrics)
+        synced = self._sync_evaluation_runners()
+        return self._finish_evaluation(*self._run_evaluation(synced))
+
+    def _run_evaluation(self, synced: list[Any],
+                        training_done: threading.Event | None = None) -> tuple[dict[str, Any], list[int]]:
+        """(results, indices of runners that failed) of one evaluation on the `synced` runners."""
         from rlx.algorithms.evaluation import EvaluationPlan, run_evaluation
 
         cfg = self.config
-        self.callbacks.fire("on_evaluate_start", algorithm=self, metrics_logger=self.metrics)
         group = self._make_eval_env_runner_group()
-        if not _synced:
-            self._sync_evaluation_runners()
         custom = cfg.custom_evaluation_function
         if custom is not None:
             logger.info("Running custom eval function %s", custom)
@@ -446,22 +479,25 @@ class Algorithm:
                     f"custom_evaluation_function {getattr(custom, '__qualname__', custom)} returned "
                     f"{type(results).__name__}; it must return a dict of metrics."
                 )
-        else:
-            eval_cfg = self.evaluation_config
-            plan = EvaluationPlan(
-                duration=cfg.evaluation_duration,
-                unit=cfg.evaluation_duration_unit,
-                num_envs_per_runner=int(eval_cfg.num_envs_per_env_runner),
-                auto_timesteps_per_unit=int(eval_cfg.get_rollout_fragment_length()) * int(eval_cfg.num_envs_per_env_runner),
-                timeout_s=float(cfg.evaluation_sample_timeout_s),
-                asynchronous=bool(cfg.enable_async_evaluation),
-                tolerate_failures=bool(cfg.ignore_env_runner_failures or cfg.restart_failed_env_runners),
-                stop_event=_training_done,
-            )
-            outcome = run_evaluation(group.runner_handles(), plan)
-            results = self._compile_eval_results(outcome.metrics)
-            if outcome.failed_runner_indices and cfg.restart_failed_env_runners:
-                self._restart_eval_runners(outcome.failed_runner_indices)
+            return results, []
+        eval_cfg = self.evaluation_config
+        plan = EvaluationPlan(
+            duration=cfg.evaluation_duration,
+            unit=cfg.evaluation_duration_unit,
+            num_envs_per_runner=int(eval_cfg.num_envs_per_env_runner),
+            auto_timesteps_per_unit=int(eval_cfg.get_rollout_fragment_length()) * int(eval_cfg.num_envs_per_env_runner),
+            timeout_s=float(cfg.evaluation_sample_timeout_s),
+            asynchronous=bool(cfg.enable_async_evaluation),
+            tolerate_failures=bool(cfg.ignore_env_runner_failures or cfg.restart_failed_env_runners),
+            stop_event=training_done,
+        )
+        outcome = run_evaluation(synced, plan)
+        return self._compile_eval_results(outcome.metrics), outcome.failed_runner_indices
+
+    def _finish_evaluation(self, results: dict[str, Any], failed_runner_indices: list[int]) -> dict[str, Any]:
+        """Restart failed runners (if configured), fire on_evaluate_end and remember the results."""
+        if failed_runner_indices and self.config.restart_failed_env_runners:
+            self._restart_eval_runners(failed_runner_indices)
         self.callbacks.fire("on_evaluate_end", algorithm=self, metrics_logger=self.metrics,
                             evaluation_metrics=results)
         self._last_eval_results = results

@@ -60,6 +60,11 @@ class EvaluationPlan:
         """Whether evaluation lasts as long as the concurrent training step."""
         return self.duration == "auto"
 
+    def should_stop(self) -> bool:
+        """For `auto`: whether the training step is over. Without a training step to wait for
+        (a direct `evaluate()` call) that is at once, so each runner runs one unit."""
+        return self.stop_event is None or self.stop_event.is_set()
+
 
 def _unit_fn(unit: str, amount: int) -> Callable[[Any], dict]:
     if unit == "episodes":
@@ -74,13 +79,17 @@ def _unit_fn(unit: str, amount: int) -> Callable[[Any], dict]:
 
 
 def run_evaluation(handles: list[Any], plan: EvaluationPlan) -> EvaluationOutcome:
-    """Evaluate on `handles` (ThreadedEnvRunner) according to `plan`."""
+    """Evaluate on `handles` (ThreadedEnvRunner) according to `plan`.
+
+    `handles` are the runners that were given the weights to evaluate. A runner left out
+    because it was still busy (stuck in an earlier evaluation) is not used even if it becomes
+    free meanwhile: it holds older weights.
+    """
     usable = [h for h in handles if h.healthy and not h.busy]
     if not usable:
         logger.warning(
-            "No evaluation EnvRunner is free (all %d are still busy with an earlier evaluation or failed); "
-            "skipping this evaluation. Raise evaluation_sample_timeout_s or set enable_async_evaluation=True.",
-            len(handles),
+            "No evaluation EnvRunner is free (all are still busy with an earlier evaluation, or failed); "
+            "skipping this evaluation. Raise evaluation_sample_timeout_s or set enable_async_evaluation=True."
         )
         return EvaluationOutcome()
     what = "until the training step ends" if plan.auto else f"for {plan.duration} {plan.unit}"
@@ -106,7 +115,7 @@ def _run_rounds(handles: list[Any], plan: EvaluationPlan) -> EvaluationOutcome:
         total = rounded
     round_idx = 0
     while True:
-        if plan.auto and round_idx > 0 and plan.stop_event is not None and plan.stop_event.is_set():
+        if plan.auto and round_idx > 0 and plan.should_stop():
             break
         if total is not None and out.units_done >= total:
             break
@@ -122,7 +131,7 @@ def _run_rounds(handles: list[Any], plan: EvaluationPlan) -> EvaluationOutcome:
             elif plan.unit == "episodes":
                 amount = min(plan.num_envs_per_runner, remaining)
             else:
-                amount = math.ceil((total - out.units_done) / len(idle))
+                amount = min(math.ceil((total - out.units_done) / len(idle)), remaining)
             if amount <= 0:
                 break
             if remaining is not None:
@@ -169,7 +178,7 @@ def _run_async(handles: list[Any], plan: EvaluationPlan) -> EvaluationOutcome:
     next_uid = len(queue)
     last_progress = time.monotonic()
     while True:
-        stopping = plan.auto and plan.stop_event is not None and plan.stop_event.is_set() and next_uid > 0
+        stopping = plan.auto and plan.should_stop() and next_uid > 0
         busy_handles = {h for h, _, _ in in_flight.values()}
         for h in handles:
             if not h.healthy or h.busy or h in busy_handles:
@@ -243,7 +252,9 @@ def _warn_timeout(plan: EvaluationPlan, out: EvaluationOutcome, total: int | Non
     logger.warning(
         "Evaluation stopped waiting after evaluation_sample_timeout_s=%s s: %d evaluation EnvRunner(s) had not "
         "returned (%d%s %s done); the results cover only what finished. A runner may be stuck in a slow "
-        "env. To fix: raise evaluation_sample_timeout_s, lower evaluation_duration, or set "
+        "env step or in an episode that does not end. To fix: make sure the env's episodes end (e.g. "
+        "with a time limit), raise evaluation_sample_timeout_s, set evaluation_duration_unit='timesteps' "
+        "(a runner then returns after a fixed number of steps) or a lower evaluation_duration, or set "
         "enable_async_evaluation=True so idle runners take over a stuck runner's work.",
         plan.timeout_s, num_waiting, out.units_done, goal, plan.unit,
     )

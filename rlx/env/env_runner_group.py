@@ -129,9 +129,9 @@ class EnvRunnerGroup:
                 config=self.config, worker_index=0, num_workers=len(self._remote), module_spec=self._module_spec,
             )
             if hasattr(self, "_local_handle"):
-                self._local_handle.stop(close_runner=False)
+                self._local_handle.stop(close_runner=True)
                 self._local_handle = ThreadedEnvRunner(self._local_env_runner, 0)
-            if old is not None:
+            elif old is not None:
                 old.stop()
         else:
             pos = [r.index for r in self._remote].index(index)
@@ -249,7 +249,9 @@ class EnvRunnerGroup:
 
     def idle_runners(self) -> list[Any]:
         """The runners that can take a call now: the local one and every healthy remote one not busy."""
-        runners = [self._local_env_runner] if self._local_env_runner is not None else []
+        local_handle = getattr(self, "_local_handle", None)
+        local_free = self._local_env_runner is not None and not (local_handle is not None and local_handle.busy)
+        runners = [self._local_env_runner] if local_free else []
         runners.extend(h.runner for h in self._remote if h.healthy and not h.busy)
         return runners
 
@@ -258,6 +260,7 @@ class EnvRunnerGroup:
         for handle in self._remote:
             handle.stop()
         if hasattr(self, "_local_handle"):
-            self._local_handle.stop(close_runner=False)
-        if self._local_env_runner is not None:
+            # Closes the envs once a call still running on the handle's thread has returned.
+            self._local_handle.stop(close_runner=True)
+        elif self._local_env_runner is not None:
             self._local_env_runner.stop()

@@ -23,6 +23,7 @@ class ThreadedEnvRunner:
         self.index = index
         self.healthy = True
         self._pending = 0
+        self._close_on_stop = False
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         # A daemon thread: an env stuck forever must not keep the interpreter from exiting.
@@ -46,26 +47,36 @@ class ThreadedEnvRunner:
         while True:
             item = self._queue.get()
             if item is _STOP:
+                if self._close_on_stop:
+                    self.runner.stop()
                 return
             fn, future = item
+            if not future.set_running_or_notify_cancel():
+                self._done()
+                continue
             try:
-                if future.set_running_or_notify_cancel():
-                    try:
-                        result = fn(self.runner)
-                    except BaseException as err:  # handed to the caller through the Future
-                        future.set_exception(err)
-                    else:
-                        future.set_result(result)
-            finally:
-                with self._lock:
-                    self._pending -= 1
+                result = fn(self.runner)
+            except BaseException as err:  # handed to the caller through the Future
+                # Idle before the Future resolves: whoever wakes up on it may hand this runner
+                # the next call right away and must not find it still "busy".
+                self._done()
+                future.set_exception(err)
+            else:
+                self._done()
+                future.set_result(result)
+
+    def _done(self) -> None:
+        with self._lock:
+            self._pending -= 1
 
     def stop(self, close_runner: bool = True) -> None:
-        """Stop the thread after queued calls and (unless a call still runs) close the runner's envs."""
-        idle = not self.busy
-        self._queue.put(_STOP)
-        if idle and close_runner:
+        """Stop the thread after the queued calls; with `close_runner`, close the runner's envs
+        now if it is idle, or else on its own thread once the running call has returned."""
+        if close_runner and not self.busy:
             self.runner.stop()
+        else:
+            self._close_on_stop = close_runner
+        self._queue.put(_STOP)
 
     def __repr__(self) -> str:
         state = "busy" if self.busy else "idle"
