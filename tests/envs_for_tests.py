@@ -93,3 +93,24 @@ class CounterEnv(gym.Env):
     def step(self, action):
         self.t += 1
         return self._obs(), 1.0, False, False, {}
+
+
+class StepInfoEnv(CountingEnv):
+    """CountingEnv whose reward depends on the action (1.0 + action) and whose infos say the step.
+
+    reset() returns info {"t": 0, "resets": n} (n counts this env's resets); step() returns
+    info {"t": t, "action": action}. Episodes last `length` steps (env_config, default 5).
+    """
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.num_resets = 0
+
+    def reset(self, *, seed=None, options=None):
+        obs, _ = super().reset(seed=seed, options=options)
+        self.num_resets += 1
+        return obs, {"t": 0, "resets": self.num_resets}
+
+    def step(self, action):
+        obs, _, terminated, truncated, _ = super().step(action)
+        return obs, 1.0 + float(action), terminated, truncated, {"t": self.t, "action": int(action)}

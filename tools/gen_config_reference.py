@@ -532,8 +532,8 @@ def section_tables() -> list[str]:
             lines += legacy_replay_keys_note()
         if section == "callbacks":
             events = ", ".join(f"`{e}`" for e in CALLBACK_EVENTS)
-            lines += [f"`callbacks()` also takes one callable per event ({events}); any value other than "
-                      "None raises `not supported yet: <event> (callbacks)`.", ""]
+            lines += [f"`callbacks()` also takes a callable, or a list of callables, per event ({events}); "
+                      "they run after the callbacks classes' methods, in list order.", ""]
         if section == "evaluation":
             lines += ["`evaluation(evaluation_num_episodes=N)` (old) sets `evaluation_duration=N` with "
                       "`evaluation_duration_unit='episodes'`.", ""]

@@ -69,6 +69,8 @@ _RENAMED_EVENTS = {
 }
 # Old keyword names a handler may still declare; it gets the value of the current name.
 _KWARG_ALIASES = {"trainer": "algorithm"}
+# Event names of the oldest dict form ({"on_postprocess_traj": fn(info)}) and their current names.
+_DICT_EVENT_ALIASES = {"on_postprocess_traj": "on_postprocess_trajectory"}
 
 _ACCEPTED = (
     "an RLlibCallback subclass, a list of them, MultiCallbacks([A, B]), a factory returning an "
@@ -165,7 +167,7 @@ class RLlibCallback:
         policies: Any = None,
         **kwargs: Any,
     ) -> None:
-        """Called after each env step that did not end the episode."""
+        """Called after each env step of an episode (the step is logged), the last one included."""
 
     def on_episode_end(
         self,
@@ -303,10 +305,14 @@ def _old_info(kwargs: dict[str, Any]) -> dict[str, Any]:
     if "original_batches" in kwargs:
         originals = kwargs["original_batches"]
         info["all_pre_batches"] = originals
-        try:
-            pre = originals[kwargs.get("agent_id")]
-        except (KeyError, IndexError, TypeError):
-            pre = None
+        pre = None
+        # Keyed by agent id in the old API; rlx's single-agent runners key it by policy id.
+        for key in (kwargs.get("agent_id"), kwargs.get("policy_id")):
+            try:
+                pre = originals[key]
+                break
+            except (KeyError, IndexError, TypeError):
+                continue
         if pre is not None and not isinstance(pre, tuple):  # old form was (policy, batch)
             try:
                 policy = kwargs["policies"][kwargs["policy_id"]]
@@ -323,9 +329,12 @@ def _dict_callbacks_class(mapping: dict) -> type:
     for event, fn in mapping.items():
         if not isinstance(event, str):
             raise ConfigError(f"callbacks_class dict keys must be event names, got {event!r}.")
+        event = _DICT_EVENT_ALIASES.get(event, event)
         _check_event_name(event, "callbacks_class dict")
         if not callable(fn):
             raise ConfigError(f"callbacks_class dict value for '{event}' must be a callable fn(info), got {fn!r}.")
+        if event in body:
+            raise ConfigError(f"callbacks_class dict sets '{event}' twice (once under its old name).")
         body[event] = _make_info_method(event, fn)
     return type("DictCallbacks", (RLlibCallback,), body)
 

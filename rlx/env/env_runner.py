@@ -171,6 +171,14 @@ class SingleAgentEnvRunner:
 
     def _fire_environment_created(self) -> None:
         cb = self._callbacks
+        if not cb.has_any(("on_environment_created", "on_sub_environment_created")):
+            return
+        from rlx.evaluation.rollout_worker import acting_runner
+
+        with acting_runner(self):  # get_global_worker() in these events is this runner
+            self._fire_env_events(cb)
+
+    def _fire_env_events(self, cb: Any) -> None:
         if cb.has("on_environment_created"):
             cb.fire("on_environment_created", env_runner=self, metrics_logger=self.metrics, env=self.env,
                     env_context=self._env_context(0))
@@ -556,8 +564,10 @@ class SingleAgentEnvRunner:
     def _postprocess_trajectories(self, batch: dict[str, np.ndarray], row_episodes: list[list[Any]]) -> None:
         """Call on_postprocess_trajectory once per (sub-env, episode) stretch of the batch.
 
-        The callback gets each stretch as a SampleBatch; whatever it changes (in place or by
-        assigning a column) is written back into the time-major batch the Learner sees.
+        The callback gets each stretch as a SampleBatch (the batch's columns plus dones, eps_id,
+        env_id, and the steps' infos and t), and a copy of it as sampled in `original_batches`;
+        whatever it changes (in place or by assigning a column) is written back into the
+        time-major batch the Learner sees.
         """
         from rlx.policy.sample_batch import SampleBatch
 
@@ -579,8 +589,16 @@ class SingleAgentEnvRunner:
                 segment["dones"] = segment[Columns.TERMINATEDS] | segment[Columns.TRUNCATEDS]
                 segment["eps_id"] = np.full(end - t, hash(episode.id_) if episode is not None else -1, np.int64)
                 segment["env_id"] = np.full(end - t, b, np.int64)
+                if episode is not None and episode.t >= end - t:
+                    # The stretch is the episode's latest steps: their infos and step indices.
+                    n = end - t
+                    infos = np.empty(n, dtype=object)
+                    infos[:] = episode.get_infos()[-n:]
+                    segment["infos"] = infos
+                    segment["t"] = np.arange(episode.t - n, episode.t, dtype=np.int64)
                 views = dict(segment)
-                original = {"default_policy": (policies["default_policy"], SampleBatch(views))}
+                # The pre-batch keeps the data as sampled, whatever the callback changes in place.
+                original = {"default_policy": (policies["default_policy"], segment.copy())}
                 self._on_postprocess_trajectory(
                     worker=self, episode=episode, agent_id=0, policy_id="default_policy", policies=policies,
                     postprocessed_batch=segment, original_batches=original, env_runner=self,
