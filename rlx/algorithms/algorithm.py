@@ -11,7 +11,6 @@ import os
 import socket
 import threading
 import time
-import uuid
 from collections import deque
 from concurrent.futures import Future
 from datetime import datetime
@@ -22,6 +21,7 @@ import numpy as np
 
 from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.results import deep_update, env_runner_section, legacy_episode_keys
+from rlx.loggers.creation import results_root, trial_dir_name
 from rlx.utils.errors import CheckpointError, ConfigError
 from rlx.utils.metrics.metrics_logger import MetricsLogger
 
@@ -47,10 +47,6 @@ class SaveResult(str):
         return obj
 
 
-def _results_root() -> Path:
-    return Path(os.environ.get("RLX_RESULTS_DIR", "~/rlx_results")).expanduser()
-
-
 class Algorithm:
     """Base class of rlx algorithms (RLlib's `Algorithm`, formerly `Trainer`).
 
@@ -72,10 +68,6 @@ class Algorithm:
                  logger_creator: Any = None, **kwargs: Any):
         if kwargs:
             raise TypeError(f"{type(self).__name__}() got unexpected arguments: {', '.join(kwargs)}.")
-        if logger_creator is not None:
-            from rlx.utils.errors import NotSupportedYetError
-
-            raise NotSupportedYetError("logger_creator", "result loggers come with the CLI")
         self.config = self._coerce_config(config, env)
         self.config.validate()
         self.config.freeze()
@@ -90,6 +82,8 @@ class Algorithm:
         self._iterations_since_restore = 0
         self._time_since_restore = 0.0
         self._logdir: Path | None = None
+        self._logger_creator = logger_creator if logger_creator is not None else self.config.logger_creator
+        self._result_logger: Any = None  # created on first use: build() alone writes no files
         self._episodes_window: deque[tuple[float, int]] = deque(maxlen=self.config.metrics_num_episodes_for_smoothing)
         #: Algorithm-side metrics: merged EnvRunner metrics under "env_runners", plus whatever
         #: Algorithm callbacks log (reported at the top level of the result).
@@ -103,7 +97,28 @@ class Algorithm:
             self._make_eval_env_runner_group()
         if self.config.env_task_fn is not None:
             self.env_runner_group.foreach_env_runner(_check_task_settable)
+        if self.config.render_env:
+            self._start_video_recording()
         self.callbacks.fire("on_algorithm_init", algorithm=self, metrics_logger=self.metrics)
+
+    def _start_video_recording(self) -> None:
+        """render_env (or the old `monitor`): record episode videos of one training runner,
+        the local one or, with remote runners, runner 1, into `<logdir>/videos`."""
+        video_dir = os.path.join(self.logdir, "videos")
+        record_on = 0 if self.config.num_env_runners == 0 else 1
+
+        def start(runner: Any) -> None:
+            if runner.worker_index != record_on:
+                return
+            method = getattr(runner, "start_video_recording", None)
+            if method is None:
+                raise ConfigError(
+                    f"render_env=True, but the EnvRunner class {type(runner).__name__} has no "
+                    "start_video_recording(video_dir) method; use SingleAgentEnvRunner or add one."
+                )
+            method(video_dir)
+
+        self.env_runner_group.foreach_env_runner(start)
 
     def _coerce_config(self, config: Any, env: Any) -> AlgorithmConfig:
         if config is None:
@@ -195,13 +210,23 @@ class Algorithm:
 
     @property
     def logdir(self) -> str:
-        """Directory for this run's checkpoints (created on first use)."""
+        """This trial's directory: results, TensorBoard files and checkpoints (created on first use)."""
         if self._logdir is None:
-            env = str(self.config.env).replace("/", "_") if isinstance(self.config.env, str) else "env"
-            stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-            self._logdir = _results_root() / f"{type(self).__name__}_{env}_{stamp}_{uuid.uuid4().hex[:6]}"
+            logdir = getattr(self.result_logger, "logdir", None)
+            if logdir is None:  # a logger that writes no files (NoopLogger) still needs a checkpoint home
+                logdir = results_root() / trial_dir_name(type(self).__name__, self.config.env)
+            self._logdir = Path(str(logdir))
             self._logdir.mkdir(parents=True, exist_ok=True)
         return str(self._logdir)
+
+    @property
+    def result_logger(self) -> Any:
+        """The logger every train() result goes to (created on first use; see rlx.loggers)."""
+        if self._result_logger is None:
+            from rlx.loggers.creation import create_result_logger
+
+            self._result_logger = create_result_logger(self.config, type(self).__name__, self._logger_creator)
+        return self._result_logger
 
     def get_module(self, module_id: str = DEFAULT_POLICY_ID) -> Any:
         """The RLModule being trained."""
@@ -287,6 +312,7 @@ class Algorithm:
         self._add_algorithm_metrics(result)
         if cfg.env_task_fn is not None:
             self._apply_env_task_fn(result)
+        self.result_logger.on_result(result)
         return result
 
     def _build_result(self, learner_results: dict[str, Any], sampled: int, trained: int,
@@ -698,11 +724,15 @@ class Algorithm:
     # ------------------------------------------------------------------ lifecycle
 
     def stop(self) -> None:
-        """Release the envs and runners."""
+        """Release the envs and runners and close the result logger."""
         for name in ("env_runner_group", "eval_env_runner_group"):
             group = getattr(self, name, None)
             if group is not None:
                 group.stop()
+        result_logger = getattr(self, "_result_logger", None)
+        if result_logger is not None:
+            result_logger.close()
+            self._result_logger = None
 
     cleanup = stop
 

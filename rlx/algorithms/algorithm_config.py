@@ -488,8 +488,6 @@ class AlgorithmConfig:
 
     def build_algo(self, env: Any = None, logger_creator: Any = None, use_copy: bool = True) -> Any:
         """Validate this config and return a new Algorithm built from (a copy of) it."""
-        if logger_creator is not None:
-            raise NotSupportedYetError("logger_creator", "result loggers come with the CLI")
         config = self.copy(copy_frozen=False) if use_copy else self
         if env is not None:
             config.environment(env)
@@ -503,7 +501,7 @@ class AlgorithmConfig:
             from rlx.algorithms.registry import get_algorithm_class
 
             algo_class = get_algorithm_class(algo_class)
-        return algo_class(config=config)
+        return algo_class(config=config, logger_creator=logger_creator)
 
     def __repr__(self) -> str:
         changed = {

@@ -45,7 +45,7 @@ def write_algorithm_checkpoint(algo: Any, path: Path) -> str:
     files = ["config.json", "algorithm_state.json", f"{POLICY_DIR}/module.safetensors"]
     with AtomicDirectory(path) as tmp:
         (tmp / POLICY_DIR).mkdir(parents=True)
-        write_json(tmp / "config.json", encode_value(algo.config.to_dict()))
+        write_json(tmp / "config.json", _encoded_config(algo.config))
         write_json(tmp / "algorithm_state.json", algo.get_state())
         write_tensors(tmp / POLICY_DIR / "module.safetensors", learner.module.state_dict())
         for name, optimizer in learner.optimizers.items():
@@ -79,6 +79,16 @@ def write_algorithm_checkpoint(algo: Any, path: Path) -> str:
             "files": files,
         })
     return str(Path(path).expanduser().resolve())
+
+
+def _encoded_config(config: Any) -> dict:
+    encoded = encode_value(config.to_dict())
+    creator = encoded.get("logger_creator")
+    if isinstance(creator, dict) and "__unserializable__" in creator:
+        # A lambda that placed this run's results; an Algorithm restored from the checkpoint
+        # is a new run and logs to a new directory, so nothing is lost by dropping it.
+        encoded["logger_creator"] = None
+    return encoded
 
 
 def _optimizer_stem(name: str) -> str:

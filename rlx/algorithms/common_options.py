@@ -31,7 +31,6 @@ MULTI = "multi-agent training"
 OFFLINE = "offline data (input/output)"
 CONNECTORS = "custom ConnectorV2 pipelines"
 COMPILE = "torch.compile of modules"
-LOGGERS = "result loggers (they come with the CLI)"
 
 
 def _framework(name: str, value):
@@ -274,8 +273,8 @@ COMMON_OPTIONS: list[Option] = [
     Option("export_native_model_files", False, CK, boolean),
     Option("checkpoint_trainable_policies_only", False, CK, boolean),
     # --- debugging
-    Option("logger_creator", None, D, callable_or_none, later=LOGGERS),
-    Option("logger_config", None, D, dictionary(allow_none=True), later=LOGGERS),
+    Option("logger_creator", None, D, callable_or_none),
+    Option("logger_config", None, D, dictionary(allow_none=True)),
     Option("log_level", "WARN", D, _log_level),
     Option("log_sys_usage", False, D, boolean, later="system usage logging"),
     Option("fake_sampler", False, D, boolean, later="the fake sampler"),

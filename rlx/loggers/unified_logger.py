@@ -1,0 +1,47 @@
+"""UnifiedLogger: several loggers behind one (JSON, CSV and TensorBoard by default)."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from rlx.loggers.csv_logger import CSVLogger
+from rlx.loggers.json_logger import JsonLogger
+from rlx.loggers.logger import Logger
+from rlx.loggers.tbx_logger import TBXLogger
+
+DEFAULT_LOGGERS: tuple[type[Logger], ...] = (JsonLogger, CSVLogger, TBXLogger)
+
+
+class UnifiedLogger(Logger):
+    """Sends each result to every logger of `loggers` (default: JsonLogger, CSVLogger,
+    TBXLogger), all writing into the same `logdir`."""
+
+    def __init__(self, config: Any, logdir: str | os.PathLike, trial: Any = None,
+                 loggers: list[type[Logger]] | tuple[type[Logger], ...] | None = None,
+                 logger_config: dict | None = None):
+        self._logger_classes = tuple(DEFAULT_LOGGERS if loggers is None else loggers)
+        super().__init__(config, logdir, trial, logger_config)
+
+    def _init(self) -> None:
+        self._loggers = [cls(self.config, self.logdir, self.trial, logger_config=self.logger_config)
+                         for cls in self._logger_classes]
+
+    def on_result(self, result: dict[str, Any]) -> None:
+        """Pass `result` to every logger."""
+        for lg in self._loggers:
+            lg.on_result(result)
+
+    def update_config(self, config: Any) -> None:
+        """Pass the new config to every logger."""
+        for lg in self._loggers:
+            lg.update_config(config)
+
+    def flush(self) -> None:
+        """Flush every logger."""
+        for lg in self._loggers:
+            lg.flush()
+
+    def close(self) -> None:
+        """Close every logger."""
+        for lg in self._loggers:
+            lg.close()
