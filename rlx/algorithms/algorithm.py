@@ -100,6 +100,9 @@ class Algorithm:
         if self.config.render_env:
             self._start_video_recording()
         self.callbacks.fire("on_algorithm_init", algorithm=self, metrics_logger=self.metrics)
+        logger.info("Built %s on %s: %d sub-environment(s) per runner, %d remote runner(s), seed %s.",
+                    type(self).__name__, self.config.env, self.config.num_envs_per_env_runner,
+                    self.config.num_env_runners, self.config.seed)
 
     def _start_video_recording(self) -> None:
         """render_env (or the old `monitor`): record episode videos of one training runner,
@@ -313,6 +316,11 @@ class Algorithm:
         if cfg.env_task_fn is not None:
             self._apply_env_task_fn(result)
         self.result_logger.on_result(result)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("Iteration %d: %d env steps sampled, %d trained in %.3f s; learner stats: %s",
+                         self.iteration, sampled, trained, elapsed,
+                         {mid: {k: round(float(v), 4) for k, v in m.items() if isinstance(v, (int, float))}
+                          for mid, m in result["learners"].items()})
         return result
 
     def _build_result(self, learner_results: dict[str, Any], sampled: int, trained: int,

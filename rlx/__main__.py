@@ -1,0 +1,4 @@
+"""`python -m rlx ...` runs the rlx command line."""
+from rlx.cli.main import main
+
+raise SystemExit(main())

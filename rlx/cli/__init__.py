@@ -1,0 +1,1 @@
+"""The `rlx` command line: train, train file, evaluate (rollout), list, plot."""

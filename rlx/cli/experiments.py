@@ -1,0 +1,154 @@
+"""Experiment specs: what one `rlx train` run trains, from flags or from an experiment file.
+
+Files follow the seeds' format, YAML or JSON,
+
+    cartpole-ppo:
+        run: PPO            # or algo:
+        env: CartPole-v1
+        stop: {env_runners/episode_return_mean: 450}
+        config: {lr: 0.0003}
+
+with any number of experiments, or are Python files defining `config` (an
+AlgorithmConfig, or a dict with --algo) and optionally `stop` (a dict).
+"""
+from __future__ import annotations
+
+import json
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlx.utils.errors import ConfigError, did_you_mean
+
+
+@dataclass
+class ExperimentSpec:
+    """One experiment: algorithm, env, settings, stop criteria and checkpoint policy.
+
+    `config` is a dict of settings, or an AlgorithmConfig (from a Python file). Checkpoint
+    fields left None take the command line's value or the default.
+    """
+
+    name: str
+    algo: str | None = None
+    env: Any = None
+    config: Any = field(default_factory=dict)
+    stop: dict[str, Any] = field(default_factory=dict)
+    checkpoint_freq: int | None = None
+    checkpoint_at_end: bool | None = None
+    keep_checkpoints_num: int | None = None
+    storage_path: str | None = None
+
+
+#: Keys an experiment of a YAML/JSON file may have.
+_FILE_KEYS = {
+    "run", "algo", "env", "config", "stop", "checkpoint_freq", "checkpoint_at_end", "keep_checkpoints_num",
+    "checkpoint_config", "storage_path", "local_dir",
+}
+#: Tune keys that make no sense for rlx's single-trial runs; named in the error.
+_TUNE_ONLY = {"num_samples", "resources_per_trial", "scheduler", "search_alg", "upload_dir", "sync_config"}
+#: checkpoint_config keys (Ray AIR's CheckpointConfig) and the ExperimentSpec field each sets.
+_CHECKPOINT_CONFIG = {"checkpoint_frequency": "checkpoint_freq", "checkpoint_at_end": "checkpoint_at_end",
+                      "num_to_keep": "keep_checkpoints_num"}
+
+
+def load_experiment_file(path: str | Path) -> list[ExperimentSpec]:
+    """The experiments of a .yaml/.yml/.json/.py file, in file order."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise FileNotFoundError(f"Experiment file {path} does not exist.")
+    if path.is_dir():
+        raise ConfigError(f"{path} is a directory; give an experiment file (.yaml, .yml, .json or .py).")
+    suffix = path.suffix.lower()
+    if suffix == ".py":
+        return [_python_experiment(path)]
+    text = path.read_text(encoding="utf-8")
+    if suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"{path} is not valid JSON: {err.msg} (line {err.lineno}, column {err.colno}).") from err
+    elif suffix in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path} is not valid YAML: {' '.join(str(err).split())}") from err
+    else:
+        raise ConfigError(f"{path}: unknown experiment file type '{suffix}'; use .yaml, .yml, .json or .py.")
+    return experiments_from_dict(data, str(path))
+
+
+def experiments_from_dict(data: Any, source: str) -> list[ExperimentSpec]:
+    """Experiments from a parsed {name: {run, env, stop, config, ...}} mapping."""
+    if not isinstance(data, dict) or not data:
+        raise ConfigError(f"{source} must map experiment names to {{run, env, stop, config}} settings.")
+    specs = []
+    for name, body in data.items():
+        if not isinstance(body, dict):
+            raise ConfigError(f"{source}: experiment '{name}' must be a mapping with run, env, stop and config.")
+        specs.append(_spec_from_body(str(name), body, source))
+    return specs
+
+
+def _spec_from_body(name: str, body: dict, source: str) -> ExperimentSpec:
+    where = f"{source}, experiment '{name}'"
+    for key in body:
+        if key in _TUNE_ONLY:
+            raise ConfigError(f"{where}: '{key}' is a Ray Tune setting; rlx train runs one trial per experiment. "
+                              "Remove it, or run sweeps with Ray Tune.")
+        if key not in _FILE_KEYS:
+            raise ConfigError(f"{where}: unknown key '{key}'.{did_you_mean(key, _FILE_KEYS)} "
+                              f"Known keys: {', '.join(sorted(_FILE_KEYS))}.")
+    config = dict(body.get("config") or {})
+    if not isinstance(body.get("config") or {}, dict):
+        raise ConfigError(f"{where}: 'config' must be a mapping of settings.")
+    stop = body.get("stop") or {}
+    if not isinstance(stop, dict):
+        raise ConfigError(f"{where}: 'stop' must be a mapping {{result_key: value}}.")
+    spec = ExperimentSpec(
+        name=name,
+        algo=body.get("run") or body.get("algo"),
+        env=body.get("env", config.pop("env", None)),
+        config=config,
+        stop=dict(stop),
+        checkpoint_freq=body.get("checkpoint_freq"),
+        checkpoint_at_end=body.get("checkpoint_at_end"),
+        keep_checkpoints_num=body.get("keep_checkpoints_num"),
+        storage_path=body.get("storage_path", body.get("local_dir")),
+    )
+    checkpoint_config = body.get("checkpoint_config") or {}
+    if not isinstance(checkpoint_config, dict):
+        raise ConfigError(f"{where}: 'checkpoint_config' must be a mapping.")
+    for key, value in checkpoint_config.items():
+        if key not in _CHECKPOINT_CONFIG:
+            raise ConfigError(f"{where}: unknown checkpoint_config key '{key}'.{did_you_mean(key, _CHECKPOINT_CONFIG)}")
+        setattr(spec, _CHECKPOINT_CONFIG[key], value)
+    if spec.algo is None:
+        raise ConfigError(f"{where}: no algorithm; add 'run: PPO' (or 'algo: PPO').")
+    return spec
+
+
+def _python_experiment(path: Path) -> ExperimentSpec:
+    try:
+        namespace = runpy.run_path(str(path), run_name="__rlx_experiment__")
+    except Exception as err:
+        raise ConfigError(f"Running {path} failed: {type(err).__name__}: {err}") from err
+    if "config" not in namespace:
+        raise ConfigError(f"{path} must define `config` (an AlgorithmConfig such as PPOConfig().environment(...)).")
+    config = namespace["config"]
+    stop = namespace.get("stop") or {}
+    if not isinstance(stop, dict):
+        raise ConfigError(f"{path}: `stop` must be a dict {{result_key: value}}, got {type(stop).__name__}.")
+    from rlx.algorithms.algorithm_config import AlgorithmConfig
+
+    if isinstance(config, AlgorithmConfig):
+        algo_class = config.algo_class
+        algo = getattr(algo_class, "__name__", algo_class) if algo_class is not None else None
+        return ExperimentSpec(name=path.stem, algo=algo, env=None, config=config, stop=dict(stop))
+    if isinstance(config, dict):
+        return ExperimentSpec(name=path.stem, algo=namespace.get("algo"), env=config.get("env"),
+                              config={k: v for k, v in config.items() if k != "env"}, stop=dict(stop))
+    raise ConfigError(f"{path}: `config` must be an AlgorithmConfig or a dict, got {type(config).__name__}.")

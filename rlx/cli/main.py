@@ -1,0 +1,307 @@
+"""Entry point of the `rlx` command: argument parsing and error reporting.
+
+Every command's options are declared here so `--help` is complete without importing
+torch; each command's work lives in its own module, imported only when it runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any, Callable, Sequence
+
+EPILOG_TRAIN = """\
+examples:
+  rlx train --algo PPO --env CartPole-v1 --stop '{"env_runners/episode_return_mean": 450}'
+  rlx train --run DQN --env CartPole-v1 --config '{"lr": 0.0005}' --checkpoint-freq 10
+  rlx train file tuned_examples/ppo/cartpole-ppo.yaml
+
+Stop keys are result keys, nested ones written a/b; training stops when any is reached.
+Without --stop, training runs until Ctrl-C, which stops after the current iteration and
+saves a final checkpoint.
+"""
+
+EPILOG_FILE = """\
+File formats:
+  YAML or JSON: {NAME: {run (or algo): ALGO, env: ENV, stop: {...}, config: {...}}, ...}
+    several experiments run one after another; each may also set checkpoint_freq,
+    checkpoint_at_end, keep_checkpoints_num and storage_path (or local_dir).
+  Python (.py): defines `config` (an AlgorithmConfig) and optionally `stop` (a dict).
+Command-line flags override the file.
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line (plus where to find help)."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        """Print `message` as one line and exit with status 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+class CLIError(Exception):
+    """A user mistake on the command line; printed as one line, exit status 2."""
+
+
+def json_arg(what: str) -> Callable[[str], dict]:
+    """An argparse type parsing a JSON object, with an error naming the option."""
+
+    def parse(text: str) -> dict:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise argparse.ArgumentTypeError(f"{what} is not valid JSON ({err.msg} at column {err.colno}): {text}")
+        if not isinstance(value, dict):
+            raise argparse.ArgumentTypeError(f"{what} must be a JSON object like '{{\"key\": value}}', got: {text}")
+        return value
+
+    return parse
+
+
+def positive_int(text: str) -> int:
+    """An argparse type for integers >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type for integers >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return value
+
+
+def _add_verbosity(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="-v logs at INFO level, -vv at DEBUG level and shows tracebacks on errors")
+
+
+def _add_run_options(parser: argparse.ArgumentParser, from_file: bool) -> None:
+    """Options shared by `rlx train` and `rlx train file`."""
+    env_help = "environment: a Gymnasium id, a name given to rlx.register_env, or 'package.module:EnvClass'"
+    if from_file:
+        parser.add_argument("--env", help=env_help + " (overrides the file)")
+    parser.add_argument("--stop", type=json_arg("--stop"), default=None, metavar="JSON",
+                        help="stop criteria as a JSON object {result_key: value}, e.g. "
+                             "'{\"training_iteration\": 30}'; keys: training_iteration, timesteps_total, "
+                             "num_env_steps_sampled_lifetime, time_total_s, episode_reward_mean, or any nested "
+                             "result key written a/b such as env_runners/episode_return_mean")
+    parser.add_argument("--checkpoint-freq", type=non_negative_int, default=None, metavar="N",
+                        help="save a checkpoint every N training iterations (default: 0, none on the way)")
+    parser.add_argument("--checkpoint-at-end", action=argparse.BooleanOptionalAction, default=None,
+                        help="save a checkpoint when training ends (default: on)")
+    parser.add_argument("--keep-checkpoints-num", type=positive_int, default=None, metavar="N",
+                        help="keep only the N most recent checkpoints (default: keep all)")
+    parser.add_argument("--storage-path", "--local-dir", dest="storage_path", default=None, metavar="DIR",
+                        help="root directory of the results (default: $RLX_RESULTS_DIR or ~/rlx_results)")
+    parser.add_argument("--experiment-name", default=None, metavar="NAME",
+                        help="subdirectory of the storage path for this experiment "
+                             "(default: 'default', or the experiment's name in a file)")
+    parser.add_argument("--framework", default=None, metavar="torch",
+                        help="deep-learning framework; rlx is PyTorch-only, so only 'torch' is accepted")
+    parser.add_argument("--torch", action="store_true", help="same as --framework torch (old flag)")
+    parser.add_argument("--seed", type=int, default=None, help="random seed of the run (same seed, same results)")
+    parser.add_argument("--restore", default=None, metavar="CHECKPOINT",
+                        help="continue training from this checkpoint directory (its weights, optimizer state and "
+                             "counters); --algo and --env default to the checkpoint's")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="print one plain line per iteration even on a terminal")
+    _add_verbosity(parser)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `rlx` argument parser with every command."""
+    parser = _Parser(
+        prog="rlx",
+        description="rlx: reinforcement learning with RLlib's API. Train, evaluate and inspect algorithms.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Run 'rlx COMMAND --help' for a command's options.",
+    )
+    parser.add_argument("--version", action="store_true", help="print rlx's version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    train = sub.add_parser(
+        "train", help="train an algorithm on an environment",
+        description="Train an algorithm on an environment, logging results and checkpoints to a trial directory. "
+                    "'rlx train file PATH' runs the experiments of a YAML, JSON or Python file.",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG_TRAIN,
+    )
+    train.add_argument("--algo", "--run", dest="algo", default=None, metavar="ALGO",
+                       help="algorithm to train: " + "PPO, DQN, SAC, DDPG, TD3 (see 'rlx list')")
+    train.add_argument("--env", default=None,
+                       help="environment: a Gymnasium id, a name given to rlx.register_env, or "
+                            "'package.module:EnvClass'")
+    train.add_argument("--config", type=json_arg("--config"), default=None, metavar="JSON",
+                       help="algorithm settings as a JSON object, e.g. '{\"lr\": 0.0003, \"gamma\": 0.99}' "
+                            "(any key of the algorithm's config, old names included)")
+    train.add_argument("-f", "--config-file", dest="config_file", default=None, metavar="PATH",
+                       help="run the experiments of a file (same as 'rlx train file PATH')")
+    _add_run_options(train, from_file=False)
+
+    train_file = _Parser(
+        prog="rlx train file",
+        description="Run the experiments of a YAML, JSON or Python file, one after another.",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG_FILE,
+    )
+    train_file.add_argument("path", metavar="PATH", help="experiment file (.yaml, .yml, .json or .py)")
+    train_file.add_argument("--algo", "--run", dest="algo", default=None, metavar="ALGO",
+                            help="algorithm, for Python files whose `config` is a plain dict")
+    train_file.add_argument("--config", type=json_arg("--config"), default=None, metavar="JSON",
+                            help="settings applied on top of each experiment's config")
+    _add_run_options(train_file, from_file=True)
+    parser._rlx_train_file = train_file  # type: ignore[attr-defined]
+
+    evaluate_help = "run a trained policy from a checkpoint and report its episodes"
+    for name in ("evaluate", "rollout"):
+        ev = sub.add_parser(
+            name, help=evaluate_help if name == "evaluate" else "same as evaluate (old name)",
+            description="Run the policy of a checkpoint in its environment and print each episode's return and "
+                        "length, then a summary. --algo and --env default to what the checkpoint records.",
+        )
+        ev.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint directory (from rlx train or algo.save())")
+        ev.add_argument("--algo", "--run", dest="algo", default=None, metavar="ALGO",
+                        help="algorithm of the checkpoint (default: the one it records)")
+        ev.add_argument("--env", default=None, help="environment to run in (default: the checkpoint's)")
+        amount = ev.add_mutually_exclusive_group()
+        amount.add_argument("--episodes", type=positive_int, default=None, metavar="N",
+                            help="number of episodes to run (default: 10)")
+        amount.add_argument("--steps", type=positive_int, default=None, metavar="N",
+                            help="run this many env steps instead (the last episode may be cut short)")
+        ev.add_argument("--explore", action=argparse.BooleanOptionalAction, default=False,
+                        help="sample actions from the policy's distribution instead of taking the greedy action "
+                             "(default: --no-explore)")
+        ev.add_argument("--render", action="store_true", help="render the environment in a window while running")
+        ev.add_argument("--video-dir", default=None, metavar="DIR",
+                        help="record a video of every episode into DIR (needs moviepy)")
+        ev.add_argument("--out", default=None, metavar="FILE",
+                        help="write the episodes (returns, lengths and every step) to FILE as JSON")
+        ev.add_argument("--seed", type=int, default=None, help="seed of the environment resets")
+        ev.add_argument("--config", type=json_arg("--config"), default=None, metavar="JSON",
+                        help="settings to override in the checkpoint's config, e.g. '{\"env_config\": {...}}'")
+        _add_verbosity(ev)
+
+    lst = sub.add_parser("list", help="list the available algorithms",
+                         description="List the algorithms rlx can train, with a one-line description each.")
+    _add_verbosity(lst)
+
+    plot = sub.add_parser(
+        "plot", help="plot learning curves from a results directory",
+        description="Plot a metric of every trial found under RESULTS_DIR (a trial directory, an experiment "
+                    "directory or the whole results root) against env steps. Needs matplotlib.",
+    )
+    plot.add_argument("results_dir", metavar="RESULTS_DIR", help="directory holding one or more trials")
+    plot.add_argument("--metric", default=None, metavar="KEY",
+                      help="result key to plot, nested keys written a/b (default: env_runners/episode_return_mean)")
+    plot.add_argument("--x", dest="x_key", default="num_env_steps_sampled_lifetime", metavar="KEY",
+                      help="result key of the x axis (default: num_env_steps_sampled_lifetime)")
+    plot.add_argument("--out", default=None, metavar="FILE.png",
+                      help="image file to write (default: learning_curves.png in RESULTS_DIR)")
+    _add_verbosity(plot)
+    return parser
+
+
+def _configure_logging(verbose: int) -> None:
+    if verbose <= 0:
+        return
+    level = logging.DEBUG if verbose >= 2 else logging.INFO
+    rlx_logger = logging.getLogger("rlx")
+    rlx_logger.setLevel(level)
+    if not rlx_logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s -- %(message)s"))
+        rlx_logger.addHandler(handler)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "train":
+        from rlx.cli.train import run_train_command
+
+        return run_train_command(args)
+    if args.command == "train file":
+        from rlx.cli.train import run_train_file_command
+
+        return run_train_file_command(args)
+    if args.command in ("evaluate", "rollout"):
+        from rlx.cli.evaluate import run_evaluate_command
+
+        return run_evaluate_command(args)
+    if args.command == "list":
+        from rlx.cli.listing import run_list_command
+
+        return run_list_command(args)
+    if args.command == "plot":
+        from rlx.cli.plot import run_plot_command
+
+        return run_plot_command(args)
+    raise CLIError(f"unknown command {args.command!r}")
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse a command line (without the program name)."""
+    parser = build_parser()
+    argv = list(argv)
+    if len(argv) >= 2 and argv[0] == "train" and argv[1] == "file":
+        args = parser._rlx_train_file.parse_args(argv[2:])  # type: ignore[attr-defined]
+        args.command = "train file"
+        return args
+    args = parser.parse_args(argv)
+    if args.command == "train" and args.config_file:
+        args.command = "train file"
+        args.path = args.config_file
+    if args.command is None and not getattr(args, "version", False):
+        parser.print_help()
+        raise SystemExit(2)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `rlx` command line; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(argv)
+    if getattr(args, "version", False):
+        import rlx
+
+        print(f"rlx {rlx.__version__}")
+        return 0
+    verbose = getattr(args, "verbose", 0)
+    _configure_logging(verbose)
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        print("\nrlx: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # every failure becomes one line unless -vv asks for the traceback
+        if verbose >= 2:
+            raise
+        print(f"rlx: error: {describe_error(err)}", file=sys.stderr)
+        return 1
+
+
+def describe_error(err: BaseException) -> str:
+    """One line describing `err`: rlx's own errors speak for themselves, others get their type."""
+    from rlx.utils.errors import RLXError
+
+    message = str(err).strip() or type(err).__name__
+    if isinstance(err, (RLXError, CLIError, FileNotFoundError)):
+        text = message
+    else:
+        text = f"{type(err).__name__}: {message}"
+    text = " ".join(text.split())
+    if not isinstance(err, (RLXError, CLIError, FileNotFoundError)):
+        text += " (run with -vv for the traceback)"
+    return text
+
+
+def entry_point() -> Any:
+    """Console-script entry: exit with main()'s status."""
+    raise SystemExit(main())
