@@ -229,6 +229,10 @@ class Algorithm:
             from rlx.loggers.creation import create_result_logger
 
             self._result_logger = create_result_logger(self.config, type(self).__name__, self._logger_creator)
+            logdir = getattr(self._result_logger, "logdir", None)
+            if self._logdir is None and logdir is not None:
+                # Kept after stop() closes the logger: algo.logdir still names this trial.
+                self._logdir = Path(str(logdir))
         return self._result_logger
 
     def get_module(self, module_id: str = DEFAULT_POLICY_ID) -> Any:

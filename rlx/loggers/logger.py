@@ -63,14 +63,14 @@ class NoopLogger(Logger):
 def json_safe(value: Any) -> Any:
     """`value` with numpy types turned into Python ones, NaN/inf into None, tuples and sets
     into lists, and anything else unknown (classes, functions, objects) into a string."""
+    if isinstance(value, np.generic):  # before float: np.float64 is a float subclass
+        return json_safe(value.item())
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else None
-    if isinstance(value, np.generic):
-        return json_safe(value.item())
     if isinstance(value, np.ndarray):
         return json_safe(value.tolist())
     if isinstance(value, dict):

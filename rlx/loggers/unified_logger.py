@@ -23,7 +23,9 @@ class UnifiedLogger(Logger):
         super().__init__(config, logdir, trial, logger_config)
 
     def _init(self) -> None:
-        self._loggers = [cls(self.config, self.logdir, self.trial, logger_config=self.logger_config)
+        from rlx.loggers.creation import make_logger
+
+        self._loggers = [make_logger(cls, self.config, self.logdir, self.logger_config)
                          for cls in self._logger_classes]
 
     def on_result(self, result: dict[str, Any]) -> None:
