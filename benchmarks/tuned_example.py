@@ -14,19 +14,10 @@ import json
 import subprocess
 import sys
 import time
-from typing import Any
+
+from rlx.cli.stop import lookup
 
 RETURN_KEYS = ("env_runners/episode_return_mean", "episode_reward_mean", "episode_return_mean")
-
-
-def lookup(result: dict, key: str) -> Any:
-    """The value of `key` ('a/b' for nested) in a result dict, or None."""
-    node: Any = result
-    for part in key.split("/"):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
 
 
 def load_experiments(path: str) -> dict[str, dict]:
