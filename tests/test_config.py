@@ -328,7 +328,6 @@ def test_dict_style_write_is_validated():
 @pytest.mark.parametrize(
     "section, key, value, default",
     [
-        ("environment", "render_env", True, False),
         ("env_runners", "num_env_runners", 2, 0),
         ("debugging", "log_sys_usage", True, False),
         ("offline_data", "output", "/tmp/out", None),

@@ -353,7 +353,7 @@ class AlgorithmConfig:
         elif key == "use_pytorch":
             self.framework("torch")
         elif key == "monitor":
-            raise NotSupportedYetError("monitor", "episode video recording comes with render_env")
+            self.environment(render_env=True)
         elif key == "horizon":
             raise ConfigError(
                 "'horizon' was removed: limit episode length in the env itself, e.g. "

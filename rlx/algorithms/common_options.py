@@ -160,7 +160,7 @@ COMMON_OPTIONS: list[Option] = [
     Option("action_space", None, E, space_or_none),
     Option("env_task_fn", None, E, callable_or_none,
            doc="Curriculum: fn(train_results, task_settable_env, env_ctx) -> new task, called after every train()."),
-    Option("render_env", False, E, boolean, later="rendering and episode videos"),
+    Option("render_env", False, E, boolean),
     Option("clip_rewards", None, E, clip_rewards_check),
     Option("normalize_actions", True, E, boolean),
     Option("clip_actions", False, E, boolean),

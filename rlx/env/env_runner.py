@@ -670,6 +670,31 @@ class SingleAgentEnvRunner:
         """Apply `func(env, env_context)` to every sub-environment."""
         return [func(env, self._env_context(i)) for i, env in enumerate(self.env.envs)]
 
+    def start_video_recording(self, video_dir: str) -> None:
+        """Record episode videos of sub-env 0 into `video_dir` (render_env=True, old `monitor`).
+
+        Sub-env 0 gets gymnasium's RecordVideo wrapper with its capped-cubic schedule
+        (episodes 0, 1, 8, 27, ..., 1000, 2000, ...). A Gymnasium id is re-created with
+        render_mode='rgb_array'; any other env must already have that render mode.
+        """
+        from rlx.env.video import RGB_ARRAY, check_rgb_array_env, gymnasium_id, make_gymnasium_env, \
+            record_videos, require_moviepy
+
+        require_moviepy("render_env=True")
+        env = self.env.envs[0]
+        env_id = gymnasium_id(self.config.env)
+        if env_id is not None and getattr(env, "render_mode", None) != RGB_ARRAY:
+            new_env = make_gymnasium_env(env_id, self._env_context(0), RGB_ARRAY)
+            env.close()
+            env = new_env
+        else:
+            check_rgb_array_env(env, "render_env=True", "Create your env with render_mode='rgb_array', e.g. from "
+                                "a 'render_mode' key of env_config: config.environment(env_config="
+                                "{'render_mode': 'rgb_array'}), or turn render_env off.")
+        self.env.envs[0] = record_videos(env, video_dir)
+        # Sampling starts with a (seeded) reset of every sub-env, which also starts the first video.
+        self._needs_reset = True
+
     # ------------------------------------------------------------------ old API
 
     def get_policy(self, policy_id: str = "default_policy") -> Any:
