@@ -59,26 +59,23 @@ def json_arg(what: str) -> Callable[[str], dict]:
     return parse
 
 
-def positive_int(text: str) -> int:
-    """An argparse type for integers >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type parsing a whole number >= `minimum`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a number >= {minimum}, got {value}")
+        return value
+
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    """An argparse type for integers >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
-    return value
+positive_int = int_at_least(1)
+non_negative_int = int_at_least(0)
 
 
 def _add_verbosity(parser: argparse.ArgumentParser) -> None:
@@ -121,6 +118,8 @@ def _add_run_options(parser: argparse.ArgumentParser, from_file: bool) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The `rlx` argument parser with every command."""
+    from rlx.algorithms.registry import list_algorithms  # cheap: no torch
+
     parser = _Parser(
         prog="rlx",
         description="rlx: reinforcement learning with RLlib's API. Train, evaluate and inspect algorithms.",
@@ -137,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG_TRAIN,
     )
     train.add_argument("--algo", "--run", dest="algo", default=None, metavar="ALGO",
-                       help="algorithm to train: " + "PPO, DQN, SAC, DDPG, TD3 (see 'rlx list')")
+                       help=f"algorithm to train: {', '.join(list_algorithms())} (see 'rlx list')")
     train.add_argument("--env", default=None,
                        help="environment: a Gymnasium id, a name given to rlx.register_env, or "
                             "'package.module:EnvClass'")
