@@ -184,9 +184,12 @@ def test_legacy_num_workers_maps_to_num_env_runners():
     assert "num_workers" not in config.to_dict()
 
 
-def test_legacy_num_workers_above_zero_is_not_supported_yet():
-    with pytest.raises(NotSupportedYetError, match="not supported yet: num_workers"):
-        PPOConfig.from_dict({"num_workers": 2})
+def test_legacy_num_workers_above_zero_sets_remote_runners():
+    config = PPOConfig.from_dict({"num_workers": 2, "num_rollout_workers": 3})
+    assert config.num_env_runners == 3  # the later name wins, as in a dict update
+    assert PPOConfig().env_runners(backend="ray").env_runner_backend == "ray"
+    with pytest.raises(ConfigError, match="env_runner_backend"):
+        PPOConfig().env_runners(env_runner_backend="threads")
 
 
 def test_legacy_names_work_as_section_keywords():
@@ -328,7 +331,6 @@ def test_dict_style_write_is_validated():
 @pytest.mark.parametrize(
     "section, key, value, default",
     [
-        ("env_runners", "num_env_runners", 2, 0),
         ("debugging", "log_sys_usage", True, False),
         ("offline_data", "output", "/tmp/out", None),
         ("multi_agent", "policy_mapping_fn", lambda agent_id: "p", None),

@@ -82,6 +82,8 @@ class Algorithm:
         self._iterations_since_restore = 0
         self._time_since_restore = 0.0
         self._logdir: Path | None = None
+        #: Counts learner updates; remote EnvRunners get weights only when it has moved on.
+        self.weights_version = 0
         self._logger_creator = logger_creator if logger_creator is not None else self.config.logger_creator
         self._result_logger: Any = None  # created on first use: build() alone writes no files
         self._episodes_window: deque[tuple[float, int]] = deque(maxlen=self.config.metrics_num_episodes_for_smoothing)
@@ -159,7 +161,7 @@ class Algorithm:
         """Create the EnvRunnerGroup and the Learner (they share the local module)."""
         from rlx.env.env_runner_group import EnvRunnerGroup
 
-        self.env_runner_group = EnvRunnerGroup(config, module_spec=self._module_spec())
+        self.env_runner_group = EnvRunnerGroup(config, module_spec=self._module_spec(), remote_backend=None)
         module = self.env_runner_group.local_env_runner.module
         learner_cls = config.learner_class or self._learner_class
         if isinstance(learner_cls, str):
@@ -288,6 +290,7 @@ class Algorithm:
         try:
             while True:
                 learner_results = self.training_step() or learner_results
+                self._report_restarted_runners()
                 self.metrics.merge_and_log_n_dicts(self.env_runner_group.get_metrics(), key="env_runners")
                 sampled = self._counters["num_env_steps_sampled_lifetime"] - sampled_before
                 trained = self._counters["num_env_steps_trained_lifetime"] - trained_before
@@ -407,6 +410,7 @@ class Algorithm:
             batch = SampleBatch(batch)
             self._on_learn_on_batch(policy=self.get_policy(), train_batch=batch, result=extra)
         metrics = self.learner.update_from_batch(batch, timestep=timestep)
+        self.weights_version += 1
         if extra:
             metrics = {**metrics, **extra}
         return metrics
@@ -550,6 +554,23 @@ class Algorithm:
 
     def _empty_eval_results(self) -> dict[str, Any]:
         return self._compile_eval_results([])
+
+    def sync_env_runner_weights(self) -> None:
+        """Send the learner's weights (if they changed) and the global env-step count (for
+        exploration schedules) to the training EnvRunners."""
+        self.env_runner_group.sync_weights(
+            from_worker_or_learner_group=self.learner, weights_seq_no=self.weights_version,
+            global_vars={"timestep": self._counters["num_env_steps_sampled_lifetime"]},
+        )
+
+    def _report_restarted_runners(self) -> None:
+        restarted = self.env_runner_group.take_restarted_indices()
+        if restarted:
+            group = self.env_runner_group
+            self.callbacks.fire(
+                "on_env_runners_recreated", algorithm=self, env_runner_group=group, env_runner_indices=restarted,
+                is_evaluation=False, worker_set=group, worker_ids=restarted,
+            )
 
     def _restart_eval_runners(self, indices: list[int]) -> None:
         group = self.eval_env_runner_group

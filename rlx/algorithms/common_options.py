@@ -26,7 +26,6 @@ from rlx.callbacks.callbacks import CALLBACK_EVENTS
 from rlx.utils.errors import ConfigError
 
 EVAL = "evaluation during training (evaluation_interval and friends)"
-REMOTE = "remote EnvRunners (num_env_runners > 0)"
 MULTI = "multi-agent training"
 OFFLINE = "offline data (input/output)"
 CONNECTORS = "custom ConnectorV2 pipelines"
@@ -185,7 +184,10 @@ COMMON_OPTIONS: list[Option] = [
     Option("torch_compile_worker_dynamo_mode", None, F, any_value, later=COMPILE),
     # --- env runners (old name: rollouts)
     Option("env_runner_cls", None, R, class_or_none),
-    Option("num_env_runners", 0, R, integer(0), aliases=("num_workers", "num_rollout_workers"), later=REMOTE),
+    Option("num_env_runners", 0, R, integer(0), aliases=("num_workers", "num_rollout_workers")),
+    Option("env_runner_backend", "auto", R, choice("auto", "process", "ray", "thread"), aliases=("backend",),
+           doc="Where remote EnvRunners run: 'process' (worker processes), 'ray' (Ray actors), 'thread', or "
+               "'auto' (Ray when ray.is_initialized(), else processes)."),
     Option("num_envs_per_env_runner", 1, R, integer(1), aliases=("num_envs_per_worker",)),
     Option("create_env_on_local_worker", False, R, boolean, aliases=("create_env_on_driver",)),
     Option("sample_collector", None, R, class_or_none, later="custom SampleCollectors (old API stack)"),
@@ -307,7 +309,7 @@ COMMON_OPTIONS: list[Option] = [
     Option("ignore_env_runner_failures", False, FT, boolean, aliases=("ignore_worker_failures",)),
     Option("max_num_env_runner_restarts", 1000, FT, integer(0)),
     Option("delay_between_env_runner_restarts_s", 60.0, FT, number(0.0)),
-    Option("restart_failed_sub_environments", False, FT, boolean, later="restarting failed sub-environments"),
+    Option("restart_failed_sub_environments", False, FT, boolean),
     Option("num_consecutive_env_runner_failures_tolerance", 100, FT, integer(0),
            aliases=("num_consecutive_worker_failures_tolerance",)),
     Option("env_runner_health_probe_timeout_s", 30.0, FT, number(0.0), aliases=("worker_health_probe_timeout_s",)),

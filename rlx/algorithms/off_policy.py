@@ -157,7 +157,7 @@ class OffPolicyAlgorithm(Algorithm):
         batch = self.env_runner_group.sample()
         steps = int(batch["valid"].sum()) if "valid" in batch else int(batch["rewards"].size)
         self._counters["num_env_steps_sampled_lifetime"] += steps
-        resets = self.env_runner.num_resets
+        resets = self.env_runner_group.num_resets
         if resets != self._runner_resets:
             # The runner restarted its episodes: rows sampled before do not continue into this batch.
             self.local_replay_buffer.end_open_episodes()
@@ -181,7 +181,7 @@ class OffPolicyAlgorithm(Algorithm):
                 self.local_replay_buffer.update_priorities(replay["batch_indexes"], td_error)
             self._counters["num_env_steps_trained_lifetime"] += batch_size
         if num_updates:
-            self.env_runner_group.sync_weights(from_worker_or_learner_group=self.learner)
+            self.sync_env_runner_weights()
             metrics = {k: float(v) for k, v in metrics.items()}
             metrics["num_updates_this_step"] = num_updates
             return {DEFAULT_POLICY_ID: metrics}

@@ -7,6 +7,7 @@ until `get_metrics()` collects them.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import secrets
 from typing import Any, Callable
@@ -25,6 +26,8 @@ from rlx.models.preprocessors import NoPreprocessor, Preprocessor, get_preproces
 from rlx.utils.errors import EnvError
 from rlx.utils.filters import make_filter
 from rlx.utils.metrics.metrics_logger import MetricsLogger
+
+logger = logging.getLogger("rlx")
 
 #: Where runners log each finished episode's return and length (lists, reduce=None).
 EPISODE_RETURNS_KEY = ("hist_stats", "episode_reward")
@@ -139,6 +142,7 @@ class SingleAgentEnvRunner:
         self._at_boundary = np.ones(self.num_envs, dtype=bool)
         self.num_env_steps_sampled_lifetime = 0
         self.num_resets = 0  # times every sub-env was reset at once (episodes in progress abandoned)
+        self.num_sub_env_restarts = 0  # failed sub-envs rebuilt (restart_failed_sub_environments)
         self._policy_view = None
         self._episodes: list[Any] = [None] * self.num_envs
         from rlx.evaluation.rollout_worker import _register_runner
@@ -341,6 +345,20 @@ class SingleAgentEnvRunner:
         m.log_value(EPISODE_LENGTHS_KEY, length, reduce=None)
         m.log_value("num_episodes", 1, reduce="sum", clear_on_reduce=True)
 
+    def _restart_sub_env(self, i: int, err: BaseException) -> None:
+        """Replace sub-env `i`, whose step() raised, by a new one (restart_failed_sub_environments)."""
+        logger.warning("Sub-env %d of EnvRunner %d raised %s: %s; restarting it and dropping its episode.",
+                       i, self.worker_index, type(err).__name__, err)
+        try:
+            self.env.envs[i].close()
+        except Exception:  # a broken env may not close cleanly; it is discarded either way
+            pass
+        env = self._make_env(self._env_context(i))
+        if self.config.auto_wrap_old_gym_envs and looks_like_old_gym_api(env):
+            env = OldGymEnvCompatibility(env)
+        self.env.envs[i] = env
+        self.num_sub_env_restarts += 1
+
     def _write_obs(self, obs: Any, out: np.ndarray, i: int) -> None:
         if type(self.preprocessor) is NoPreprocessor:
             out[i] = obs
@@ -490,14 +508,26 @@ class SingleAgentEnvRunner:
             finished = []
             if row_episodes is not None:
                 row_episodes.append(list(self._episodes))
+            dropped = []
             for i in active:
                 try:
                     obs, r, te, tr, info = envs[i].step(env_actions[i])
                 except Exception as err:
-                    raise EnvError(
-                        f"env.step() of sub-env {i} on EnvRunner {self.worker_index} raised "
-                        f"{type(err).__name__}: {err}"
-                    ) from err
+                    if not self.config.restart_failed_sub_environments:
+                        raise EnvError(
+                            f"env.step() of sub-env {i} on EnvRunner {self.worker_index} raised "
+                            f"{type(err).__name__}: {err}"
+                        ) from err
+                    # The sub-env is rebuilt and its episode dropped: this row ends it as a
+                    # truncation at the last good observation, and it is neither logged nor
+                    # passed to episode callbacks.
+                    self._restart_sub_env(i, err)
+                    rew_t[i] = 0.0
+                    next_t[i] = raw[i]
+                    trunc_t[i] = True
+                    finished.append(i)
+                    dropped.append(i)
+                    continue
                 rew_t[i] = r
                 next_t[i] = obs if direct else prep.transform(obs)
                 if te or tr:
@@ -527,7 +557,8 @@ class SingleAgentEnvRunner:
             t += 1
             if finished:
                 for i in finished:
-                    self._log_episode(float(self._ep_return[i]), int(self._ep_len[i]))
+                    if i not in dropped:
+                        self._log_episode(float(self._ep_return[i]), int(self._ep_len[i]))
                 self._ep_return[finished] = 0.0
                 self._ep_len[finished] = 0
                 self._at_boundary[finished] = True
@@ -642,10 +673,16 @@ class SingleAgentEnvRunner:
 
     def set_weights(self, weights: dict[str, Any], global_vars: dict | None = None,
                     weights_seq_no: int | None = None) -> None:
-        """Load module weights (and remember their version, `weights_seq_no`, when given)."""
+        """Load module weights (and remember their version, `weights_seq_no`, when given).
+
+        `global_vars={"timestep": T}` sets the env-step count exploration schedules follow to
+        the whole group's, so a remote runner decays epsilon as the driver counts.
+        """
         self.module.set_state(weights)
         if weights_seq_no is not None:
             self.weights_seq_no = int(weights_seq_no)
+        if global_vars and "timestep" in global_vars:
+            self.num_env_steps_sampled_lifetime = int(global_vars["timestep"])
 
     def get_state(self) -> dict[str, Any]:
         """Serializable runner state: observation filter, sampling counters and exploration state."""

@@ -6,6 +6,8 @@ same methods, so algorithms never know where their runners live.
 """
 from __future__ import annotations
 
+import sys
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -13,6 +15,19 @@ import numpy as np
 from rlx.core.rl_module import RLModule, RLModuleSpec
 from rlx.env.env_runner import SingleAgentEnvRunner
 from rlx.env.threaded_env_runner import ThreadedEnvRunner
+from rlx.utils.errors import ConfigError, RLXError
+
+BACKENDS = ("process", "ray", "thread")
+
+
+def resolve_backend(name: str) -> str:
+    """The backend `name` stands for: "auto" is "ray" when Ray is initialised, else "process"."""
+    if name == "auto":
+        ray = sys.modules.get("ray")
+        return "ray" if ray is not None and ray.is_initialized() else "process"
+    if name not in BACKENDS:
+        raise ConfigError(f"Unknown EnvRunner backend {name!r}; use 'auto', {', '.join(repr(b) for b in BACKENDS)}.")
+    return name
 
 
 def concat_batches(batches: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -41,8 +56,13 @@ class EnvRunnerGroup:
         module: a module for the local runner to share (the local Learner's).
         local_env_runner: whether to create the local runner. A group with no remote
             runners always has one.
-        remote_backend: "thread" runs remote runners in this process, each on its own
-            thread (used by evaluation); worker processes and Ray come with the scale-out work.
+        remote_backend: where remote runners live: "process" (worker processes on this
+            machine), "ray" (Ray actors, on a cluster too), "thread" (threads of this
+            process; evaluation uses them), or None to take the config's
+            `env_runner_backend` ("auto": Ray when `ray.is_initialized()`, else processes).
+
+    With remote runners the local runner does not sample: `sample()` asks every healthy
+    remote runner for its share in parallel and joins the answers side by side.
     """
 
     def __init__(
@@ -51,7 +71,7 @@ class EnvRunnerGroup:
         module_spec: RLModuleSpec | None = None,
         module: RLModule | None = None,
         local_env_runner: bool = True,
-        remote_backend: str = "thread",
+        remote_backend: str | None = "thread",
     ):
         self.config = config
         self._module_spec = module_spec
@@ -62,22 +82,49 @@ class EnvRunnerGroup:
             runner_cls = import_object(runner_cls)
         self._runner_cls = runner_cls
         num_remote = int(config.num_env_runners)
-        if remote_backend != "thread":
-            raise ValueError(f"Unknown EnvRunner backend {remote_backend!r}; available: 'thread'.")
+        self.backend = resolve_backend(remote_backend if remote_backend is not None else config.env_runner_backend)
         self._local_env_runner = None
         if local_env_runner or num_remote == 0:
             self._local_env_runner = runner_cls(
                 config=config, worker_index=0, num_workers=num_remote, module_spec=module_spec, module=module,
             )
-        self._remote: list[ThreadedEnvRunner] = [self._make_remote(i) for i in range(1, num_remote + 1)]
         self.num_remote_worker_restarts = 0
+        #: Increases whenever the layout of sampled batches changes (runners added, lost or
+        #: reset all their episodes): replay buffers end their open episodes then.
+        self.num_resets = 0
+        self._sampling_layout: tuple = ()
+        self._runner_resets: dict[int, int] = {}
+        self._sent_weights: dict[int, Any] = {}
+        self._failed_at: dict[int, float] = {}
+        self._restarted: list[int] = []
+        self._consecutive_failures = 0
+        self._remote: list[Any] = []
+        try:
+            self._remote = [self._make_remote(i) for i in range(1, num_remote + 1)]
+            for handle in self._remote:
+                wait_ready = getattr(handle, "wait_ready", None)
+                if wait_ready is not None:
+                    wait_ready()
+        except BaseException:
+            self.stop()
+            raise
 
-    def _make_remote(self, index: int) -> ThreadedEnvRunner:
-        runner = self._runner_cls(
-            config=self.config, worker_index=index, num_workers=int(self.config.num_env_runners),
-            module_spec=self._module_spec,
-        )
-        return ThreadedEnvRunner(runner, index)
+    def _make_remote(self, index: int) -> Any:
+        num_workers = int(self.config.num_env_runners)
+        if self.backend == "thread":
+            runner = self._runner_cls(
+                config=self.config, worker_index=index, num_workers=num_workers, module_spec=self._module_spec,
+            )
+            return ThreadedEnvRunner(runner, index)
+        if self.backend == "ray":
+            from rlx.env.ray_env_runner import RayEnvRunner
+
+            return RayEnvRunner(self._runner_cls, self.config, index, num_workers, self._module_spec)
+        from rlx.env.process_env_runner import ProcessEnvRunner
+
+        threads = max(1, int(self.config.num_cpus_per_env_runner or 1))
+        return ProcessEnvRunner(self._runner_cls, self.config, index, num_workers, self._module_spec,
+                                num_threads=threads)
 
     # ------------------------------------------------------------ runners
 
@@ -137,6 +184,9 @@ class EnvRunnerGroup:
             pos = [r.index for r in self._remote].index(index)
             self._remote[pos].stop()
             self._remote[pos] = self._make_remote(index)
+            wait_ready = getattr(self._remote[pos], "wait_ready", None)
+            if wait_ready is not None:
+                wait_ready()
         self.num_remote_worker_restarts += 1
 
     # ------------------------------------------------------------ foreach
@@ -184,22 +234,161 @@ class EnvRunnerGroup:
     # ------------------------------------------------------------ data
 
     def sample(self, num_timesteps: int | None = None, explore: bool | None = None) -> dict[str, np.ndarray]:
-        """Collect at least `num_timesteps` env steps (one fragment when None) as one batch."""
+        """Collect at least `num_timesteps` env steps (one fragment per runner when None) as one batch.
+
+        Without remote runners the local runner samples. With them, every healthy remote
+        runner samples its share in parallel; their time-major batches are joined along
+        the sub-env axis, so each column stays one sub-env's trajectory.
+        """
+        if not self._remote:
+            return self._sample_local(num_timesteps, explore)
+        per_runner: dict[int, list[dict[str, np.ndarray]]] = {}
+        collected = 0
+        while True:
+            handles = self._sampling_handles()
+            share = None if num_timesteps is None else max(1, -(-(num_timesteps - collected) // len(handles)))
+            results = self._call_all(handles, _SampleCall(share, explore))
+            for index, (batch, resets) in results.items():
+                per_runner.setdefault(index, []).append(batch)
+                collected += _num_steps(batch)
+                if self._runner_resets.get(index, resets) != resets:
+                    self.num_resets += 1
+                self._runner_resets[index] = resets
+            if results and (num_timesteps is None or collected >= num_timesteps):
+                break
+        layout = tuple(sorted(per_runner))
+        if layout != self._sampling_layout:
+            if self._sampling_layout:
+                self.num_resets += 1
+            self._sampling_layout = layout
+        self._merge_filters(layout)
+        return join_runner_batches([concat_batches(per_runner[i]) for i in layout])
+
+    def _sample_local(self, num_timesteps: int | None, explore: bool | None) -> dict[str, np.ndarray]:
         runner = self._local_env_runner
         if num_timesteps is None:
-            return runner.sample(explore=explore)
-        batches = []
-        collected = 0
-        while collected < num_timesteps:
             batch = runner.sample(explore=explore)
-            steps = int(batch["valid"].sum()) if "valid" in batch else batch["rewards"].size
-            batches.append(batch)
-            collected += steps
-        return concat_batches(batches)
+        else:
+            batches = []
+            collected = 0
+            while collected < num_timesteps:
+                batches.append(runner.sample(explore=explore))
+                collected += _num_steps(batches[-1])
+            batch = concat_batches(batches)
+        self.num_resets = runner.num_resets
+        return batch
+
+    # ------------------------------------------------------------ fault tolerance
+
+    def _sampling_handles(self) -> list[Any]:
+        """The healthy remote runners, after restarting failed ones whose delay has passed;
+        raises when none is left and none may be restarted."""
+        cfg = self.config
+        for handle in self._remote:
+            if not handle.healthy and handle.index not in self._failed_at:
+                # Died between calls (its process was killed): a failure like any other.
+                err = getattr(handle, "last_error", None) or EnvRunnerFailureError(f"EnvRunner {handle.index} died.")
+                self._mark_failed(handle, err)
+                if not (cfg.ignore_env_runner_failures or cfg.restart_failed_env_runners):
+                    raise err
+        if cfg.restart_failed_env_runners:
+            now = time.monotonic()
+            for index, failed_at in list(self._failed_at.items()):
+                if self.num_remote_worker_restarts >= cfg.max_num_env_runner_restarts:
+                    break
+                if now - failed_at >= cfg.delay_between_env_runner_restarts_s:
+                    self._restart(index)
+        healthy = [h for h in self._remote if h.healthy]
+        if healthy:
+            return healthy
+        if cfg.restart_failed_env_runners and self._failed_at and \
+                self.num_remote_worker_restarts < cfg.max_num_env_runner_restarts:
+            wait = cfg.delay_between_env_runner_restarts_s - (time.monotonic() - min(self._failed_at.values()))
+            time.sleep(max(0.0, wait))
+            return self._sampling_handles()
+        raise EnvRunnerFailureError("Every remote EnvRunner has failed and none may be restarted "
+                                    "(restart_failed_env_runners is off or max_num_env_runner_restarts was reached).")
+
+    def _call_all(self, handles: list[Any], fn: Callable[[Any], Any]) -> dict[int, Any]:
+        """Run `fn` on every handle in parallel; {index: result} of those that answered.
+
+        A runner that fails is marked unhealthy; the failure is raised unless
+        `ignore_env_runner_failures` or `restart_failed_env_runners` tolerate it (and fewer
+        than `num_consecutive_env_runner_failures_tolerance` calls in a row have failed).
+        """
+        cfg = self.config
+        futures = [(h, h.submit(fn)) for h in handles]
+        out: dict[int, Any] = {}
+        failures: list[tuple[Any, BaseException]] = []
+        for handle, future in futures:
+            try:
+                out[handle.index] = future.result()
+            except Exception as err:  # a crashed env or a dead process
+                failures.append((handle, err))
+        if not failures:
+            self._consecutive_failures = 0
+            return out
+        tolerated = cfg.ignore_env_runner_failures or cfg.restart_failed_env_runners
+        self._consecutive_failures += 1
+        for handle, err in failures:
+            self._mark_failed(handle, err)
+        if not tolerated:
+            raise failures[0][1]
+        if self._consecutive_failures > cfg.num_consecutive_env_runner_failures_tolerance:
+            raise EnvRunnerFailureError(
+                f"EnvRunners failed in {self._consecutive_failures} calls in a row, more than "
+                f"num_consecutive_env_runner_failures_tolerance={cfg.num_consecutive_env_runner_failures_tolerance}."
+            ) from failures[0][1]
+        return out
+
+    def _mark_failed(self, handle: Any, err: BaseException) -> None:
+        import logging
+
+        cfg = self.config
+        if cfg.restart_failed_env_runners or cfg.ignore_env_runner_failures:
+            logging.getLogger("rlx").warning(
+                "EnvRunner %d failed (%s: %s); %s.", handle.index, type(err).__name__, err,
+                "it will be restarted" if cfg.restart_failed_env_runners else "continuing without it")
+        handle.healthy = False
+        handle.last_error = err
+        self._failed_at.setdefault(handle.index, time.monotonic())
+
+    def _restart(self, index: int) -> None:
+        """Replace failed runner `index` and give it the local runner's weights, filter and
+        exploration state before it samples."""
+        self.recreate_runner(index)
+        self._failed_at.pop(index, None)
+        self._runner_resets.pop(index, None)
+        self._sent_weights.pop(index, None)
+        local = self._local_env_runner
+        if local is not None:
+            handle = self._remote[[r.index for r in self._remote].index(index)]
+            handle.submit(_RestoreCall(local.get_weights(), local.get_state())).result()
+        self._restarted.append(index)
+
+    def take_restarted_indices(self) -> list[int]:
+        """Indices of the runners restarted since the last call (for on_env_runners_recreated)."""
+        out, self._restarted = self._restarted, []
+        return out
+
+    # ------------------------------------------------------------ metrics, weights, filters
 
     def get_metrics(self) -> list[dict[str, Any]]:
         """Each runner's metrics since the last call (dicts of Stats, see EnvRunner.get_metrics)."""
-        return self.foreach_env_runner(lambda r: r.get_metrics())
+        out = []
+        if self._local_env_runner is not None:
+            out.append(self._local_env_runner.get_metrics())
+        healthy = [h for h in self._remote if h.healthy]
+        if healthy:
+            tolerated = self.config.ignore_env_runner_failures or self.config.restart_failed_env_runners
+            for handle, future in [(h, h.submit(_get_metrics)) for h in healthy]:
+                try:
+                    out.append(future.result())
+                except Exception as err:
+                    self._mark_failed(handle, err)
+                    if not tolerated:
+                        raise
+        return out
 
     def sync_weights(
         self,
@@ -212,8 +401,10 @@ class EnvRunnerGroup:
     ) -> None:
         """Push weights from the learner (or a given source) to the runners.
 
-        A runner that shares its module with the source needs no copy. Remote runners that
-        are still busy (e.g. stuck in a slow env) are skipped; they get the next sync.
+        A runner that shares its module with the source needs no copy. With
+        `weights_seq_no`, a remote runner that already has that version is skipped, so
+        weights travel only when they changed. Remote runners that are still busy (e.g.
+        stuck in a slow env) are skipped; they get the next sync.
         """
         if from_worker_or_learner_group is None:
             return
@@ -235,10 +426,34 @@ class EnvRunnerGroup:
             elif weights_seq_no is not None:
                 local.weights_seq_no = int(weights_seq_no)
         for handle in self._remote:
-            if handle.busy or not handle.healthy:
+            if not handle.healthy or (to_worker_indices is not None and handle.index not in to_worker_indices):
                 continue
-            if to_worker_indices is None or handle.index in to_worker_indices:
-                handle.runner.set_weights(get_weights(), weights_seq_no=weights_seq_no)
+            if weights_seq_no is not None and self._sent_weights.get(handle.index) == weights_seq_no:
+                continue
+            if isinstance(handle, ThreadedEnvRunner):
+                if handle.busy:
+                    continue
+                handle.runner.set_weights(get_weights(), global_vars=global_vars, weights_seq_no=weights_seq_no)
+            else:
+                # Queued behind nothing but earlier calls, so the next sample() uses these weights.
+                handle.submit(_SetWeightsCall(get_weights(), global_vars, weights_seq_no))
+            self._sent_weights[handle.index] = weights_seq_no
+
+    def _merge_filters(self, indices: tuple[int, ...]) -> None:
+        """Fold the observation statistics the sampling runners gathered into the local
+        runner's filter (use_worker_filter_stats) and send the merged filter back to them
+        (update_worker_filter_stats)."""
+        local = self._local_env_runner
+        if local is None or local.filter.is_identity:
+            return
+        handles = [h for h in self._remote if h.index in indices and h.healthy]
+        if self.config.use_worker_filter_stats:
+            for delta in self._call_all(handles, _pop_filter_delta).values():
+                local.filter.merge_delta(delta)
+        if self.config.update_worker_filter_stats:
+            state = local.filter.get_state()
+            for handle in handles:
+                handle.submit(_SetFilterCall(state))
 
     def sync_filters(self, source: Any) -> None:
         """Copy the observation filter state of `source` (an EnvRunner) to every idle runner."""
@@ -264,3 +479,84 @@ class EnvRunnerGroup:
             self._local_handle.stop(close_runner=True)
         elif self._local_env_runner is not None:
             self._local_env_runner.stop()
+
+
+class EnvRunnerFailureError(RLXError, RuntimeError):
+    """Remote EnvRunners failed beyond what the fault-tolerance settings allow."""
+
+
+def _num_steps(batch: dict[str, np.ndarray]) -> int:
+    return int(batch["valid"].sum()) if "valid" in batch else int(batch["rewards"].size)
+
+
+def join_runner_batches(batches: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Join time-major batches of different runners side by side (along the sub-env axis).
+
+    Batches of different lengths are padded at the end with rows marked invalid, so every
+    column keeps its own sub-env's trajectory.
+    """
+    if len(batches) == 1:
+        return batches[0]
+    T = max(b["rewards"].shape[0] for b in batches)
+    needs_valid = any("valid" in b for b in batches) or any(b["rewards"].shape[0] != T for b in batches)
+    padded = []
+    for b in batches:
+        t = b["rewards"].shape[0]
+        out = {}
+        for k, v in b.items():
+            if t < T:
+                pad = np.zeros((T - t,) + v.shape[1:], dtype=v.dtype)
+                v = np.concatenate([v, pad], axis=0)
+            out[k] = v
+        if needs_valid and "valid" not in out:
+            valid = np.zeros((T,) + b["rewards"].shape[1:], dtype=bool)
+            valid[:t] = True
+            out["valid"] = valid
+        padded.append(out)
+    keys = set().union(*padded)
+    return {k: np.concatenate([p[k] for p in padded], axis=1) for k in keys}
+
+
+# Calls shipped to remote runners: module-level classes, so they pickle by reference.
+
+
+class _SampleCall:
+    def __init__(self, num_timesteps: int | None, explore: bool | None):
+        self.num_timesteps = num_timesteps
+        self.explore = explore
+
+    def __call__(self, runner: Any) -> tuple[dict[str, np.ndarray], int]:
+        return runner.sample(num_timesteps=self.num_timesteps, explore=self.explore), runner.num_resets
+
+
+class _SetWeightsCall:
+    def __init__(self, weights: Any, global_vars: dict | None, seq_no: int | None):
+        self.weights, self.global_vars, self.seq_no = weights, global_vars, seq_no
+
+    def __call__(self, runner: Any) -> None:
+        runner.set_weights(self.weights, global_vars=self.global_vars, weights_seq_no=self.seq_no)
+
+
+class _RestoreCall:
+    def __init__(self, weights: Any, state: dict[str, Any]):
+        self.weights, self.state = weights, state
+
+    def __call__(self, runner: Any) -> None:
+        runner.set_weights(self.weights)
+        runner.set_state(self.state)
+
+
+class _SetFilterCall:
+    def __init__(self, state: dict[str, Any]):
+        self.state = state
+
+    def __call__(self, runner: Any) -> None:
+        runner.filter.set_state(self.state)
+
+
+def _get_metrics(runner: Any) -> dict[str, Any]:
+    return runner.get_metrics()
+
+
+def _pop_filter_delta(runner: Any) -> dict[str, Any]:
+    return runner.filter.pop_delta()

@@ -28,6 +28,13 @@ class NoFilter:
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore from get_state()."""
 
+    def pop_delta(self) -> dict[str, Any]:
+        """Statistics gathered since the last call: none for NoFilter."""
+        return {}
+
+    def merge_delta(self, delta: dict[str, Any]) -> None:
+        """Fold another runner's statistics in: nothing to do for NoFilter."""
+
 
 class MeanStdFilter:
     """Normalizes observations by a running mean and standard deviation, clipped to +-clip.
@@ -46,6 +53,12 @@ class MeanStdFilter:
         self.count = 0
         self.mean = np.zeros(self.shape, dtype=np.float64)
         self.m2 = np.zeros(self.shape, dtype=np.float64)
+        self._clear_delta()
+
+    def _clear_delta(self) -> None:
+        # What this filter saw since the last pop_delta(): remote runners send it to the
+        # driver, which merges every runner's into one filter (RLlib's filter "buffer").
+        self._delta = (0, np.zeros(self.shape, dtype=np.float64), np.zeros(self.shape, dtype=np.float64))
 
     @property
     def std(self) -> np.ndarray:
@@ -61,11 +74,22 @@ class MeanStdFilter:
             return
         b_mean = batch.mean(axis=0, dtype=np.float64)
         b_m2 = ((batch - b_mean) ** 2).sum(axis=0, dtype=np.float64)
-        total = self.count + n
-        delta = b_mean - self.mean
-        self.mean = self.mean + delta * (n / total)
-        self.m2 = self.m2 + b_m2 + delta**2 * (self.count * n / total)
-        self.count = total
+        self.count, self.mean, self.m2 = _combine((self.count, self.mean, self.m2), (n, b_mean, b_m2))
+        self._delta = _combine(self._delta, (n, b_mean, b_m2))
+
+    def pop_delta(self) -> dict[str, Any]:
+        """The statistics gathered since the last call (count, mean, m2), then forget them."""
+        count, mean, m2 = self._delta
+        self._clear_delta()
+        return {"count": int(count), "mean": mean.tolist(), "m2": m2.tolist()}
+
+    def merge_delta(self, delta: dict[str, Any]) -> None:
+        """Fold statistics another filter gathered (its pop_delta()) into this one."""
+        if not delta or not delta.get("count"):
+            return
+        other = (int(delta["count"]), np.asarray(delta["mean"], dtype=np.float64).reshape(self.shape),
+                 np.asarray(delta["m2"], dtype=np.float64).reshape(self.shape))
+        self.count, self.mean, self.m2 = _combine((self.count, self.mean, self.m2), other)
 
     def apply_batch(self, x: np.ndarray, update: bool = True) -> np.ndarray:
         """Update with (if `update`) and normalize a batch [N, *shape]."""
@@ -104,6 +128,19 @@ class MeanStdFilter:
         self.count = int(state["count"])
         self.mean = np.asarray(state["mean"], dtype=np.float64).reshape(self.shape)
         self.m2 = np.asarray(state["m2"], dtype=np.float64).reshape(self.shape)
+        self._clear_delta()
+
+
+def _combine(a: tuple[int, np.ndarray, np.ndarray], b: tuple[int, np.ndarray, np.ndarray]) \
+        -> tuple[int, np.ndarray, np.ndarray]:
+    """(count, mean, m2) of two sets of observations together (Chan et al.'s parallel update)."""
+    n_a, mean_a, m2_a = a
+    n_b, mean_b, m2_b = b
+    total = n_a + n_b
+    if total == 0:
+        return 0, mean_a, m2_a
+    delta = mean_b - mean_a
+    return total, mean_a + delta * (n_b / total), m2_a + m2_b + delta**2 * (n_a * n_b / total)
 
 
 def make_filter(name: str, shape: tuple[int, ...]) -> NoFilter | MeanStdFilter:

@@ -81,7 +81,7 @@ class PPO(Algorithm):
         self._counters["num_env_steps_sampled_lifetime"] += steps
         metrics = self.learn_on_batch(batch, timestep=self._counters["num_env_steps_sampled_lifetime"])
         self._counters["num_env_steps_trained_lifetime"] += steps
-        self.env_runner_group.sync_weights(from_worker_or_learner_group=self.learner)
+        self.sync_env_runner_weights()
         return {DEFAULT_POLICY_ID: metrics}
 
 

@@ -1,0 +1,235 @@
+"""Remote EnvRunners: the same EnvRunnerGroup behaviour on every backend.
+
+Each test runs with worker processes and with Ray actors (Ray's case is skipped only when
+Ray is not installed; CI installs it). Runners sample in parallel, their batches sit side
+by side with each column one sub-env's trajectory, metrics from callbacks and episodes
+merge as with the local runner, weights travel only when they changed, observation
+filters merge across runners, and failed runners are restarted, ignored or reported as
+the fault-tolerance settings say.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+from envs_for_remote_tests import BrokenConstructorEnv, FailingEnv, WhereAmIEnv
+from rlx.algorithms.ppo import PPOConfig
+from rlx.utils.errors import EnvError
+
+BACKENDS = ["process", "ray"]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray instance for the module's Ray cases (started on first use)."""
+    state = {}
+
+    def start():
+        if "ray" not in state:
+            ray = pytest.importorskip("ray")
+            os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+            if not ray.is_initialized():
+                ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+            state["ray"] = ray
+
+    yield start
+    if "ray" in state and state["ray"].is_initialized():
+        state["ray"].shutdown()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request, ray_cluster):
+    """The backend under test ("process" or "ray")."""
+    if request.param == "ray":
+        ray_cluster()
+    return request.param
+
+
+def config_for(backend: str, env=WhereAmIEnv, runners: int = 2, **training) -> PPOConfig:
+    """A small PPO config with `runners` remote EnvRunners on `backend`."""
+    opts = dict(train_batch_size=240, minibatch_size=60, num_epochs=1)
+    opts.update(training)
+    return (PPOConfig().environment(env).env_runners(num_env_runners=runners, env_runner_backend=backend,
+                                                      num_envs_per_env_runner=2)
+            .training(**opts).debugging(seed=0))
+
+
+def test_runners_live_elsewhere_and_answer_foreach(backend):
+    algo = config_for(backend).build()
+    try:
+        group = algo.env_runner_group
+        assert group.backend == backend
+        assert group.num_remote_env_runners() == 2
+        assert algo.env_runner_group.foreach_env_runner(lambda r: r.worker_index) == [0, 1, 2]
+        pids = algo.env_runner_group.foreach_env_runner(lambda r: os.getpid(), local_env_runner=False)
+        assert len(set(pids)) == 2 and os.getpid() not in pids
+    finally:
+        algo.stop()
+
+
+def test_batches_of_runners_sit_side_by_side_one_trajectory_per_column(backend):
+    algo = config_for(backend).build()
+    try:
+        batch = algo.env_runner_group.sample(num_timesteps=40)
+        obs = batch["obs"]  # [T, B, 3]: worker_index, vector_index, t
+        T, B = obs.shape[:2]
+        assert B == 4 and T * B >= 40  # 2 runners x 2 sub-envs, side by side
+        owners = {(int(obs[0, b, 0]), int(obs[0, b, 1])) for b in range(B)}
+        assert owners == {(1, 0), (1, 1), (2, 0), (2, 1)}
+        for b in range(B):
+            assert (obs[:, b, :2] == obs[0, b, :2]).all(), "a column mixes sub-envs"
+            # Within a column, t counts up by one and restarts at 0 after each episode's end.
+            t, done = obs[:, b, 2], batch["terminateds"][:, b]
+            for step in range(1, T):
+                assert t[step] == (0 if done[step - 1] else t[step - 1] + 1)
+    finally:
+        algo.stop()
+
+
+def test_training_merges_episode_and_callback_metrics_from_every_runner(backend):
+    def on_episode_end(*, metrics_logger, env_runner, **kwargs):
+        metrics_logger.log_value("episodes_seen", 1, reduce="sum", clear_on_reduce=True)
+        metrics_logger.log_value(("by_runner", str(env_runner.worker_index)), 1, reduce="sum", clear_on_reduce=True)
+
+    algo = config_for(backend).callbacks(on_episode_end=on_episode_end).build()
+    try:
+        total = 0
+        for _ in range(3):
+            result = algo.train()
+            total += result["num_env_steps_sampled_this_iter"]
+            runners = result["env_runners"]
+            assert runners["episodes_seen"] == runners["num_episodes"] > 0
+            assert set(runners["by_runner"]) == {"1", "2"}
+            assert runners["episode_len_mean"] == 7.0 and runners["episode_return_mean"] == 7.0
+        assert result["num_env_steps_sampled_lifetime"] == total
+        assert result["fault_tolerance"] == {"num_healthy_workers": 2, "num_remote_worker_restarts": 0}
+    finally:
+        algo.stop()
+
+
+def test_weights_reach_the_runners_only_when_they_changed(backend):
+    algo = config_for(backend).build()
+    try:
+        algo.train()
+        learner = algo.learner.get_weights()
+        versions = algo.env_runner_group.foreach_env_runner(lambda r: r.weights_seq_no, local_env_runner=False)
+        assert versions == [algo.weights_version] * 2
+        for weights in algo.env_runner_group.foreach_env_runner(lambda r: r.get_weights(), local_env_runner=False):
+            for key, value in learner.items():
+                np.testing.assert_array_equal(np.asarray(weights[key]), np.asarray(value))
+        # The same version again: nothing is sent (a runner's weights set by hand survive).
+        algo.env_runner_group.foreach_env_runner(lambda r: setattr(r, "weights_seq_no", -1), local_env_runner=False)
+        algo.sync_env_runner_weights()
+        assert algo.env_runner_group.foreach_env_runner(lambda r: r.weights_seq_no, local_env_runner=False) == [-1, -1]
+        # The global env-step count travels with them, for exploration schedules.
+        steps = algo.env_runner_group.foreach_env_runner(lambda r: r.num_env_steps_sampled_lifetime,
+                                                         local_env_runner=False)
+        assert all(s >= algo._counters["num_env_steps_sampled_lifetime"] for s in steps)
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize("update_workers", [True, False])
+def test_observation_filters_merge_across_runners(backend, update_workers):
+    algo = (config_for(backend, env="CartPole-v1")
+            .env_runners(observation_filter="MeanStdFilter", update_worker_filter_stats=update_workers).build())
+    try:
+        algo.train()
+        algo.train()
+        local = algo.env_runner.filter.get_state()
+        remote = algo.env_runner_group.foreach_env_runner(lambda r: r.filter.get_state(), local_env_runner=False)
+        sampled = algo._counters["num_env_steps_sampled_lifetime"]
+        # Every observation any runner saw is in the driver's statistics.
+        assert local["count"] >= sampled
+        if update_workers:
+            assert all(r["count"] == local["count"] and np.allclose(r["mean"], local["mean"]) for r in remote)
+        else:
+            assert sum(r["count"] for r in remote) == local["count"]
+    finally:
+        algo.stop()
+
+
+def test_a_runner_that_cannot_be_built_fails_the_build_clearly(backend):
+    with pytest.raises(Exception) as info:
+        config_for(backend, env=BrokenConstructorEnv).build()
+    assert "cannot be built on a remote runner" in str(info.value)
+
+
+def test_killed_runner_is_restarted_with_current_weights_and_nothing_double_counted(backend):
+    recreated = []
+    algo = (config_for(backend)
+            .fault_tolerance(restart_failed_env_runners=True, delay_between_env_runner_restarts_s=0)
+            .callbacks(on_env_runners_recreated=lambda **kw: recreated.append(list(kw["env_runner_indices"])))
+            .build())
+    try:
+        first = algo.train()
+        algo.env_runner_group.remote_workers()[0].kill()
+        time.sleep(0.5)
+        totals = [first["num_env_steps_sampled_this_iter"]]
+        for _ in range(2):
+            result = algo.train()
+            totals.append(result["num_env_steps_sampled_this_iter"])
+        assert recreated == [[1]]
+        assert result["fault_tolerance"] == {"num_healthy_workers": 2, "num_remote_worker_restarts": 1}
+        assert result["num_env_steps_sampled_lifetime"] == sum(totals)
+        # The new runner samples with the learner's current weights.
+        assert algo.env_runner_group.foreach_env_runner(lambda r: r.weights_seq_no, local_env_runner=False) == \
+            [algo.weights_version] * 2
+    finally:
+        algo.stop()
+
+
+def test_killed_runner_without_fault_tolerance_raises(backend):
+    from rlx.env.process_env_runner import EnvRunnerDiedError
+
+    algo = config_for(backend).build()
+    try:
+        algo.train()
+        algo.env_runner_group.remote_workers()[1].kill()
+        time.sleep(0.5)
+        with pytest.raises(EnvRunnerDiedError, match="EnvRunner 2"):
+            algo.train()
+    finally:
+        algo.stop()
+
+
+def test_ignore_failures_trains_on_with_the_healthy_runners(backend):
+    algo = (config_for(backend, env=FailingEnv).environment(env_config={"fail_on": 1, "fail_at": 30})
+            .fault_tolerance(ignore_env_runner_failures=True).build())
+    try:
+        results = [algo.train() for _ in range(3)]
+        assert results[-1]["fault_tolerance"]["num_healthy_workers"] == 1
+        assert all(r["num_env_steps_sampled_this_iter"] >= 240 for r in results)
+        assert results[-1]["num_env_steps_sampled_lifetime"] == sum(r["num_env_steps_sampled_this_iter"]
+                                                                     for r in results)
+    finally:
+        algo.stop()
+
+
+def test_env_error_in_a_runner_surfaces_with_its_type(backend):
+    algo = config_for(backend, env=FailingEnv).environment(env_config={"fail_on": 2, "fail_at": 5}).build()
+    try:
+        with pytest.raises(EnvError, match="simulated env crash"):
+            algo.train()
+    finally:
+        algo.stop()
+
+
+def test_failed_sub_environment_is_restarted_alone(backend, tmp_path):
+    flag = str(tmp_path / "failed_once")
+    algo = (config_for(backend, env=FailingEnv)
+            .environment(env_config={"fail_on": 1, "fail_at": 25, "flag_file": flag})
+            .fault_tolerance(restart_failed_sub_environments=True).build())
+    try:
+        results = [algo.train() for _ in range(2)]
+        assert os.path.exists(flag)  # the env did fail
+        assert results[-1]["fault_tolerance"]["num_remote_worker_restarts"] == 0
+        restarts = algo.env_runner_group.foreach_env_runner(lambda r: r.num_sub_env_restarts, local_env_runner=False)
+        assert restarts == [1, 0]
+        # Episodes of FailingEnv last 10 steps; the dropped one is not among the returns.
+        assert results[0]["env_runners"]["episode_len_mean"] == 10.0
+    finally:
+        algo.stop()
