@@ -233,3 +233,27 @@ def test_failed_sub_environment_is_restarted_alone(backend, tmp_path):
         assert results[0]["env_runners"]["episode_len_mean"] == 10.0
     finally:
         algo.stop()
+
+
+def test_remote_worker_envs_step_each_sub_env_in_its_own_process():
+    algo = (PPOConfig().environment(WhereAmIEnv)
+            .env_runners(num_envs_per_env_runner=3, remote_worker_envs=True)
+            .training(train_batch_size=60, minibatch_size=30, num_epochs=1).debugging(seed=0).build())
+    try:
+        result = algo.train()
+        assert result["env_runners"]["episode_len_mean"] == 7.0
+        batch = algo.env_runner_group.sample(num_timesteps=30)
+        assert sorted({int(v) for v in batch["obs"][0, :, 1]}) == [0, 1, 2]  # vector_index per column
+        pids = algo.env_runner.foreach_env(lambda env: env.step(0)[4]["pid"])
+        assert len(set(pids)) == 3 and os.getpid() not in pids
+        processes = [env._process for env in algo.env_runner.env.envs]
+    finally:
+        algo.stop()
+    assert not any(p.is_alive() for p in processes)
+
+
+def test_remote_env_batch_wait_ms_is_not_supported_yet():
+    from rlx.utils.errors import NotSupportedYetError
+
+    with pytest.raises(NotSupportedYetError, match="remote_env_batch_wait_ms"):
+        PPOConfig().env_runners(remote_worker_envs=True, remote_env_batch_wait_ms=10)

@@ -200,16 +200,7 @@ class SingleAgentEnvRunner:
         envs = []
         wrap_old = False
         for i in range(cfg.num_envs_per_env_runner):
-            ctx = self._env_context(i)
-            try:
-                env = self._make_env(ctx)
-            except EnvError:
-                raise
-            except Exception as err:
-                raise EnvError(
-                    f"Creating env '{self.env_name}' (worker_index={self.worker_index}, vector_index={i}) "
-                    f"failed: {type(err).__name__}: {err}"
-                ) from err
+            env = self._build_env(i)
             if i == 0 and not cfg.disable_env_checking:
                 checked = check_env(env, cfg.auto_wrap_old_gym_envs, seed=self._seed)
                 wrap_old = isinstance(checked, OldGymEnvCompatibility)
@@ -222,6 +213,24 @@ class SingleAgentEnvRunner:
                 env = OldGymEnvCompatibility(env)
             envs.append(env)
         return envs
+
+    def _build_env(self, i: int) -> Any:
+        """Sub-env `i`: built here, or with remote_worker_envs in a process of its own."""
+        ctx = self._env_context(i)
+        if self.config.remote_worker_envs:
+            from rlx.env.remote_sub_env import RemoteSubEnv
+
+            return RemoteSubEnv(_SubEnvFactory(self._make_env, ctx, self.config.auto_wrap_old_gym_envs),
+                                name=f"{self.worker_index}/{i}")
+        try:
+            return self._make_env(ctx)
+        except EnvError:
+            raise
+        except Exception as err:
+            raise EnvError(
+                f"Creating env '{self.env_name}' (worker_index={self.worker_index}, vector_index={i}) "
+                f"failed: {type(err).__name__}: {err}"
+            ) from err
 
     @property
     def module_action_space(self) -> gym.Space:
@@ -353,7 +362,7 @@ class SingleAgentEnvRunner:
             self.env.envs[i].close()
         except Exception:  # a broken env may not close cleanly; it is discarded either way
             pass
-        env = self._make_env(self._env_context(i))
+        env = self._build_env(i)
         if self.config.auto_wrap_old_gym_envs and looks_like_old_gym_api(env):
             env = OldGymEnvCompatibility(env)
         self.env.envs[i] = env
@@ -477,6 +486,7 @@ class SingleAgentEnvRunner:
         episodes_started = len(active) if num_episodes is not None else 0
         episodes_done = 0
         track = self._track_episodes
+        remote_envs = bool(self.config.remote_worker_envs)
         row_episodes: list[list[Any]] | None = [] if self._on_postprocess_trajectory is not None else None
         t = 0
         while True:
@@ -509,9 +519,12 @@ class SingleAgentEnvRunner:
             if row_episodes is not None:
                 row_episodes.append(list(self._episodes))
             dropped = []
+            if remote_envs:
+                for i in active:  # every sub-env process steps at once
+                    envs[i].step_async(env_actions[i])
             for i in active:
                 try:
-                    obs, r, te, tr, info = envs[i].step(env_actions[i])
+                    obs, r, te, tr, info = envs[i].step_wait() if remote_envs else envs[i].step(env_actions[i])
                 except Exception as err:
                     if not self.config.restart_failed_sub_environments:
                         raise EnvError(
@@ -768,3 +781,16 @@ class SingleAgentEnvRunner:
 
 
 EnvRunner = SingleAgentEnvRunner
+
+
+class _SubEnvFactory:
+    """Builds one sub-env inside its own process (remote_worker_envs), old-API envs wrapped."""
+
+    def __init__(self, make_env: Callable[[EnvContext], Any], ctx: EnvContext, wrap_old: bool):
+        self.make_env, self.ctx, self.wrap_old = make_env, ctx, wrap_old
+
+    def __call__(self) -> Any:
+        env = self.make_env(self.ctx)
+        if self.wrap_old and looks_like_old_gym_api(env):
+            env = OldGymEnvCompatibility(env)
+        return env
