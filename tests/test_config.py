@@ -334,8 +334,8 @@ def test_dict_style_write_is_validated():
         ("debugging", "log_sys_usage", True, False),
         ("offline_data", "output", "/tmp/out", None),
         ("multi_agent", "policy_mapping_fn", lambda agent_id: "p", None),
-        ("resources", "num_gpus", 1, 0),
-        ("learners", "num_learners", 2, 0),
+        ("env_runners", "remote_env_batch_wait_ms", 10.0, 0.0),
+        ("learners", "num_gpus_per_learner", 1, 0),
     ],
 )
 def test_unbuilt_features_raise_not_supported_yet_but_accept_their_default(section, key, value, default):

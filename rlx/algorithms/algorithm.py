@@ -71,6 +71,10 @@ class Algorithm:
         self.config = self._coerce_config(config, env)
         self.config.validate()
         self.config.freeze()
+        from rlx.algorithms.resources import check_gpu_request
+        from rlx.env.env_runner_group import resolve_backend
+
+        check_gpu_request(self.config, resolve_backend(self.config.env_runner_backend))
         self._setup_process()
         self._counters = {
             "num_env_steps_sampled_lifetime": 0,
@@ -168,7 +172,12 @@ class Algorithm:
             from rlx.env.registry import import_object
 
             learner_cls = import_object(learner_cls)
-        self.learner = learner_cls(config, module)
+        if config.num_learners > 0:
+            from rlx.core.learner_group import LearnerGroup
+
+            self.learner = LearnerGroup(config, learner_cls, module)
+        else:
+            self.learner = learner_cls(config, module)
 
     def get_default_rl_module_spec(self) -> Any:
         """The RLModuleSpec of this algorithm's default module."""
@@ -757,7 +766,10 @@ class Algorithm:
     # ------------------------------------------------------------------ lifecycle
 
     def stop(self) -> None:
-        """Release the envs and runners and close the result logger."""
+        """Release the envs, runners and learner processes and close the result logger."""
+        learner_stop = getattr(getattr(self, "learner", None), "stop", None)
+        if learner_stop is not None:
+            learner_stop()
         for name in ("env_runner_group", "eval_env_runner_group"):
             group = getattr(self, name, None)
             if group is not None:

@@ -288,11 +288,11 @@ COMMON_OPTIONS: list[Option] = [
     *[Option(f"callbacks_{event}", None, CB, _event_callables(event), doc=f"Callables run on {event}.")
       for event in CALLBACK_EVENTS],
     # --- resources
-    Option("num_gpus", 0, RES, number(0.0), later="GPU training (num_gpus > 0)"),
-    Option("_fake_gpus", False, RES, boolean, later="fake GPUs"),
+    Option("num_gpus", 0, RES, number(0.0)),
+    Option("_fake_gpus", False, RES, boolean),
     Option("num_cpus_per_env_runner", 1, RES + R, number(0.0), aliases=("num_cpus_per_worker",)),
     Option("num_gpus_per_env_runner", 0, RES + R, number(0.0), aliases=("num_gpus_per_worker",),
-           later="GPUs on EnvRunners"),
+           doc="GPUs reserved for each remote EnvRunner (for envs that need one); may be fractional."),
     Option("custom_resources_per_env_runner", {}, RES + R, dictionary(),
            aliases=("custom_resources_per_worker",)),
     Option("num_cpus_for_main_process", 1, RES, number(0.0),

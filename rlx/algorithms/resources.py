@@ -1,0 +1,50 @@
+"""Checks of the GPU resources a config asks for against what this machine (or Ray cluster) has.
+
+Seed 003: "If you specify num_gpus and your machine does not have the required number of
+GPUs available, a RuntimeError will be thrown". Fractional requests (0.2) need one GPU to
+share. `_fake_gpus=True` simulates the GPUs on the CPU, for debugging GPU set-ups.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any
+
+from rlx.utils.errors import NotSupportedYetError
+
+
+def available_gpus(backend: str = "process") -> float:
+    """GPUs visible to torch here, or the Ray cluster's GPUs for the "ray" backend."""
+    ray = sys.modules.get("ray")
+    if backend == "ray" and ray is not None and ray.is_initialized():
+        return float(ray.cluster_resources().get("GPU", 0.0))
+    import torch
+
+    return float(torch.cuda.device_count()) if torch.cuda.is_available() else 0.0
+
+
+def check_gpu_request(config: Any, backend: str = "process") -> None:
+    """Raise RuntimeError, naming the setting, when the config asks for more GPUs than exist;
+    with `_fake_gpus` nothing is checked and everything runs on the CPU."""
+    if config._fake_gpus:
+        return
+    runners = int(config.num_env_runners)
+    requests = [("num_gpus", float(config.num_gpus), 1)]
+    if runners:
+        requests.append(("num_gpus_per_env_runner", float(config.num_gpus_per_env_runner), runners))
+    wanted = [(name, amount, count) for name, amount, count in requests if amount > 0]
+    if not wanted:
+        return
+    have = available_gpus(backend)
+    total = sum(amount * count for _, amount, count in wanted)
+    if have < math.ceil(total - 1e-9):
+        asked = " and ".join(f"{name}={amount:g}" + (f" x {count} runners" if count > 1 else "")
+                             for name, amount, count in wanted)
+        raise RuntimeError(
+            f"{asked} asks for {total:g} GPU(s), but {'the Ray cluster' if backend == 'ray' else 'this machine'} "
+            f"has {have:g}. Set num_gpus=0 (and num_gpus_per_env_runner=0) to run on the CPU, or "
+            "_fake_gpus=True to simulate GPUs on the CPU for debugging."
+        )
+    if float(config.num_gpus) > 0:
+        # GPUs exist, but rlx's Learner does not place modules on them yet.
+        raise NotSupportedYetError("num_gpus", "training on a GPU; use num_gpus=0, or _fake_gpus=True to debug")
