@@ -33,11 +33,19 @@ def ray_cluster():
             os.environ.setdefault("RAY_AUTH_MODE", "disabled")
             if not ray.is_initialized():
                 ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+            # Ray's workers cannot import this directory's modules: ship the test envs by value.
+            import envs_for_remote_tests
+
+            ray.cloudpickle.register_pickle_by_value(envs_for_remote_tests)
             state["ray"] = ray
 
     yield start
-    if "ray" in state and state["ray"].is_initialized():
-        state["ray"].shutdown()
+    if "ray" in state:
+        import envs_for_remote_tests
+
+        state["ray"].cloudpickle.unregister_pickle_by_value(envs_for_remote_tests)
+        if state["ray"].is_initialized():
+            state["ray"].shutdown()
 
 
 @pytest.fixture(params=BACKENDS)
@@ -257,3 +265,24 @@ def test_remote_env_batch_wait_ms_is_not_supported_yet():
 
     with pytest.raises(NotSupportedYetError, match="remote_env_batch_wait_ms"):
         PPOConfig().env_runners(remote_worker_envs=True, remote_env_batch_wait_ms=10)
+
+
+def test_checkpoint_restores_into_remote_runners(backend, tmp_path):
+    from rlx.algorithms.algorithm import Algorithm
+
+    algo = config_for(backend).build()
+    try:
+        algo.train()
+        path = algo.save(str(tmp_path / "ckpt"))
+        weights = algo.learner.get_weights()
+    finally:
+        algo.stop()
+    restored = Algorithm.from_checkpoint(path)
+    try:
+        assert restored.env_runner_group.num_remote_env_runners() == 2
+        for remote in restored.env_runner_group.foreach_env_runner(lambda r: r.get_weights(), local_env_runner=False):
+            for key, value in weights.items():
+                np.testing.assert_array_equal(np.asarray(remote[key]), np.asarray(value))
+        assert restored.train()["training_iteration"] == 2
+    finally:
+        restored.stop()
