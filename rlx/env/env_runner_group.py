@@ -456,18 +456,24 @@ class EnvRunnerGroup:
                 handle.submit(_SetFilterCall(state))
 
     def sync_filters(self, source: Any) -> None:
-        """Copy the observation filter state of `source` (an EnvRunner) to every idle runner."""
+        """Copy the observation filter state of `source` (an EnvRunner) to every idle runner
+        (remote processes and actors get it queued as a call)."""
         state = source.filter.get_state()
         for runner in self.idle_runners():
             if runner is not source:
                 runner.filter.set_state(state)
+        for handle in self._remote:
+            if handle.healthy and not isinstance(handle, ThreadedEnvRunner):
+                handle.submit(_SetFilterCall(state))
 
     def idle_runners(self) -> list[Any]:
-        """The runners that can take a call now: the local one and every healthy remote one not busy."""
+        """The in-process runners that can take a call now: the local one and every healthy
+        threaded one not busy (runners in other processes are reached with foreach_env_runner)."""
         local_handle = getattr(self, "_local_handle", None)
         local_free = self._local_env_runner is not None and not (local_handle is not None and local_handle.busy)
         runners = [self._local_env_runner] if local_free else []
-        runners.extend(h.runner for h in self._remote if h.healthy and not h.busy)
+        runners.extend(h.runner for h in self._remote
+                       if isinstance(h, ThreadedEnvRunner) and h.healthy and not h.busy)
         return runners
 
     def stop(self) -> None:
