@@ -11,6 +11,7 @@ and torch in the driver, and the same on Linux, macOS and Windows.
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import multiprocessing as mp
 import os
@@ -18,10 +19,12 @@ import pickle
 import signal
 import threading
 import traceback
+import weakref
 from concurrent.futures import Future
 from typing import Any, Callable
 
 from rlx.utils.errors import RLXError
+from rlx.utils.spawn import start_process
 
 
 class EnvRunnerDiedError(RLXError, RuntimeError):
@@ -83,6 +86,17 @@ def _send(conn: Any, status: str, value: Any) -> None:
         pass
 
 
+_LIVE: "weakref.WeakSet[ProcessEnvRunner]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all_at_exit() -> None:
+    # Registered after multiprocessing's own exit hook, so it runs first: that hook joins
+    # non-daemon children, which only exit once asked to (or once their pipe closes).
+    for handle in list(_LIVE):
+        handle.stop()
+
+
 class ProcessEnvRunner:
     """A handle on one EnvRunner living in a worker process.
 
@@ -107,9 +121,10 @@ class ProcessEnvRunner:
         self._conn = parent
         self._ready: Future = Future()
         self._pending.append(self._ready)
-        self._process = ctx.Process(target=_worker_main, args=(child, payload), name=f"rlx-env-runner-{index}",
-                                    daemon=True)
-        self._process.start()
+        # Not a daemon, so that its sub-envs may run in processes of their own
+        # (remote_worker_envs); _stop_all_at_exit() ends it before the interpreter exits.
+        self._process = start_process(_worker_main, (child, payload), name=f"rlx-env-runner-{index}", daemon=False)
+        _LIVE.add(self)
         child.close()
         self._reader = threading.Thread(target=self._read_loop, name=f"rlx-env-runner-{index}-reader", daemon=True)
         self._reader.start()
@@ -194,6 +209,7 @@ class ProcessEnvRunner:
 
     def stop(self, close_runner: bool = True) -> None:
         """Ask the worker to close its envs and exit; kill it if it does not within 5 s."""
+        _LIVE.discard(self)
         with self._lock:
             alive = self.healthy
             self.healthy = False

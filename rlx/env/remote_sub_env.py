@@ -13,6 +13,7 @@ import traceback
 from typing import Any, Callable
 
 from rlx.utils.errors import EnvError
+from rlx.utils.spawn import start_process
 
 
 def _serve(conn: Any, payload: bytes) -> None:
@@ -57,9 +58,7 @@ class RemoteSubEnv:
         self._name = name
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._process = ctx.Process(target=_serve, args=(child, cloudpickle.dumps(make_env)), daemon=True,
-                                    name=f"rlx-sub-env-{name}")
-        self._process.start()
+        self._process = start_process(_serve, (child, cloudpickle.dumps(make_env)), name=f"rlx-sub-env-{name}")
         child.close()
         self._waiting = False
         info = self._receive()
