@@ -8,8 +8,10 @@ Prints one JSON line per case:
   (CartPole plus STEP_COST_MS of CPU work per step), and the ratio to 0 remote runners;
 - "startup": seconds to build PPO with that many runners (processes start, import torch,
   build their envs and modules);
-- "ppo_cartpole": seconds of training (after the build) and env steps until PPO's mean
-  return reaches 450 on CartPole-v1, budget 200k steps, seed 0.
+- "ppo_cartpole": seconds of training (after the build), env steps and microseconds per
+  env step until PPO's mean return reaches 450 on CartPole-v1, budget 200k steps, seed 0
+  (remote runners seed their envs by worker index, so the step counts differ by luck:
+  compare us_per_step).
 The Ray backend is measured only when Ray is installed.
 """
 from __future__ import annotations
@@ -60,7 +62,9 @@ def ppo_to_450(algo, budget: int = 200_000) -> dict:
         ret = result["env_runners"]["episode_return_mean"]
         if ret >= 450 or result["num_env_steps_sampled_lifetime"] >= budget:
             break
-    return {"train_s": round(time.perf_counter() - start, 2), "steps": result["num_env_steps_sampled_lifetime"],
+    train_s = time.perf_counter() - start
+    return {"train_s": round(train_s, 2), "steps": result["num_env_steps_sampled_lifetime"],
+            "us_per_step": round(1e6 * train_s / result["num_env_steps_sampled_lifetime"], 1),
             "return": round(float(ret), 1), "reached": bool(ret >= 450)}
 
 
@@ -69,15 +73,18 @@ def main() -> None:
     backends = (sys.argv[2] if len(sys.argv) > 2 else "process,ray").split(",")
     if "ray" in backends:
         try:
-            import ray
+            import ray  # noqa: F401
         except ImportError:
             backends.remove("ray")
-        else:
-            os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
     envs = {"CartPole-v1": ("CartPole-v1", None), f"SlowCartPole({step_cost}ms)": (SlowCartPole,
                                                                                    {"step_cost_ms": step_cost})}
     for backend in backends:
+        if backend == "ray":
+            # Started only now: Ray's own processes take CPU time from whatever runs beside them.
+            import ray
+
+            os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
         for env_name, (env, env_config) in envs.items():
             base = None
             for runners in RUNNER_COUNTS:
