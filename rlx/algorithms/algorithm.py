@@ -716,7 +716,9 @@ class Algorithm:
         """Rebuild an Algorithm (class, config, weights, state) from a checkpoint directory alone."""
         from rlx.algorithms.checkpointing import algorithm_from_checkpoint
 
-        if hasattr(path, "path") and not isinstance(path, (str, os.PathLike)):
+        # Checkpoint objects (Ray Train's, SaveResult's) carry their directory in `.path`; Ray's
+        # is os.PathLike with a __fspath__ that raises, so test for plain paths explicitly.
+        if hasattr(path, "path") and not isinstance(path, (str, bytes, Path)):
             path = path.path
         if kwargs:
             raise TypeError(f"from_checkpoint() got unexpected arguments: {', '.join(kwargs)}.")

@@ -151,10 +151,11 @@ class AlgorithmConfig:
             home = opt.sections[0] if opt.sections else None
             hint = f" It belongs to {home}(): config.{home}({key}=...)." if home else ""
             raise ConfigError(f"'{key}' is not an option of {section}().{hint}")
-        if is_search_space(value):
-            # A Ray Tune search space (tune.grid_search, tune.uniform, ...): Tune resolves it
-            # into plain values per trial, which are validated then.
-            self._values[canonical] = value
+        if contains_search_space(value):
+            # A Ray Tune search space (tune.grid_search, tune.uniform, ...), here or nested in a
+            # dict such as model or env_config: Tune resolves it into plain values per trial,
+            # and each trial's config validates them then. build()/validate() refuse it.
+            self._values[canonical] = self._merge_searched(canonical, value)
             return
         if canonical == "model":
             value = self._merge_model(value)
@@ -176,6 +177,26 @@ class AlgorithmConfig:
             if opt.later:
                 raise NotSupportedYetError(key, opt.later)
         self._values[canonical] = value
+
+    def _merge_searched(self, canonical: str, value: Any) -> Any:
+        """A value holding search spaces, stored unvalidated; dict options still merge (the
+        plain keys of `model` are checked, its keys must exist) so to_dict() stays complete."""
+        if not isinstance(value, dict) or is_search_space(value):
+            return value
+        if canonical == "model":
+            plain = {k: v for k, v in value.items() if not contains_search_space(v)}
+            merged = self._merge_model(plain)
+            for key, searched in value.items():
+                if key not in plain:
+                    if key not in MODEL_DEFAULTS:
+                        merge_model_config(None, {key: searched})  # raises the unknown-key error
+                    merged[key] = searched
+            return merged
+        if canonical in _MERGED_DICT_OPTIONS:
+            current = self._values.get(canonical) or {}
+            if "type" not in value or value.get("type") == current.get("type"):
+                return {**current, **value}
+        return value
 
     def _merge_model(self, value: Any) -> dict:
         if value is None:
@@ -452,11 +473,15 @@ class AlgorithmConfig:
     def validate(self) -> None:
         """Check settings that depend on each other; raise ConfigError naming the conflict."""
         v = self._values
-        searched = sorted(k for k, value in v.items() if is_search_space(value))
+        searched = self.search_space_keys()
         if searched:
+            what = f"{searched[0]} holds a Ray Tune search space" if len(searched) == 1 else \
+                f"{', '.join(searched)} hold Ray Tune search spaces"
+            algo = getattr(self.algo_class, "__name__", None) or self.algo_class or "ALGO"
             raise ConfigError(
-                f"{', '.join(searched)} hold(s) a Ray Tune search space (e.g. tune.grid_search); an Algorithm needs "
-                "plain values. Run the sweep with ray.tune.Tuner(..., param_space=config.to_dict()), or set a value."
+                f"{what} (tune.grid_search, tune.uniform, ...): an Algorithm needs plain values, one per "
+                f"trial. Run the sweep through Ray Tune: `import rlx.tune`, then tune.Tuner(\"{algo}\", "
+                "param_space=config.to_dict()).fit(), or `rlx train` with this config; or set plain values."
             )
         if v["restart_failed_env_runners"] and v["ignore_env_runner_failures"]:
             raise ConfigError(
@@ -476,6 +501,14 @@ class AlgorithmConfig:
                 "(a Gymnasium id, a name registered with rlx.register_env, an import path or an env class)."
             )
         self._validate_algorithm_settings()
+
+    def search_space_keys(self) -> list[str]:
+        """The settings that hold Ray Tune search spaces, by their to_dict() name; nested
+        ones as 'model/fcnet_hiddens' (Tune's own notation). Empty for a buildable config."""
+        found: list[str] = []
+        for name, value in self._values.items():
+            found.extend(search_space_paths(value, _DICT_NAMES.get(name, name)))
+        return found
 
     def _validate_algorithm_settings(self) -> None:
         """Algorithm-specific cross-checks; subclasses extend this."""
@@ -517,10 +550,31 @@ class AlgorithmConfig:
 
 
 def is_search_space(value: Any) -> bool:
-    """Whether `value` is a Ray Tune search space: {'grid_search': [...]} or a tune Domain."""
+    """Whether `value` is a Ray Tune search space: {'grid_search': [...]} or a tune Domain
+    (tune.uniform, tune.choice, ...). Tells by the class's module, so it never imports ray."""
     if isinstance(value, dict):
         return set(value) == {"grid_search"}
     return type(value).__module__.startswith("ray.tune.search")
+
+
+def search_space_paths(value: Any, path: str = "") -> list[str]:
+    """The paths ('a/b/0') of the search spaces in `value`, itself included, as Tune walks
+    them: through dicts and lists."""
+    if is_search_space(value):
+        return [path]
+    found: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found.extend(search_space_paths(item, f"{path}/{key}" if path else str(key)))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found.extend(search_space_paths(item, f"{path}/{index}" if path else str(index)))
+    return found
+
+
+def contains_search_space(value: Any) -> bool:
+    """Whether `value` is or holds (in dicts and lists) a Ray Tune search space."""
+    return bool(search_space_paths(value))
 
 
 def _same(a: Any, b: Any) -> bool:

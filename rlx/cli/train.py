@@ -61,8 +61,9 @@ class TrialOutcome:
 # ------------------------------------------------------------------ config assembly
 
 
-def build_config(spec: ExperimentSpec, settings: RunSettings) -> Any:
-    """The AlgorithmConfig of `spec` with the command line's overrides applied."""
+def build_config(spec: ExperimentSpec, settings: RunSettings, validate: bool = True) -> Any:
+    """The AlgorithmConfig of `spec` with the command line's overrides applied (validated
+    unless `validate=False`: a config holding grid_search values is a sweep, checked per trial)."""
     from rlx.algorithms.algorithm_config import AlgorithmConfig
     from rlx.algorithms.registry import get_algorithm_config
 
@@ -93,7 +94,8 @@ def build_config(spec: ExperimentSpec, settings: RunSettings) -> Any:
         config.debugging(seed=settings.seed)
     if settings.verbose:
         config.debugging(log_level="DEBUG" if settings.verbose >= 2 else "INFO")
-    config.validate()
+    if validate:
+        config.validate()
     return config
 
 
@@ -156,7 +158,10 @@ def run_experiment(spec: ExperimentSpec, settings: RunSettings, out: TextIO | No
     from rlx.loggers.creation import create_result_logger, results_root, trial_dir_name
 
     out = out if out is not None else sys.stdout
-    config = build_config(spec, settings)
+    config = build_config(spec, settings, validate=False)
+    if config.search_space_keys():
+        return run_sweep(spec, settings, config, out)
+    config.validate()
     algo_name = getattr(config.algo_class, "__name__", str(config.algo_class))
     stop = StopCriteria(settings.stop if settings.stop is not None else spec.stop)
     storage = Path(settings.storage_path or spec.storage_path or results_root()).expanduser()
@@ -186,6 +191,19 @@ def run_experiment(spec: ExperimentSpec, settings: RunSettings, out: TextIO | No
         algo.stop()
     print_summary(outcome, out)
     return outcome
+
+
+def run_sweep(spec: ExperimentSpec, settings: RunSettings, config: Any, out: TextIO) -> TrialOutcome:
+    """A config with grid_search values (or other Tune search spaces): one trial per value,
+    run by Ray Tune (rlx.tune.cli_sweep); returns the best trial's outcome."""
+    try:
+        import ray.tune  # noqa: F401
+    except ImportError as err:
+        raise ConfigError("a grid_search in the config runs a sweep with Ray Tune, which is not installed: "
+                          "pip install 'rlx[tune]'") from err
+    from rlx.tune.cli_sweep import run_sweep as run_tune_sweep
+
+    return run_tune_sweep(spec, settings, config, out)
 
 
 def _first(*values: Any) -> Any:

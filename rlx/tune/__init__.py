@@ -1,0 +1,43 @@
+"""Ray Tune integration: `import rlx.tune` and rlx algorithms run in Tune like RLlib's.
+
+    import rlx.tune  # registers "PPO", "DQN", ... with Ray Tune
+    from ray import tune
+    from rlx.algorithms.ppo import PPO, PPOConfig
+
+    config = PPOConfig().environment("CartPole-v1").training(lr=tune.grid_search([1e-2, 1e-3, 1e-4]))
+    results = tune.Tuner(
+        "PPO",  # or PPO, the class
+        param_space=config.to_dict(),
+        run_config=tune.RunConfig(stop={"training_iteration": 20},
+                                  checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True)),
+    ).fit()
+    best = results.get_best_result(metric="env_runners/episode_return_mean", mode="max")
+    algo = PPO.from_checkpoint(best.checkpoint)
+
+`tune.run("PPO", config={"env": ..., "lr": tune.grid_search([...])}, stop={...})` works as
+well. Importing this module imports Ray (the `tune` extra: pip install 'rlx[tune]');
+nothing else in rlx does. See docs/tune.md.
+"""
+from __future__ import annotations
+
+try:
+    import ray.tune  # noqa: F401
+except ImportError as _err:  # pragma: no cover - exercised with ray missing
+    raise ImportError(
+        "rlx.tune runs rlx algorithms with Ray Tune, which is not installed: pip install 'rlx[tune]'"
+    ) from _err
+
+from rlx.tune.registration import (
+    install_algorithm_class_hook,
+    install_reinit_hook,
+    register_algorithms,
+    register_envs,
+)
+from rlx.tune.trainable import AlgorithmTrainable, trainable
+
+register_algorithms()
+register_envs()
+install_reinit_hook()
+install_algorithm_class_hook()
+
+__all__ = ["AlgorithmTrainable", "register_algorithms", "register_envs", "trainable"]
