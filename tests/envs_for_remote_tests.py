@@ -83,3 +83,13 @@ class BrokenConstructorEnv(gym.Env):
 
     def step(self, action):
         return np.zeros(2, np.float32), 0.0, True, False, {}
+
+
+class FlakyConstructorEnv(WhereAmIEnv):
+    """WhereAmIEnv that cannot be built on remote runner 1 while `flag_file` exists."""
+
+    def __init__(self, config=None):
+        flag = (config or {}).get("flag_file")
+        if flag and os.path.exists(flag) and int(getattr(config, "worker_index", 0)) == 1:
+            raise RuntimeError("runner 1 cannot be built right now")
+        super().__init__(config)

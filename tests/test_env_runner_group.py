@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from envs_for_remote_tests import BrokenConstructorEnv, FailingEnv, WhereAmIEnv
+from envs_for_remote_tests import BrokenConstructorEnv, FailingEnv, FlakyConstructorEnv, WhereAmIEnv
 from rlx.algorithms.ppo import PPOConfig
 from rlx.utils.errors import EnvError
 
@@ -286,3 +286,25 @@ def test_checkpoint_restores_into_remote_runners(backend, tmp_path):
         assert restored.train()["training_iteration"] == 2
     finally:
         restored.stop()
+
+
+def test_a_restart_that_cannot_build_the_runner_is_retried_later(tmp_path):
+    # The replacement of runner 1 fails to build while the flag file exists; training goes on
+    # with runner 2, and once the file is gone the next restart succeeds.
+    flag = tmp_path / "broken"
+    algo = (config_for("process", env=FlakyConstructorEnv).environment(env_config={"flag_file": str(flag)})
+            .fault_tolerance(restart_failed_env_runners=True, delay_between_env_runner_restarts_s=0,
+                             env_runner_health_probe_timeout_s=30).build())
+    try:
+        algo.train()
+        flag.touch()
+        algo.env_runner_group.remote_workers()[0].kill()
+        time.sleep(0.5)
+        result = algo.train()
+        assert result["fault_tolerance"]["num_healthy_workers"] == 1
+        flag.unlink()
+        result = algo.train()
+        assert result["fault_tolerance"]["num_healthy_workers"] == 2
+        assert result["fault_tolerance"]["num_remote_worker_restarts"] >= 2
+    finally:
+        algo.stop()

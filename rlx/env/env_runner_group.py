@@ -6,6 +6,7 @@ same methods, so algorithms never know where their runners live.
 """
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from typing import Any, Callable
@@ -16,6 +17,8 @@ from rlx.core.rl_module import RLModule, RLModuleSpec
 from rlx.env.env_runner import SingleAgentEnvRunner
 from rlx.env.threaded_env_runner import ThreadedEnvRunner
 from rlx.utils.errors import ConfigError, RLXError
+
+logger = logging.getLogger("rlx")
 
 BACKENDS = ("process", "ray", "thread")
 
@@ -168,8 +171,9 @@ class EnvRunnerGroup:
             self._local_handle = ThreadedEnvRunner(self._local_env_runner, 0)
         return [self._local_handle]
 
-    def recreate_runner(self, index: int) -> None:
-        """Replace remote runner `index` (or the local one, 0) by a freshly built one."""
+    def recreate_runner(self, index: int, timeout: float | None = None) -> None:
+        """Replace remote runner `index` (or the local one, 0) by a freshly built one, waiting
+        at most `timeout` seconds for a remote one to be built."""
         if index == 0:
             old = self._local_env_runner
             self._local_env_runner = self._runner_cls(
@@ -184,9 +188,11 @@ class EnvRunnerGroup:
             pos = [r.index for r in self._remote].index(index)
             self._remote[pos].stop()
             self._remote[pos] = self._make_remote(index)
+            self.num_remote_worker_restarts += 1
             wait_ready = getattr(self._remote[pos], "wait_ready", None)
             if wait_ready is not None:
-                wait_ready()
+                wait_ready(timeout=timeout)
+            return
         self.num_remote_worker_restarts += 1
 
     # ------------------------------------------------------------ foreach
@@ -342,11 +348,9 @@ class EnvRunnerGroup:
         return out
 
     def _mark_failed(self, handle: Any, err: BaseException) -> None:
-        import logging
-
         cfg = self.config
         if cfg.restart_failed_env_runners or cfg.ignore_env_runner_failures:
-            logging.getLogger("rlx").warning(
+            logger.warning(
                 "EnvRunner %d failed (%s: %s); %s.", handle.index, type(err).__name__, err,
                 "it will be restarted" if cfg.restart_failed_env_runners else "continuing without it")
         handle.healthy = False
@@ -355,15 +359,27 @@ class EnvRunnerGroup:
 
     def _restart(self, index: int) -> None:
         """Replace failed runner `index` and give it the local runner's weights, filter and
-        exploration state before it samples."""
-        self.recreate_runner(index)
-        self._failed_at.pop(index, None)
+        exploration state before it samples. A new runner that is not up and restored within
+        `env_runner_health_probe_timeout_s` counts as failed again (and is retried later)."""
+        timeout = self.config.env_runner_health_probe_timeout_s or None
         self._runner_resets.pop(index, None)
         self._sent_weights.pop(index, None)
-        local = self._local_env_runner
-        if local is not None:
+        try:
+            self.recreate_runner(index, timeout=timeout)
             handle = self._remote[[r.index for r in self._remote].index(index)]
-            handle.submit(_RestoreCall(local.get_weights(), local.get_state())).result()
+            local = self._local_env_runner
+            if local is not None:
+                handle.submit(_RestoreCall(local.get_weights(), local.get_state())).result(timeout=timeout)
+        except Exception as err:  # could not be built or restored in time: down until the next try
+            handle = self._remote[[r.index for r in self._remote].index(index)]
+            handle.stop()
+            handle.healthy = False
+            handle.last_error = err
+            self._failed_at[index] = time.monotonic()
+            logger.warning("Restarting EnvRunner %d failed (%s: %s); trying again later.",
+                           index, type(err).__name__, err)
+            return
+        self._failed_at.pop(index, None)
         self._restarted.append(index)
 
     def take_restarted_indices(self) -> list[int]:
