@@ -55,7 +55,6 @@ import signal
 import socket
 import sys
 import threading
-import traceback
 import weakref
 from concurrent.futures import Future
 from datetime import timedelta
@@ -63,7 +62,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from rlx.utils.spawn import start_process
+from rlx.utils.spawn import describe_exit, send_reply, start_process
 from rlx.utils.errors import RLXError
 
 #: Column whose shape tells time-major [T, B] batches from flat [N] ones.
@@ -444,9 +443,9 @@ def _learner_main(conn: Any, payload: bytes, rank: int) -> None:
 
         worker = _LearnerWorker(cloudpickle.loads(payload), rank)
     except BaseException as err:
-        _reply(conn, "err", err)
+        send_reply(conn, "err", err, what="learner call")
         return
-    _reply(conn, "ok", worker.ready_info())
+    send_reply(conn, "ok", worker.ready_info(), what="learner call")
     try:
         while True:
             try:
@@ -460,33 +459,14 @@ def _learner_main(conn: Any, payload: bytes, rank: int) -> None:
             try:
                 result = getattr(worker, method)(*args)
             except BaseException as err:
-                _reply(conn, "err", err)
+                send_reply(conn, "err", err, what="learner call")
             else:
-                _reply(conn, "ok", result)
+                send_reply(conn, "ok", result, what="learner call")
     finally:
         try:
             worker.close()
         finally:
             conn.close()
-
-
-def _reply(conn: Any, status: str, value: Any) -> None:
-    if status == "err":
-        remote_tb = "".join(traceback.format_exception(type(value), value, value.__traceback__))
-        try:
-            data = pickle.dumps(("err", value, remote_tb), protocol=5)
-        except Exception:
-            data = pickle.dumps(("err", RuntimeError(f"{type(value).__name__}: {value}"), remote_tb), protocol=5)
-    else:
-        try:
-            data = pickle.dumps(("ok", value, None), protocol=5)
-        except Exception as err:
-            data = pickle.dumps(("err", TypeError(f"The result of a learner call could not be sent back: {err}"),
-                                 ""), protocol=5)
-    try:
-        conn.send_bytes(data)
-    except (BrokenPipeError, OSError):
-        pass
 
 
 # ====================================================================== driver side
@@ -566,15 +546,8 @@ class _LearnerProcess:
                 future.set_exception(self._died_error(method))
 
     def _died_error(self, method: str | None) -> LearnerDiedError:
-        code = self._process.exitcode
-        how = "is shutting down" if code is None else f"exited with code {code}"
-        if code is not None and code < 0:
-            try:
-                how = f"was killed by {signal.Signals(-code).name}"
-            except ValueError:
-                pass
         what = "" if method is None else " while starting" if method == "start" else f" during {method}"
-        return LearnerDiedError(f"Learner {self.rank} (process {self.pid}) {how}{what}.")
+        return LearnerDiedError(f"Learner {self.rank} (process {self.pid}) {describe_exit(self._process)}{what}.")
 
     def request_stop(self) -> None:
         """Ask the process to exit after the calls queued before."""

@@ -18,13 +18,12 @@ import os
 import pickle
 import signal
 import threading
-import traceback
 import weakref
 from concurrent.futures import Future
 from typing import Any, Callable
 
 from rlx.utils.errors import RLXError
-from rlx.utils.spawn import start_process
+from rlx.utils.spawn import describe_exit, send_reply, start_process
 
 
 class EnvRunnerDiedError(RLXError, RuntimeError):
@@ -44,9 +43,9 @@ def _worker_main(conn: Any, payload: bytes) -> None:
         runner = spec["runner_cls"](config=spec["config"], worker_index=spec["index"],
                                     num_workers=spec["num_workers"], module_spec=spec["module_spec"])
     except BaseException as err:  # reported to the driver as the answer to "start"
-        _send(conn, "err", err)
+        send_reply(conn, "err", err)
         return
-    _send(conn, "ok", os.getpid())
+    send_reply(conn, "ok", os.getpid())
     while True:
         try:
             message = conn.recv_bytes()
@@ -58,32 +57,13 @@ def _worker_main(conn: Any, payload: bytes) -> None:
         try:
             result = fn(runner)
         except BaseException as err:
-            _send(conn, "err", err)
+            send_reply(conn, "err", err)
         else:
-            _send(conn, "ok", result)
+            send_reply(conn, "ok", result)
     try:
         runner.stop()
     finally:
         conn.close()
-
-
-def _send(conn: Any, status: str, value: Any) -> None:
-    if status == "err":
-        remote_tb = "".join(traceback.format_exception(type(value), value, value.__traceback__))
-        try:
-            data = pickle.dumps(("err", value, remote_tb), protocol=5)
-        except Exception:  # an exception that does not pickle still reaches the driver, as text
-            data = pickle.dumps(("err", RuntimeError(f"{type(value).__name__}: {value}"), remote_tb), protocol=5)
-    else:
-        try:
-            data = pickle.dumps(("ok", value, None), protocol=5)
-        except Exception as err:
-            data = pickle.dumps(("err", TypeError(f"The result of a call could not be sent back: {err}"), ""),
-                                protocol=5)
-    try:
-        conn.send_bytes(data)
-    except (BrokenPipeError, OSError):
-        pass
 
 
 _LIVE: "weakref.WeakSet[ProcessEnvRunner]" = weakref.WeakSet()
@@ -198,14 +178,7 @@ class ProcessEnvRunner:
                 future.set_exception(error)
 
     def _died_error(self) -> EnvRunnerDiedError:
-        code = self._process.exitcode
-        how = "is still shutting down" if code is None else f"exited with code {code}"
-        if code is not None and code < 0:
-            try:
-                how = f"was killed by {signal.Signals(-code).name}"
-            except ValueError:
-                pass
-        return EnvRunnerDiedError(f"EnvRunner {self.index} (process {self.pid}) {how}.")
+        return EnvRunnerDiedError(f"EnvRunner {self.index} (process {self.pid}) {describe_exit(self._process)}.")
 
     def stop(self, close_runner: bool = True) -> None:
         """Ask the worker to close its envs and exit; kill it if it does not within 5 s."""

@@ -56,3 +56,44 @@ def start_process(target: Callable[..., Any], args: tuple, name: str, daemon: bo
 def spawn_pipe() -> tuple[Any, Any]:
     """A duplex pipe (parent end, child end) from the spawn context."""
     return mp.get_context("spawn").Pipe(duplex=True)
+
+
+def send_reply(conn: Any, status: str, value: Any, what: str = "call") -> None:
+    """Send a worker's answer ("ok", result) or ("err", exception) down `conn`, pickled with
+    protocol 5 (NumPy arrays as one buffer) and with the remote traceback for errors. An
+    exception or result that does not pickle still arrives, as a RuntimeError/TypeError
+    describing it; a closed pipe (the driver is gone) is ignored."""
+    import pickle
+    import traceback
+
+    if status == "err":
+        remote_tb = "".join(traceback.format_exception(type(value), value, value.__traceback__))
+        try:
+            data = pickle.dumps(("err", value, remote_tb), protocol=5)
+        except Exception:
+            data = pickle.dumps(("err", RuntimeError(f"{type(value).__name__}: {value}"), remote_tb), protocol=5)
+    else:
+        try:
+            data = pickle.dumps(("ok", value, None), protocol=5)
+        except Exception as err:
+            data = pickle.dumps(("err", TypeError(f"The result of a {what} could not be sent back: {err}"), ""),
+                                protocol=5)
+    try:
+        conn.send_bytes(data)
+    except (BrokenPipeError, OSError):
+        pass
+
+
+def describe_exit(process: Any) -> str:
+    """How a worker process ended: 'was killed by SIGKILL', 'exited with code 1', ..."""
+    import signal
+
+    code = process.exitcode
+    if code is None:
+        return "is shutting down"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            pass
+    return f"exited with code {code}"
