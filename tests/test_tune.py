@@ -307,3 +307,20 @@ def test_rlx_train_grid_search_without_ray_says_how_to_install_it(tmp_path, with
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert ("a grid_search in the config runs a sweep with Ray Tune, which is not installed: "
             "pip install 'rlx[tune]'") in lines[0]
+
+
+def test_a_trial_with_remote_env_runners_places_them_in_its_own_reservation(tmp_path):
+    # The 2-CPU cluster fits the trial (1 CPU) plus its runner (1 CPU) exactly once: the
+    # Ray EnvRunner must use the trial's placement group, not reserve a second CPU (which
+    # would wait forever; the time budget turns that into a failed assertion).
+    config = (PPOConfig().environment("CartPole-v1").env_runners(num_env_runners=1)
+              .training(train_batch_size=256, minibatch_size=64, num_epochs=1))
+    results = tune.Tuner(
+        "PPO", param_space=config.to_dict(),
+        tune_config=tune.TuneConfig(time_budget_s=90),
+        run_config=run_config(tmp_path, "with_runners", iterations=2),
+    ).fit()
+    [result] = list(results)
+    assert result.error is None
+    assert result.metrics["training_iteration"] == 2
+    assert result.metrics["fault_tolerance"]["num_healthy_workers"] == 1

@@ -152,6 +152,17 @@ def _acquire_placement_group(config: Any, index: int, num_workers: int) -> _Shar
         return shared
 
 
+def _enclosing_placement_group(index: int) -> Any:
+    """The placement group this process runs in (a Tune trial's), when it has a bundle for
+    runner `index` (bundle 0 being the trial's own); else None."""
+    from ray.util import get_current_placement_group
+
+    pg = get_current_placement_group()
+    if pg is None or len(pg.bundle_specs) <= index:
+        return None
+    return pg
+
+
 def _release_placement_group(config: Any, index: int, shared: _SharedPlacementGroup) -> None:
     with _placement_groups_lock:
         shared.occupied.discard(index)
@@ -281,12 +292,21 @@ class RayEnvRunner:
             "max_concurrency": 1,
             "max_restarts": 0,  # EnvRunnerGroup decides about restarts (restart_failed_env_runners)
         }
-        self._placement = _acquire_placement_group(config, index, num_workers)
-        if self._placement is not None:
+        enclosing = _enclosing_placement_group(index)
+        if enclosing is not None:
+            # Inside a Ray Tune trial, whose placement group already holds a bundle per runner
+            # (rlx.tune asks for them after the trial's own bundle 0): use it, reserving nothing
+            # more, or a small cluster would wait forever for a second reservation.
+            options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                enclosing, placement_group_bundle_index=index, placement_group_capture_child_tasks=False,
+            )
+        else:
+            self._placement = _acquire_placement_group(config, index, num_workers)
+        if enclosing is None and self._placement is not None:
             options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                 self._placement.pg, placement_group_bundle_index=index - 1, placement_group_capture_child_tasks=False,
             )
-        else:
+        elif enclosing is None:
             spread = str(config.placement_strategy or "").upper() in ("SPREAD", "STRICT_SPREAD")
             options["scheduling_strategy"] = "SPREAD" if spread else "DEFAULT"
         try:
