@@ -93,3 +93,25 @@ class FlakyConstructorEnv(WhereAmIEnv):
         if flag and os.path.exists(flag) and int(getattr(config, "worker_index", 0)) == 1:
             raise RuntimeError("runner 1 cannot be built right now")
         super().__init__(config)
+
+
+class HangingEnv(WhereAmIEnv):
+    """WhereAmIEnv whose step number `hang_at` on remote runner 1 sleeps for an hour (once:
+    while `flag_file` does not exist yet; it is created before sleeping)."""
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        config = config if config is not None else {}
+        self.hang = int(getattr(config, "worker_index", 0)) == 1 and int(getattr(config, "vector_index", 0)) == 0
+        self.hang_at = int(config.get("hang_at", 10))
+        self.flag = config.get("flag_file")
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.hang and self.steps == self.hang_at and self.flag and not os.path.exists(self.flag):
+            open(self.flag, "w").close()
+            import time as _time
+
+            _time.sleep(3600)
+        return super().step(action)

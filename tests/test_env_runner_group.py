@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from envs_for_remote_tests import BrokenConstructorEnv, FailingEnv, FlakyConstructorEnv, WhereAmIEnv
+from envs_for_remote_tests import BrokenConstructorEnv, FailingEnv, FlakyConstructorEnv, HangingEnv, WhereAmIEnv
 from rlx.algorithms.ppo import PPOConfig
 from rlx.utils.errors import EnvError
 
@@ -308,3 +308,39 @@ def test_a_restart_that_cannot_build_the_runner_is_retried_later(tmp_path):
         assert result["fault_tolerance"]["num_remote_worker_restarts"] >= 2
     finally:
         algo.stop()
+
+
+@pytest.mark.parametrize("restart", [True, False])
+def test_a_runner_stuck_in_sample_times_out(backend, tmp_path, restart):
+    flag = tmp_path / "hung"
+    config = (config_for(backend, env=HangingEnv).environment(env_config={"hang_at": 40, "flag_file": str(flag)})
+              .env_runners(sample_timeout_s=3))
+    if restart:
+        config.fault_tolerance(restart_failed_env_runners=True, delay_between_env_runner_restarts_s=0)
+    algo = config.build()
+    try:
+        if not restart:
+            with pytest.raises(Exception, match="did not answer sample\\(\\) within 3 s"):
+                for _ in range(3):
+                    algo.train()
+            return
+        results = [algo.train() for _ in range(3)]
+        assert flag.exists()  # runner 1 did hang once
+        assert results[-1]["fault_tolerance"] == {"num_healthy_workers": 2, "num_remote_worker_restarts": 1}
+    finally:
+        algo.stop()
+
+
+def test_a_build_that_fails_after_the_runners_started_stops_them():
+    import multiprocessing
+
+    from rlx.utils.errors import ConfigError
+
+    def runner_processes():
+        return [p for p in multiprocessing.active_children() if p.name.startswith("rlx-env-runner")]
+
+    before = len(runner_processes())
+    # WhereAmIEnv has no get_task/set_task, so the env_task_fn check fails after setup().
+    with pytest.raises(ConfigError, match="not task-settable"):
+        config_for("process").environment(env_task_fn=lambda result, env, ctx: 0).build()
+    assert len(runner_processes()) == before

@@ -97,15 +97,21 @@ class Algorithm:
         self.callbacks = self.config.make_callback_dispatcher()
         self.eval_env_runner_group: Any = None
         self._last_eval_results: dict[str, Any] | None = None
-        self.setup(self.config)
-        self._on_learn_on_batch = self.callbacks.get("on_learn_on_batch")
-        if self.config.evaluation_interval is not None:
-            self._make_eval_env_runner_group()
-        if self.config.env_task_fn is not None:
-            self.env_runner_group.foreach_env_runner(_check_task_settable)
-        if self.config.render_env:
-            self._start_video_recording()
-        self.callbacks.fire("on_algorithm_init", algorithm=self, metrics_logger=self.metrics)
+        try:
+            self.setup(self.config)
+            self._on_learn_on_batch = self.callbacks.get("on_learn_on_batch")
+            if self.config.evaluation_interval is not None:
+                self._make_eval_env_runner_group()
+            if self.config.env_task_fn is not None:
+                self.env_runner_group.foreach_env_runner(_check_task_settable)
+            if self.config.render_env:
+                self._start_video_recording()
+            self.callbacks.fire("on_algorithm_init", algorithm=self, metrics_logger=self.metrics)
+        except BaseException:
+            # Worker processes, learner processes and envs built so far must not outlive a
+            # build that failed.
+            self.stop()
+            raise
         logger.info("Built %s on %s: %d sub-environment(s) per runner, %d remote runner(s), seed %s.",
                     type(self).__name__, self.config.env, self.config.num_envs_per_env_runner,
                     self.config.num_env_runners, self.config.seed)

@@ -199,6 +199,8 @@ COMMON_OPTIONS: list[Option] = [
     Option("update_worker_filter_stats", True, R, boolean),
     Option("rollout_fragment_length", "auto", R, int_or_literal("auto")),
     Option("batch_mode", "truncate_episodes", R, choice("truncate_episodes", "complete_episodes")),
+    Option("sample_timeout_s", 60.0, R, number(0.0, allow_none=True),
+           doc="Seconds a remote EnvRunner may take to answer sample(); one that takes longer counts as failed."),
     Option("remote_worker_envs", False, R, boolean),
     Option("remote_env_batch_wait_ms", 0.0, R, number(0.0),
            later="partial steps of remote sub-environments (rlx waits for every sub-env each step)"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any, Callable
 
 import numpy as np
@@ -253,7 +254,8 @@ class EnvRunnerGroup:
         while True:
             handles = self._sampling_handles()
             share = None if num_timesteps is None else max(1, -(-(num_timesteps - collected) // len(handles)))
-            results = self._call_all(handles, _SampleCall(share, explore))
+            results = self._call_all(handles, _SampleCall(share, explore), timeout=self.config.sample_timeout_s,
+                                     what="sample()")
             for index, (batch, resets) in results.items():
                 per_runner.setdefault(index, []).append(batch)
                 collected += _num_steps(batch)
@@ -315,20 +317,32 @@ class EnvRunnerGroup:
         raise EnvRunnerFailureError("Every remote EnvRunner has failed and none may be restarted "
                                     "(restart_failed_env_runners is off or max_num_env_runner_restarts was reached).")
 
-    def _call_all(self, handles: list[Any], fn: Callable[[Any], Any]) -> dict[int, Any]:
-        """Run `fn` on every handle in parallel; {index: result} of those that answered.
+    def _call_all(self, handles: list[Any], fn: Callable[[Any], Any], timeout: float | None = None,
+                  what: str = "call") -> dict[int, Any]:
+        """Run `fn` on every handle in parallel; {index: result} of those that answered
+        within `timeout` seconds (from the start of the call).
 
-        A runner that fails is marked unhealthy; the failure is raised unless
+        A runner that fails or does not answer in time is marked unhealthy (one that hangs
+        is killed, so a restart starts afresh); the failure is raised unless
         `ignore_env_runner_failures` or `restart_failed_env_runners` tolerate it (and fewer
         than `num_consecutive_env_runner_failures_tolerance` calls in a row have failed).
         """
         cfg = self.config
         futures = [(h, h.submit(fn)) for h in handles]
+        deadline = None if not timeout else time.monotonic() + timeout
         out: dict[int, Any] = {}
         failures: list[tuple[Any, BaseException]] = []
         for handle, future in futures:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                out[handle.index] = future.result()
+                out[handle.index] = future.result(timeout=left)
+            except FutureTimeoutError:
+                kill = getattr(handle, "kill", None)
+                if kill is not None:
+                    kill()
+                failures.append((handle, EnvRunnerFailureError(
+                    f"EnvRunner {handle.index} did not answer {what} within {timeout:g} s; "
+                    "is an env stuck? The runner was stopped.")))
             except Exception as err:  # a crashed env or a dead process
                 failures.append((handle, err))
         if not failures:
@@ -369,7 +383,8 @@ class EnvRunnerGroup:
             handle = self._remote[[r.index for r in self._remote].index(index)]
             local = self._local_env_runner
             if local is not None:
-                handle.submit(_RestoreCall(local.get_weights(), local.get_state())).result(timeout=timeout)
+                handle.submit(_RestoreCall(local.get_weights(), local.get_state())).result(
+                    timeout=self.config.env_runner_restore_timeout_s or None)
         except Exception as err:  # could not be built or restored in time: down until the next try
             handle = self._remote[[r.index for r in self._remote].index(index)]
             handle.stop()
@@ -396,14 +411,9 @@ class EnvRunnerGroup:
             out.append(self._local_env_runner.get_metrics())
         healthy = [h for h in self._remote if h.healthy]
         if healthy:
-            tolerated = self.config.ignore_env_runner_failures or self.config.restart_failed_env_runners
-            for handle, future in [(h, h.submit(_get_metrics)) for h in healthy]:
-                try:
-                    out.append(future.result())
-                except Exception as err:
-                    self._mark_failed(handle, err)
-                    if not tolerated:
-                        raise
+            answers = self._call_all(healthy, _get_metrics, timeout=self.config.metrics_episode_collection_timeout_s,
+                                     what="get_metrics()")
+            out.extend(answers[h.index] for h in healthy if h.index in answers)
         return out
 
     def sync_weights(
