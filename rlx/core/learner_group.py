@@ -46,11 +46,8 @@ With `num_learners=0` (the default) the Algorithm keeps a plain Learner in the d
 """
 from __future__ import annotations
 
-import collections
 import concurrent.futures as cf
-import multiprocessing as mp
 import os
-import pickle
 import signal
 import socket
 import sys
@@ -62,7 +59,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from rlx.utils.spawn import describe_exit, send_reply, start_process
+from rlx.utils.spawn import describe_exit, send_reply
+from rlx.utils.worker_process import WorkerProcess
 from rlx.utils.errors import RLXError
 
 #: Column whose shape tells time-major [T, B] batches from flat [N] ones.
@@ -472,26 +470,15 @@ def _learner_main(conn: Any, payload: bytes, rank: int) -> None:
 # ====================================================================== driver side
 
 
-class _LearnerProcess:
+class _LearnerProcess(WorkerProcess):
     """Driver-side handle on one learner process: ordered calls answered with Futures."""
 
-    def __init__(self, ctx: Any, payload: bytes, rank: int):
+    def __init__(self, payload: bytes, rank: int):
         self.rank = rank
-        self.healthy = True
-        self._lock = threading.Lock()
-        self._pending: collections.deque[tuple[str, Future]] = collections.deque()
-        parent, child = ctx.Pipe(duplex=True)
-        self._conn = parent
-        self.ready: Future = Future()
-        self._pending.append(("start", self.ready))
-        self._process = start_process(_learner_main, (child, payload, rank), name=f"rlx-learner-{rank}")
-        child.close()
-        self._reader = threading.Thread(target=self._read_loop, name=f"rlx-learner-{rank}-reader", daemon=True)
-        self._reader.start()
+        super().__init__(_learner_main, (payload, rank), name=f"rlx-learner-{rank}")
 
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid
+    def _label(self) -> str:
+        return f"learner {self.rank} (pid {self.pid})"
 
     @property
     def alive(self) -> bool:
@@ -500,77 +487,20 @@ class _LearnerProcess:
     def submit(self, method: str, *args: Any) -> Future:
         import cloudpickle
 
-        future: Future = Future()
-        future.set_running_or_notify_cancel()
-        data = cloudpickle.dumps((method, args), protocol=5)
-        with self._lock:
-            if not self.healthy:
-                future.set_exception(self._died_error(method))
-                return future
-            self._pending.append((method, future))
-            try:
-                self._conn.send_bytes(data)
-            except (BrokenPipeError, OSError):
-                self._pending.pop()
-                future.set_exception(self._died_error(method))
-        return future
-
-    def _read_loop(self) -> None:
-        while True:
-            try:
-                data = self._conn.recv_bytes()
-            except (EOFError, OSError):
-                break
-            status, value, remote_tb = pickle.loads(data)
-            with self._lock:
-                entry = self._pending.popleft() if self._pending else None
-            if entry is None:
-                continue
-            method, future = entry
-            if status == "ok":
-                future.set_result(value)
-            else:
-                if remote_tb and hasattr(value, "add_note"):
-                    value.add_note(f"Raised in learner {self.rank} (pid {self.pid}) during {method}:\n{remote_tb}")
-                future.set_exception(value)
-        self._on_exit()
-
-    def _on_exit(self) -> None:
-        self._process.join(timeout=5)
-        with self._lock:
-            self.healthy = False
-            pending = list(self._pending)
-            self._pending.clear()
-        for method, future in pending:
-            if not future.done():
-                future.set_exception(self._died_error(method))
+        return self._send_call(method, cloudpickle.dumps((method, args), protocol=5))
 
     def _died_error(self, method: str | None) -> LearnerDiedError:
         what = "" if method is None else " while starting" if method == "start" else f" during {method}"
         return LearnerDiedError(f"Learner {self.rank} (process {self.pid}) {describe_exit(self._process)}{what}.")
 
-    def request_stop(self) -> None:
-        """Ask the process to exit after the calls queued before."""
-        with self._lock:
-            alive = self.healthy
-            self.healthy = False
-        if alive:
-            try:
-                self._conn.send_bytes(pickle.dumps(None))
-            except (BrokenPipeError, OSError):
-                pass
-
     def stop(self, timeout: float = 5.0) -> None:
         """Ask the process to exit; kill it when it does not within `timeout` seconds."""
-        self.request_stop()
-        self._process.join(timeout=timeout)
-        self.kill()
+        super().stop(timeout=timeout)
 
     def kill(self) -> None:
         """SIGKILL the process (no-op when it is gone) and reap it."""
-        if self._process.is_alive():
-            self._process.kill()
-            self._process.join(timeout=5)
+        super().kill()
+        self._process.join(timeout=5)
         try:
             self._conn.close()
         except OSError:
@@ -687,7 +617,6 @@ class LearnerGroup:
             "num_threads": num_threads,
             "seed": getattr(config, "seed", None),
         }
-        ctx = mp.get_context("spawn")
         for attempt in range(2):
             spec["master_port"] = _free_port("127.0.0.1")
             try:
@@ -697,7 +626,7 @@ class LearnerGroup:
                     f"num_learners={self.num_learners} sends the config, the Learner class and the module to "
                     f"the learner processes, but they do not pickle: {type(err).__name__}: {err}"
                 ) from err
-            handles = [_LearnerProcess(ctx, payload, rank) for rank in range(self.num_learners)]
+            handles = [_LearnerProcess(payload, rank) for rank in range(self.num_learners)]
             self._finalizer = weakref.finalize(self, _shutdown, handles)
             try:
                 infos = self._wait(handles, [h.ready for h in handles], "start", timeout=_STARTUP_TIMEOUT_S)

@@ -1,0 +1,129 @@
+"""WorkerProcess: the driver's side of a spawn worker that answers calls over a pipe.
+
+EnvRunner processes and learner processes both work this way: each call is one pickled
+message, the worker answers them in order (see `rlx.utils.spawn.send_reply`), and a
+reader thread resolves one `concurrent.futures.Future` per call. When the process ends,
+every unanswered call fails with the error `_died_error()` describes.
+"""
+from __future__ import annotations
+
+import collections
+import pickle
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable
+
+from rlx.utils.spawn import spawn_pipe, start_process
+
+
+class WorkerProcess:
+    """Starts `target(conn, *args)` in a spawn process and talks to it through `conn`.
+
+    The worker's first answer is to "start" (it built what it serves): `ready` resolves
+    with it. Subclasses name themselves (`_label`) and say what a death means (`_died_error`).
+    """
+
+    def __init__(self, target: Callable[..., Any], args: tuple, name: str, daemon: bool = True):
+        self.healthy = True
+        self.last_error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._pending: collections.deque[tuple[str, Future]] = collections.deque()
+        parent, child = spawn_pipe()
+        self._conn = parent
+        self.ready: Future = Future()
+        self._pending.append(("start", self.ready))
+        self._process = start_process(target, (child, *args), name=name, daemon=daemon)
+        child.close()
+        self._reader = threading.Thread(target=self._read_loop, name=f"{name}-reader", daemon=True)
+        self._reader.start()
+
+    @property
+    def pid(self) -> int | None:
+        """The worker process id."""
+        return self._process.pid
+
+    @property
+    def busy(self) -> bool:
+        """Whether a call is queued or running."""
+        return bool(self._pending)
+
+    def _label(self) -> str:
+        return f"worker (pid {self.pid})"
+
+    def _died_error(self, call: str | None) -> BaseException:
+        raise NotImplementedError  # each subclass names its own error type
+
+    def _send_call(self, call: str, data: bytes) -> Future:
+        """Send one pickled call; the Future resolves with its answer, in order."""
+        future: Future = Future()
+        future.set_running_or_notify_cancel()
+        with self._lock:
+            if not self.healthy:
+                future.set_exception(self._died_error(call))
+                return future
+            self._pending.append((call, future))
+            try:
+                self._conn.send_bytes(data)
+            except (BrokenPipeError, OSError):
+                self._pending.pop()
+                future.set_exception(self._died_error(call))
+        return future
+
+    def _read_loop(self) -> None:
+        while True:
+            try:
+                data = self._conn.recv_bytes()
+            except (EOFError, OSError):
+                break
+            status, value, remote_tb = pickle.loads(data)
+            with self._lock:
+                entry = self._pending.popleft() if self._pending else None
+            if entry is None:
+                continue
+            call, future = entry
+            if status == "ok":
+                future.set_result(value)
+            else:
+                if remote_tb and hasattr(value, "add_note"):
+                    value.add_note(f"Raised in {self._label()} during {call}:\n{remote_tb}")
+                future.set_exception(value)
+        self._on_exit()
+
+    def _on_exit(self) -> None:
+        self._process.join(timeout=5)
+        with self._lock:
+            self.healthy = False
+            pending = list(self._pending)
+            self._pending.clear()
+        self.last_error = self.last_error or self._died_error(None)
+        for call, future in pending:
+            if not future.done():
+                future.set_exception(self._died_error(call))
+
+    def request_stop(self) -> None:
+        """Ask the worker to exit once the calls queued before are answered."""
+        with self._lock:
+            alive = self.healthy
+            self.healthy = False
+        if alive:
+            try:
+                self._conn.send_bytes(pickle.dumps(None))
+            except (BrokenPipeError, OSError):
+                pass
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Ask the worker to exit; kill it when it has not within `timeout` seconds."""
+        self.request_stop()
+        self._process.join(timeout=timeout)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(timeout=5)
+        try:
+            self._conn.close()
+        except OSError:
+            pass
+
+    def kill(self) -> None:
+        """Kill the worker at once (SIGKILL), as a crash would; its calls then fail."""
+        if self._process.is_alive():
+            self._process.kill()
