@@ -59,7 +59,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from rlx.utils.spawn import describe_exit, send_reply
+from rlx.utils.spawn import describe_exit, send_reply, serve_calls
 from rlx.utils.worker_process import WorkerProcess
 from rlx.utils.errors import RLXError
 
@@ -445,21 +445,7 @@ def _learner_main(conn: Any, payload: bytes, rank: int) -> None:
         return
     send_reply(conn, "ok", worker.ready_info(), what="learner call")
     try:
-        while True:
-            try:
-                message = conn.recv_bytes()
-            except (EOFError, OSError):
-                break  # the driver is gone
-            call = cloudpickle.loads(message)
-            if call is None:
-                break
-            method, args = call
-            try:
-                result = getattr(worker, method)(*args)
-            except BaseException as err:
-                send_reply(conn, "err", err, what="learner call")
-            else:
-                send_reply(conn, "ok", result, what="learner call")
+        serve_calls(conn, lambda call: getattr(worker, call[0])(*call[1]), what="learner call")
     finally:
         try:
             worker.close()

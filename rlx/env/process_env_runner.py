@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from typing import Any, Callable
 
 from rlx.utils.errors import RLXError
-from rlx.utils.spawn import describe_exit, send_reply
+from rlx.utils.spawn import describe_exit, send_reply, serve_calls
 from rlx.utils.worker_process import WorkerProcess
 
 
@@ -43,20 +43,7 @@ def _worker_main(conn: Any, payload: bytes) -> None:
         send_reply(conn, "err", err)
         return
     send_reply(conn, "ok", os.getpid())
-    while True:
-        try:
-            message = conn.recv_bytes()
-        except (EOFError, OSError):
-            break  # the driver is gone
-        fn = cloudpickle.loads(message)
-        if fn is None:
-            break
-        try:
-            result = fn(runner)
-        except BaseException as err:
-            send_reply(conn, "err", err)
-        else:
-            send_reply(conn, "ok", result)
+    serve_calls(conn, lambda fn: fn(runner))
     try:
         runner.stop()
     finally:

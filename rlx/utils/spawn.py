@@ -97,3 +97,24 @@ def describe_exit(process: Any) -> str:
         except ValueError:
             pass
     return f"exited with code {code}"
+
+
+def serve_calls(conn: Any, run: Callable[[Any], Any], what: str = "call") -> None:
+    """The worker side of the pipe: answer each cloudpickled call with `run(call)` (in
+    order, errors sent back as errors) until the driver sends None or goes away."""
+    import cloudpickle
+
+    while True:
+        try:
+            message = conn.recv_bytes()
+        except (EOFError, OSError):
+            return  # the driver is gone
+        call = cloudpickle.loads(message)
+        if call is None:
+            return
+        try:
+            result = run(call)
+        except BaseException as err:
+            send_reply(conn, "err", err, what=what)
+        else:
+            send_reply(conn, "ok", result, what=what)

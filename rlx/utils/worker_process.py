@@ -51,7 +51,13 @@ class WorkerProcess:
         return f"worker (pid {self.pid})"
 
     def _died_error(self, call: str | None) -> BaseException:
-        raise NotImplementedError  # each subclass names its own error type
+        """The error unanswered calls fail with once the process is gone (subclasses use
+        their own error type)."""
+        from rlx.utils.errors import RLXError
+        from rlx.utils.spawn import describe_exit
+
+        during = "" if call is None else f" during {call}"
+        return RLXError(f"The {self._label()} {describe_exit(self._process)}{during}.")
 
     def _send_call(self, call: str, data: bytes) -> Future:
         """Send one pickled call; the Future resolves with its answer, in order."""
