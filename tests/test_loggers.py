@@ -35,7 +35,7 @@ from rlx.loggers import (
 from rlx.loggers.creation import resolve_logger_class, results_root, trial_dir_name
 from rlx.utils.errors import ConfigError
 
-from conftest import small_config
+from conftest import BATCH, small_config
 
 TRIAL_RE = re.compile(r"^PPO_CartPole-v1_\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2}_[0-9a-f]{6}$")
 
@@ -327,28 +327,94 @@ def test_progress_csv_widens_when_evaluation_results_appear(results_dir):
 # ---------------------------------------------------------------------------- TensorBoard
 
 
-def test_tensorboard_scalars_and_histograms(results_dir):
+def read_events(logdir: str | Path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+    ea = EventAccumulator(str(logdir), size_guidance={"scalars": 0, "histograms": 0})
+    ea.Reload()
+    return ea
+
+
+def tune_tags(result: dict) -> tuple[set[str], set[str]]:
+    """(scalar tags, histogram tags) Ray Tune's TBXLoggerCallback writes for `result`: every
+    flat key under "ray/tune/" but config, pid, timestamp, time_total_s, training_iteration;
+    numbers (bools too) unless NaN as scalars, non-empty lists as histograms."""
+    scalars, histograms = set(), set()
+    for key, value in flatten_result(result).items():
+        if key in ("config", "pid", "timestamp", "time_total_s", "training_iteration"):
+            continue
+        if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
+            scalars.add(f"ray/tune/{key}")
+        elif isinstance(value, list) and value:
+            histograms.add(f"ray/tune/{key}")
+    return scalars, histograms
+
+
+def test_tensorboard_scalars_and_histograms(results_dir):
     algo = small_config().build()
     try:
         results = train_n(algo, 3)
         logdir = algo.logdir
     finally:
         algo.stop()
-    ea = EventAccumulator(logdir)
-    ea.Reload()
+    ea = read_events(logdir)
     tags = ea.Tags()
-    for tag in ("env_runners/episode_return_mean", "num_env_steps_sampled_lifetime"):
+    env_steps = [r["num_env_steps_sampled_lifetime"] for r in results]
+    assert env_steps == [BATCH, 2 * BATCH, 3 * BATCH]
+    for key in ("env_runners/episode_return_mean", "num_env_steps_sampled_lifetime",
+                "learners/default_policy/total_loss"):
+        tag = f"ray/tune/{key}"
         assert tag in tags["scalars"], tags["scalars"]
         events = ea.Scalars(tag)
-        assert [e.step for e in events] == [1, 2, 3]
+        assert [e.step for e in events] == env_steps
         for e, result in zip(events, results):
-            assert e.step == result["training_iteration"]
-            assert e.value == pytest.approx(float(get(result, tag)), rel=1e-6, abs=1e-6)
-    assert "training_iteration" not in tags["scalars"]
-    assert "env_runners/hist_stats/episode_reward" in tags["histograms"], tags["histograms"]
-    assert "env_runners/hist_stats/episode_reward" not in tags["scalars"]
+            assert e.value == pytest.approx(float(get(result, key)), rel=1e-6, abs=1e-6)
+    assert "ray/tune/training_iteration" not in tags["scalars"]
+    for key in ("env_runners/hist_stats/episode_reward", "hist_stats/episode_reward"):
+        assert f"ray/tune/{key}" in tags["histograms"], tags["histograms"]
+        assert [e.step for e in ea.Histograms(f"ray/tune/{key}")] == env_steps
+    assert "ray/tune/env_runners/hist_stats/episode_reward" not in tags["scalars"]
+
+
+def test_tensorboard_steps_are_each_iterations_env_steps(results_dir):
+    """Every event of every tag sits at its iteration's env-step count (the x-axis Ray Tune
+    uses), never at the iteration number."""
+    algo = small_config(train_batch_size=200, minibatch_size=100).build()
+    try:
+        results = train_n(algo, 2)
+        logdir = algo.logdir
+    finally:
+        algo.stop()
+    env_steps = [r["num_env_steps_sampled_lifetime"] for r in results]
+    assert env_steps == [r["timesteps_total"] for r in results] == [200, 400]
+    ea = read_events(logdir)
+    tags = ea.Tags()
+    assert tags["scalars"] and tags["histograms"]
+    for tag in tags["scalars"]:
+        assert {e.step for e in ea.Scalars(tag)} <= set(env_steps), tag
+    for tag in tags["histograms"]:
+        assert [e.step for e in ea.Histograms(tag)] == env_steps, tag
+    assert [e.step for e in ea.Scalars("ray/tune/time_this_iter_s")] == env_steps
+
+
+def test_tensorboard_tags_are_ray_tunes_layout(results_dir):
+    """The tags of a plain run are exactly those Ray Tune's TBXLoggerCallback writes for the
+    same results (tests/test_tune.py compares with a real Tune trial)."""
+    algo = small_config().build()
+    try:
+        results = train_n(algo, 2)
+        logdir = algo.logdir
+    finally:
+        algo.stop()
+    expected_scalars, expected_histograms = set(), set()
+    for result in results:
+        scalars, histograms = tune_tags(result)
+        expected_scalars |= scalars
+        expected_histograms |= histograms
+    assert "ray/tune/done" in expected_scalars and "ray/tune/env_runners/episode_return_mean" in expected_scalars
+    tags = read_events(logdir).Tags()
+    assert set(tags["scalars"]) == expected_scalars
+    assert set(tags["histograms"]) == expected_histograms
 
 
 # ---------------------------------------------------------------------------- logger_config
@@ -709,34 +775,40 @@ def test_unified_logger_fans_out_and_closes(tmp_path):
 
 
 def test_tbx_logger_on_hand_made_results(tmp_path):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
     lg = TBXLogger({}, tmp_path)
     lg.on_result({"training_iteration": 4, "a": {"b": np.float32(1.25)}, "i": 3, "s": "text", "flag": True,
-                  "nan": float("nan"), "none": None, "h": [1.0, 2.0, 3.0], "empty": []})
+                  "nan": float("nan"), "inf": float("inf"), "none": None, "h": [1.0, 2.0, 3.0], "empty": [],
+                  "pid": 7, "timestamp": 1, "time_total_s": 2.0})
     lg.close()
-    ea = EventAccumulator(str(tmp_path))
-    ea.Reload()
+    ea = read_events(tmp_path)
     tags = ea.Tags()
-    assert set(tags["scalars"]) == {"a/b", "i"}
-    assert [(e.step, e.value) for e in ea.Scalars("a/b")] == [(4, 1.25)]
-    assert [(e.step, e.value) for e in ea.Scalars("i")] == [(4, 3.0)]
-    assert tags["histograms"] == ["h"]
+    assert set(tags["scalars"]) == {"ray/tune/a/b", "ray/tune/i", "ray/tune/flag", "ray/tune/inf"}
+    # No env steps in the result: the step is the training iteration, as in Tune.
+    assert [(e.step, e.value) for e in ea.Scalars("ray/tune/a/b")] == [(4, 1.25)]
+    assert [(e.step, e.value) for e in ea.Scalars("ray/tune/i")] == [(4, 3.0)]
+    assert [(e.step, e.value) for e in ea.Scalars("ray/tune/flag")] == [(4, 1.0)]
+    assert tags["histograms"] == ["ray/tune/h"]
+
+
+def test_tbx_logger_steps_by_env_steps(tmp_path):
+    lg = TBXLogger({}, tmp_path)
+    lg.on_result({"training_iteration": 1, "timesteps_total": 300, "x": 1.0})
+    lg.on_result({"training_iteration": 2, "num_env_steps_sampled_lifetime": 700, "x": 2.0})
+    lg.on_result({"training_iteration": 3, "timesteps_total": 0, "x": 3.0})  # Tune: 0 steps -> the iteration
+    lg.close()
+    assert [(e.step, e.value) for e in read_events(tmp_path).Scalars("ray/tune/x")] == [(300, 1.0), (700, 2.0),
+                                                                                       (3, 3.0)]
 
 
 def test_tbx_logger_accepts_a_zero_dim_array(tmp_path):
     # A 0-d array is a scalar to the other loggers (CSVLogger writes it as a cell); it must
     # not crash TBXLogger (which would make train() raise after the result was built).
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
     lg = TBXLogger({}, tmp_path)
     try:
         lg.on_result({"training_iteration": 1, "z": np.array(2.5)})
     finally:
         lg.close()
-    ea = EventAccumulator(str(tmp_path))
-    ea.Reload()
-    assert [(e.step, e.value) for e in ea.Scalars("z")] == [(1, 2.5)]
+    assert [(e.step, e.value) for e in read_events(tmp_path).Scalars("ray/tune/z")] == [(1, 2.5)]
 
 
 def test_noop_logger_creates_no_directory(tmp_path):

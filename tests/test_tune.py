@@ -2,8 +2,8 @@
 
 One small local Ray cluster (2 CPUs, no dashboard) serves the whole module; the sweeps
 train tiny PPO configs for one or two iterations, so most of the time is Tune starting
-trial actors. The `rlx train` sweep runs the real console script connected to that
-cluster (RAY_ADDRESS).
+trial actors. The `rlx train` sweep and the scripts that never `import rlx.tune` run in
+subprocesses connected to that cluster (RAY_ADDRESS).
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from cli_helpers import ROOT, run_rlx  # noqa: E402
 from rlx.algorithms.algorithm import Algorithm  # noqa: E402
 from rlx.algorithms.ppo import PPO, PPOConfig  # noqa: E402
 from rlx.algorithms.registry import get_algorithm_class, list_algorithms  # noqa: E402
+from rlx.loggers import flatten_result  # noqa: E402
 from rlx.utils.errors import ConfigError  # noqa: E402
 
 RETURN = "env_runners/episode_return_mean"
@@ -128,6 +129,78 @@ def test_registrations_survive_a_new_ray_session():
     start_ray()
     for name in list_algorithms():
         assert get_trainable_cls(name).algorithm == name
+
+
+AUTOREGISTER_SCRIPT = """
+import sys
+{imports}
+assert "rlx.tune" in sys.modules, "importing rlx.algorithms and ray.tune did not register rlx"
+from ray.tune.registry import get_trainable_cls
+from ray.tune.tune import _Config
+assert get_trainable_cls("PPO").__module__ == "rlx.tune.trainable", get_trainable_cls("PPO")
+assert isinstance(PPOConfig(), _Config)
+if {run_trial}:
+    import json
+    from pathlib import Path
+    config = PPOConfig().environment("CartPole-v1").training(train_batch_size=256, minibatch_size=128, num_epochs=1)
+    [result] = tune.Tuner("PPO", param_space=config, run_config=tune.RunConfig(
+        storage_path=sys.argv[1], name="autoregistered", stop={{"training_iteration": 1}}, verbose=0,
+        checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True))).fit()
+    assert result.error is None, result.error
+    # Only rlx writes rlx_checkpoint.json: the trial ran rlx's PPO, not RLlib's.
+    meta = json.loads((Path(result.checkpoint.path) / "rlx_checkpoint.json").read_text())
+    print(meta["algorithm_class"], result.metrics["num_env_steps_sampled_lifetime"])
+print("ok")
+"""
+
+
+def run_script(code: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address, "RAY_AUTH_MODE": "disabled"}
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=str(ROOT),
+                          timeout=300, env=env)
+
+
+def test_tune_runs_rlx_without_importing_rlx_tune(tmp_path):
+    """rlx.algorithms first, ray.tune later: the import of ray.tune registers rlx, and a
+    Tuner("PPO") trial in a fresh driver runs rlx's PPO."""
+    imports = ("from rlx.algorithms.ppo import PPOConfig\n"
+               "assert 'ray' not in sys.modules\n"
+               "from ray import tune")
+    proc = run_script(AUTOREGISTER_SCRIPT.format(imports=imports, run_trial=True), str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split()[-3:] == ["rlx.algorithms.ppo.ppo:PPO", "256", "ok"], proc.stdout
+
+
+def test_tune_imported_before_rlx_algorithms_registers_rlx_too():
+    proc = run_script(AUTOREGISTER_SCRIPT.format(
+        imports="from ray import tune\nimport rlx\nassert 'rlx.tune' not in sys.modules\n"
+                "from rlx.algorithms.ppo import PPOConfig",
+        run_trial=False))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["ok"], proc.stdout
+
+
+def test_tunes_rllib_fallback_does_not_take_rlx_names(monkeypatch):
+    """For a name it does not know, Tune registers every RLlib algorithm (PPO included) when
+    RLlib is importable; rlx's PPO must stay registered under "PPO" afterwards."""
+    import types
+
+    from ray.tune.registry import get_trainable_cls, register_trainable, validate_trainable
+
+    from rlx.tune import AlgorithmTrainable, register_algorithms
+
+    class RLlibPPO(tune.Trainable):
+        pass
+
+    fake_rllib = types.ModuleType("ray.rllib")
+    fake_rllib._register_all = lambda: register_trainable("PPO", RLlibPPO)
+    monkeypatch.setitem(sys.modules, "ray.rllib", fake_rllib)
+    try:
+        with pytest.raises(tune.TuneError, match="Unknown trainable: NotAnAlgorithm"):
+            validate_trainable("NotAnAlgorithm")
+        assert issubclass(get_trainable_cls("PPO"), AlgorithmTrainable)
+    finally:
+        register_algorithms()
 
 
 # ------------------------------------------------------------------ config search spaces
@@ -244,6 +317,70 @@ def test_tuner_accepts_algorithm_classes_and_rlx_registered_envs(tmp_path):
     algo = Algorithm.from_checkpoint(results["PPO"].checkpoint.path)
     assert algo.config.env == "rlx_registered_cartpole" and algo.iteration == 1
     algo.stop()
+
+
+def test_tuner_and_tune_run_take_rlx_configs_themselves(tmp_path):
+    """param_space=PPOConfig(...) / config=PPOConfig(...), search spaces included, as RLlib
+    users write it; the checkpoints Tune reports restore into an Algorithm as objects."""
+    config = small_ppo(lr=tune.grid_search([1e-3, 1e-4]))
+    grid = tune.Tuner("PPO", param_space=config, run_config=run_config(tmp_path, "config_object", 1)).fit()
+    assert len(grid) == 2 and not grid.errors, grid.errors
+    assert sorted(r.config["lr"] for r in grid) == [1e-4, 1e-3]
+    assert all(r.config["train_batch_size"] == 256 and r.config["minibatch_size"] == 64 for r in grid)
+
+    analysis = tune.run("PPO", config=small_ppo(lr=5e-4), stop={"training_iteration": 1}, verbose=0,
+                        storage_path=str(tmp_path), name="run_config_object",
+                        checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True))
+    [trial] = analysis.trials
+    assert trial.status == "TERMINATED" and trial.config["lr"] == 5e-4
+    reloaded = tune.ExperimentAnalysis(analysis.experiment_path)
+    checkpoints = [
+        analysis.get_last_checkpoint(trial),
+        reloaded.get_best_checkpoint(reloaded.trials[0], metric=RETURN, mode="max"),
+        grid[0].checkpoint,
+    ]
+    assert all(isinstance(c, tune.Checkpoint) for c in checkpoints)
+    algo = small_ppo().build()
+    try:
+        for checkpoint, lr in zip(checkpoints, [5e-4, 5e-4, grid[0].config["lr"]]):
+            algo.restore(checkpoint)
+            assert algo.iteration == 1
+            restored = PPO.from_checkpoint(checkpoint)
+            assert restored.config.lr == lr
+            restored.stop()
+    finally:
+        algo.stop()
+
+
+def test_a_tune_trial_and_a_plain_run_share_the_tensorboard_layout(lr_sweep, tmp_path):
+    """Same tags for the same result keys, and the same x-axis (env steps sampled), whether
+    Tune's TBXLoggerCallback or rlx's TBXLogger wrote the events."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    def read(logdir: Path) -> EventAccumulator:
+        ea = EventAccumulator(str(logdir), size_guidance={"scalars": 0, "histograms": 0})
+        ea.Reload()
+        return ea
+
+    trial = next(r for r in lr_sweep if r.config["lr"] == LRS[0])
+    algo = small_ppo(lr=LRS[0]).debugging(logger_config={"logdir": str(tmp_path / "plain")}).build()
+    try:
+        results = [algo.train(), algo.train()]
+    finally:
+        algo.stop()
+    env_steps = [r["num_env_steps_sampled_lifetime"] for r in results]
+    assert env_steps == [256, 512]
+    plain_keys = set().union(*(flatten_result(r) for r in results))
+
+    tune_events, plain_events = read(Path(trial.path)), read(tmp_path / "plain")
+    tune_tags, plain_tags = tune_events.Tags(), plain_events.Tags()
+    assert "ray/tune/env_runners/episode_return_mean" in plain_tags["scalars"]
+    for kind in ("scalars", "histograms"):
+        shared = {t for t in tune_tags[kind] if t.removeprefix("ray/tune/") in plain_keys}
+        assert set(plain_tags[kind]) == shared, kind
+    for tag in ("ray/tune/env_runners/episode_return_mean", "ray/tune/learners/default_policy/total_loss"):
+        assert [e.step for e in tune_events.Scalars(tag)] == env_steps
+        assert [e.step for e in plain_events.Scalars(tag)] == env_steps
 
 
 # ------------------------------------------------------------------ rlx train sweeps

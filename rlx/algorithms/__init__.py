@@ -16,3 +16,10 @@ def __getattr__(name: str) -> Any:
 
         return AlgorithmConfig
     raise AttributeError(f"module 'rlx.algorithms' has no attribute '{name}'")
+
+
+# Registers rlx's algorithms with Ray Tune once ray.tune is imported (never imports Ray itself).
+from rlx._tune_autoregister import install as _install_tune_hook  # noqa: E402
+
+_install_tune_hook()
+del _install_tune_hook

@@ -704,34 +704,40 @@ class Algorithm:
             path = os.path.join(self.logdir, f"checkpoint_{self.iteration:06d}")
         return write_algorithm_checkpoint(self, Path(path))
 
-    def restore(self, checkpoint_path: str | os.PathLike) -> None:
-        """Load a checkpoint of the same algorithm and config into this Algorithm."""
+    def restore(self, checkpoint_path: Any) -> None:
+        """Load a checkpoint of the same algorithm and config into this Algorithm.
+
+        `checkpoint_path` is the checkpoint directory or a checkpoint object: Ray Tune's
+        `result.checkpoint`, a Tune `Result`, or what `algo.save()` returned.
+        """
         self.restore_from_path(checkpoint_path)
 
-    def restore_from_path(self, path: str | os.PathLike) -> None:
-        """Load weights, optimizer state, counters and filters from a checkpoint directory."""
+    def restore_from_path(self, path: Any) -> None:
+        """Load weights, optimizer state, counters and filters from a checkpoint (a directory
+        or a checkpoint object, as for `restore`)."""
         from rlx.algorithms.checkpointing import read_algorithm_checkpoint
+        from rlx.utils.checkpoints import checkpoint_dir
 
-        read_algorithm_checkpoint(self, Path(str(path)))
+        read_algorithm_checkpoint(self, checkpoint_dir(path))
         self.callbacks.fire("on_checkpoint_loaded", algorithm=self)
 
     load_checkpoint = restore_from_path
 
     @classmethod
-    def from_checkpoint(cls, path: str | os.PathLike, config_overrides: dict | None = None, **kwargs: Any) -> "Algorithm":
-        """Rebuild an Algorithm (class, config, weights, state) from a checkpoint directory alone."""
+    def from_checkpoint(cls, path: Any, config_overrides: dict | None = None, **kwargs: Any) -> "Algorithm":
+        """Rebuild an Algorithm (class, config, weights, state) from a checkpoint alone: its
+        directory or a checkpoint object (Ray Tune's `result.checkpoint`, a Tune `Result`,
+        what `algo.save()` returned)."""
         from rlx.algorithms.checkpointing import algorithm_from_checkpoint
+        from rlx.utils.checkpoints import checkpoint_dir
 
-        # Checkpoint objects (Ray Train's, SaveResult's) carry their directory in `.path`; Ray's
-        # is os.PathLike with a __fspath__ that raises, so test for plain paths explicitly.
-        if hasattr(path, "path") and not isinstance(path, (str, bytes, Path)):
-            path = path.path
+        root = checkpoint_dir(path)
         if kwargs:
             raise TypeError(f"from_checkpoint() got unexpected arguments: {', '.join(kwargs)}.")
-        algo = algorithm_from_checkpoint(Path(str(path)), config_overrides or {})
+        algo = algorithm_from_checkpoint(root, config_overrides or {})
         algo.callbacks.fire("on_checkpoint_loaded", algorithm=algo)
         if cls is not Algorithm and not isinstance(algo, cls):
-            raise CheckpointError(f"Checkpoint {path} holds a {type(algo).__name__}, not a {cls.__name__}.")
+            raise CheckpointError(f"Checkpoint {root} holds a {type(algo).__name__}, not a {cls.__name__}.")
         return algo
 
     def write_checkpoint_extras(self, directory: Path) -> list[str]:

@@ -1,4 +1,9 @@
-"""TBXLogger: TensorBoard event files through tensorboardX."""
+"""TBXLogger: TensorBoard event files through tensorboardX, in Ray Tune's layout.
+
+A run looks the same in TensorBoard whether it was started with `algo.train()`, `rlx
+train` or Ray Tune (whose own TBXLoggerCallback writes a trial's events): every tag is
+`ray/tune/<flat result key>` and every step is the number of env steps sampled so far.
+"""
 from __future__ import annotations
 
 import logging
@@ -12,18 +17,36 @@ from rlx.loggers.logger import Logger, iter_flat
 
 logger = logging.getLogger("rlx")
 
-#: Result keys that are not training curves.
-_SKIPPED = {"training_iteration", "timestamp", "pid", "done", "time_this_iter_s"}
-#: The old top-level copy of env_runners/hist_stats: the same lists, drawn once is enough.
-_LEGACY_LISTS = ("hist_stats/",)
+#: Prefix of every tag, as Ray Tune's TBXLoggerCallback writes it.
+TAG_PREFIX = "ray/tune/"
+#: The result keys Ray Tune's TBXLoggerCallback leaves out: not training curves.
+_SKIPPED = {"config", "pid", "timestamp", "time_total_s", "training_iteration"}
 #: Fixed bins cost half of tensorboardX's default 'tensorflow' binning per histogram.
 _HISTOGRAM_BINS = 30
 
 
+def tensorboard_step(result: dict[str, Any]) -> int:
+    """The x-axis value of a result in TensorBoard: env steps sampled so far.
+
+    Ray Tune's rule (`timesteps_total`, else `training_iteration`), with
+    `num_env_steps_sampled_lifetime` (what rlx reports as `timesteps_total`) in between for
+    results that lack the old key.
+    """
+    steps = result.get("timesteps_total") or result.get("num_env_steps_sampled_lifetime")
+    return int(steps or result.get("training_iteration") or 0)
+
+
+def tensorboard_tag(key: str) -> str:
+    """The TensorBoard tag of a flat result key: 'env_runners/episode_return_mean' ->
+    'ray/tune/env_runners/episode_return_mean'."""
+    return TAG_PREFIX + key
+
+
 class TBXLogger(Logger):
-    """Writes every numeric result as a TensorBoard scalar (tag = flat key such as
-    `env_runners/episode_return_mean`, step = `training_iteration`) and every non-empty
-    list of numbers (`env_runners/hist_stats/...`) as a histogram. `tensorboard --logdir ~/rlx_results`
+    """Writes every numeric result as a TensorBoard scalar and every non-empty list of
+    numbers (`env_runners/hist_stats/...`) as a histogram, in Ray Tune's layout: tag
+    `ray/tune/<flat key>` (e.g. `ray/tune/env_runners/episode_return_mean`), step =
+    env steps sampled so far (`tensorboard_step`). `tensorboard --logdir ~/rlx_results`
     shows them.
 
     `logger_config={"tensorboard_flush_secs": N}` sets how often tensorboardX flushes
@@ -45,29 +68,30 @@ class TBXLogger(Logger):
         self._last_flush = 0.0
 
     def on_result(self, result: dict[str, Any]) -> None:
-        """Add the result's numbers at step `training_iteration`."""
+        """Add the result's numbers at step `tensorboard_step(result)`."""
         from tensorboardX.proto.summary_pb2 import Summary
 
-        step = int(result.get("training_iteration", 0) or 0)
-        writer = self._writer
-        scalars = []
+        values = []
+        # id(list) -> its histogram: the old top-level hist_stats/ holds the very lists of
+        # env_runners/hist_stats/, drawn under both tags as Tune does, computed once.
+        histograms: dict[int, Any] = {}
         for key, value in iter_flat(result):
-            if key in _SKIPPED or isinstance(value, (str, bool)) or value is None:
+            if key in _SKIPPED or value is None or isinstance(value, str):
                 continue
-            if isinstance(value, (int, float, np.integer, np.floating)):
-                if math.isfinite(float(value)):
-                    scalars.append(Summary.Value(tag=key, simple_value=float(value)))
-            elif isinstance(value, np.ndarray) and value.ndim == 0:
-                if value.dtype.kind in "iuf" and math.isfinite(float(value)):
-                    scalars.append(Summary.Value(tag=key, simple_value=float(value)))
-            elif isinstance(value, (list, tuple, np.ndarray)) and len(value) > 0 and not key.startswith(_LEGACY_LISTS):
-                arr = np.asarray(value)
-                if arr.dtype.kind in "iuf" and np.all(np.isfinite(arr)):
-                    writer.add_histogram(key, arr.astype(np.float64), global_step=step, bins=_HISTOGRAM_BINS)
-        # One event holding every scalar: ~15x cheaper than an add_scalar() call per key.
-        writer._get_file_writer().add_summary(Summary(value=scalars), step)
+            number = _scalar(value)
+            if number is not None:
+                # Like Tune: NaN is left out (no point), infinities are drawn.
+                if not math.isnan(number):
+                    values.append(Summary.Value(tag=tensorboard_tag(key), simple_value=number))
+            elif isinstance(value, (list, tuple, np.ndarray)) and len(value) > 0:
+                if id(value) not in histograms:
+                    histograms[id(value)] = _histogram(value)
+                if histograms[id(value)] is not None:
+                    values.append(Summary.Value(tag=tensorboard_tag(key), histo=histograms[id(value)]))
+        # One event holding every value: ~15x cheaper than an add_scalar() call per key.
+        self._writer._get_file_writer().add_summary(Summary(value=values), tensorboard_step(result))
         if self._flush_each and time.monotonic() - self._last_flush >= 1.0:
-            writer.flush()
+            self._writer.flush()
             self._last_flush = time.monotonic()
 
     def flush(self) -> None:
@@ -77,3 +101,22 @@ class TBXLogger(Logger):
     def close(self) -> None:
         """Close the event file."""
         self._writer.close()
+
+
+def _scalar(value: Any) -> float | None:
+    """`value` as a float when it is one number (bools too, as Tune draws them), else None."""
+    if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+        return float(value)
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf":
+        return float(value)
+    return None
+
+
+def _histogram(value: Any) -> Any:
+    """The TensorBoard histogram of a list of finite numbers; None for any other list."""
+    from tensorboardX.summary import make_histogram
+
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iuf" or not np.all(np.isfinite(arr)):
+        return None
+    return make_histogram(arr.astype(np.float64), _HISTOGRAM_BINS)

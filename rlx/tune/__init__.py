@@ -1,13 +1,12 @@
-"""Ray Tune integration: `import rlx.tune` and rlx algorithms run in Tune like RLlib's.
+"""Ray Tune integration: rlx algorithms run in Tune like RLlib's.
 
-    import rlx.tune  # registers "PPO", "DQN", ... with Ray Tune
     from ray import tune
     from rlx.algorithms.ppo import PPO, PPOConfig
 
     config = PPOConfig().environment("CartPole-v1").training(lr=tune.grid_search([1e-2, 1e-3, 1e-4]))
     results = tune.Tuner(
         "PPO",  # or PPO, the class
-        param_space=config.to_dict(),
+        param_space=config,  # or config.to_dict()
         run_config=tune.RunConfig(stop={"training_iteration": 20},
                                   checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True)),
     ).fit()
@@ -15,8 +14,10 @@
     algo = PPO.from_checkpoint(best.checkpoint)
 
 `tune.run("PPO", config={"env": ..., "lr": tune.grid_search([...])}, stop={...})` works as
-well. Importing this module imports Ray (the `tune` extra: pip install 'rlx[tune]');
-nothing else in rlx does. See docs/tune.md.
+well. Importing this module imports Ray (the `tune` extra: pip install 'rlx[tune]') and
+registers "PPO", "DQN", ... with Tune. It need not be imported by hand: once any
+`rlx.algorithms` module and `ray.tune` are both imported, in either order, rlx imports it
+(rlx/_tune_autoregister.py). Nothing else in rlx imports Ray. See docs/tune.md.
 """
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ except ImportError as _err:  # pragma: no cover - exercised with ray missing
 from rlx.tune.registration import (
     install_algorithm_class_hook,
     install_reinit_hook,
+    install_rllib_fallback_guard,
     register_algorithms,
+    register_config_class,
     register_envs,
 )
 from rlx.tune.trainable import AlgorithmTrainable, trainable
@@ -39,5 +42,7 @@ register_algorithms()
 register_envs()
 install_reinit_hook()
 install_algorithm_class_hook()
+install_rllib_fallback_guard()
+register_config_class()
 
 __all__ = ["AlgorithmTrainable", "register_algorithms", "register_envs", "trainable"]

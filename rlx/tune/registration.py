@@ -10,6 +10,12 @@ Algorithm classes.
   from the same post-init hook list.
 * `tune.Tuner(PPO, ...)` / `tune.run(PPOTrainer, ...)` with an Algorithm class: see
   `install_algorithm_class_hook`.
+* rlx configs as `param_space=` / `config=`: see `register_config_class`.
+* rlx's names stay rlx's when Tune falls back to RLlib's algorithms for a name it does not
+  know: see `install_rllib_fallback_guard`.
+
+`import rlx.algorithms` imports this package by itself once `ray.tune` is imported
+(rlx/_tune_autoregister.py), so none of this needs an explicit `import rlx.tune`.
 """
 from __future__ import annotations
 
@@ -86,3 +92,53 @@ def install_algorithm_class_hook() -> None:
     register_if_needed.__doc__ = current.__doc__
     register_if_needed.__wrapped__ = current  # type: ignore[attr-defined]
     Experiment.register_if_needed = classmethod(register_if_needed)
+
+
+def register_config_class() -> None:
+    """Let Tune take an rlx config itself as `Tuner(param_space=...)` or `tune.run(config=...)`.
+
+    Tune converts a config with `to_dict()` when it is an instance of its ABC
+    `ray.tune.tune._Config` (RLlib's AlgorithmConfig subclasses it); anything else must
+    be a dict. rlx's AlgorithmConfig cannot subclass it (`import rlx` never imports Ray),
+    so it is registered as a virtual subclass, as soon as its module is imported (now, if
+    it is). `to_dict()` is the flat dict `AlgorithmTrainable.make_config` reads, search
+    spaces included.
+    """
+    from rlx._tune_autoregister import when_imported
+
+    when_imported("rlx.algorithms.algorithm_config", _register_config_class)
+
+
+def _register_config_class() -> None:
+    from ray.tune.tune import _Config
+
+    from rlx.algorithms.algorithm_config import AlgorithmConfig
+
+    if not issubclass(AlgorithmConfig, _Config):
+        _Config.register(AlgorithmConfig)
+
+
+def install_rllib_fallback_guard() -> None:
+    """Keep "PPO", "DQN", ... rlx's when Tune falls back to RLlib's algorithms.
+
+    For a trainable name it does not know (a typo, an algorithm only RLlib has), Tune calls
+    `ray.tune.registry._has_rllib_trainable`, which registers every RLlib algorithm when
+    RLlib is importable, overwriting rlx's registrations of the same names: a later
+    `tune.Tuner("PPO")` would silently train RLlib's PPO. This wraps that function to
+    register rlx's algorithms again right after. Idempotent.
+    """
+    import ray.tune.registry as tune_registry
+
+    current = getattr(tune_registry, "_has_rllib_trainable", None)
+    if current is None or getattr(current, "_rlx_original", None) is not None:
+        return
+
+    def _has_rllib_trainable(trainable_name: str) -> bool:
+        try:
+            return current(trainable_name)
+        finally:
+            register_algorithms()
+
+    _has_rllib_trainable._rlx_original = current  # type: ignore[attr-defined]
+    _has_rllib_trainable.__wrapped__ = current  # type: ignore[attr-defined]
+    tune_registry._has_rllib_trainable = _has_rllib_trainable

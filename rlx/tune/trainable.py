@@ -120,7 +120,8 @@ class AlgorithmTrainable(Trainable):
         return None
 
     def load_checkpoint(self, checkpoint: Any) -> None:
-        """Restore the Algorithm from a checkpoint directory this Trainable saved."""
+        """Restore the Algorithm from a checkpoint this Trainable saved: its directory (what
+        Tune passes) or a checkpoint object (see `rlx.utils.checkpoints.checkpoint_dir`)."""
         if isinstance(checkpoint, dict):  # pragma: no cover - save_checkpoint never returns a dict
             raise ConfigError(f"{type(self).__name__} restores rlx checkpoint directories, not dicts.")
         self.algo.restore_from_path(checkpoint)

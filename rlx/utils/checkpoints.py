@@ -9,7 +9,7 @@ import json
 import os
 import shutil
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import numpy as np
@@ -253,9 +253,54 @@ class AtomicDirectory:
             os.replace(self.tmp, self.target)
 
 
-def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
-    """Read and check `rlx_checkpoint.json` of a checkpoint directory."""
-    root = Path(path).expanduser()
+def checkpoint_dir(checkpoint: Any) -> Path:
+    """The local directory of a checkpoint, given as a path or as a checkpoint object.
+
+    Takes a `str` or `os.PathLike` path; an object with a `.path`, such as Ray's
+    `Checkpoint` (`result.checkpoint`, `analysis.get_last_checkpoint()`); and an object
+    with a `.checkpoint`, such as Ray Tune's `Result` or rlx's `SaveResult`. A Ray
+    `Checkpoint` on a remote filesystem (S3, GCS, ...) raises a CheckpointError saying to
+    download it first.
+    """
+    if isinstance(checkpoint, (str, bytes, PurePath)):  # SaveResult is a str
+        return Path(os.fsdecode(checkpoint)).expanduser()
+    if hasattr(checkpoint, "checkpoint"):  # Tune's Result: its .path is the trial dir, not a checkpoint
+        inner = checkpoint.checkpoint
+        if inner is None:
+            raise CheckpointError(
+                f"{type(checkpoint).__name__} holds no checkpoint: the run saved none. Save one with "
+                "tune.CheckpointConfig(checkpoint_at_end=True) or checkpoint_frequency, or algo.save()."
+            )
+        return checkpoint_dir(inner)
+    path = getattr(checkpoint, "path", None)
+    if path is not None:
+        _require_local_filesystem(checkpoint, path)
+        return checkpoint_dir(path)
+    # After `.path`: Ray's Checkpoint is os.PathLike too, but its __fspath__ raises.
+    if isinstance(checkpoint, os.PathLike):
+        return Path(os.fspath(checkpoint)).expanduser()
+    raise TypeError(
+        f"A checkpoint must be a directory path (str or pathlib.Path) or a checkpoint object with a .path, "
+        f"such as Ray Tune's result.checkpoint; got {type(checkpoint).__name__} {checkpoint!r:.100}."
+    )
+
+
+def _require_local_filesystem(checkpoint: Any, path: Any) -> None:
+    """Refuse a checkpoint object whose (pyarrow) `filesystem` is not the local one."""
+    filesystem = getattr(checkpoint, "filesystem", None)
+    kind = getattr(filesystem, "type_name", "local") if filesystem is not None else "local"
+    if kind != "local":
+        raise CheckpointError(
+            f"The checkpoint {kind}://{path} is on a remote filesystem, and rlx loads checkpoints from local "
+            "directories. Download it first and load the copy, e.g. "
+            "Algorithm.from_checkpoint(checkpoint.to_directory())."
+        )
+
+
+def read_metadata(path: Any) -> dict[str, Any]:
+    """Read and check `rlx_checkpoint.json` of a checkpoint directory (a path or a checkpoint
+    object, see `checkpoint_dir`)."""
+    root = checkpoint_dir(path)
     if not root.exists():
         raise CheckpointError(f"Checkpoint directory does not exist: {root}.")
     if not root.is_dir():
