@@ -59,7 +59,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from rlx.utils.spawn import describe_exit, send_reply, serve_calls
+from rlx.utils.spawn import describe_exit, raise_startup_error, send_reply, serve_calls
 from rlx.utils.worker_process import WorkerProcess
 from rlx.utils.errors import RLXError
 
@@ -437,6 +437,7 @@ def _learner_main(conn: Any, payload: bytes, rank: int) -> None:
     """Body of a learner process: build the Learner, then answer calls until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver decides when learners stop
     try:
+        raise_startup_error()
         import cloudpickle
 
         worker = _LearnerWorker(cloudpickle.loads(payload), rank)

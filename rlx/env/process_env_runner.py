@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from typing import Any, Callable
 
 from rlx.utils.errors import RLXError
-from rlx.utils.spawn import describe_exit, send_reply, serve_calls
+from rlx.utils.spawn import describe_exit, raise_startup_error, send_reply, serve_calls
 from rlx.utils.worker_process import WorkerProcess
 
 
@@ -32,6 +32,7 @@ def _worker_main(conn: Any, payload: bytes) -> None:
     # Ctrl-C in a terminal reaches every process of the group; the driver decides what stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
+        raise_startup_error()
         import cloudpickle
         import torch
 

@@ -38,9 +38,16 @@ KILL_CONFIRM_S = 10.0
 
 
 class _EnvRunnerActor:
-    """Body of the Ray actor: holds one EnvRunner and applies functions to it, one at a time."""
+    """Body of the Ray actor: holds one EnvRunner and applies functions to it, one at a time.
 
-    def __init__(self, num_threads: int):
+    `env_registry` is the driver's `registry_snapshot()`: names registered there (with
+    rlx.register_env or Ray Tune's register_env) resolve in the actor as in the driver.
+    """
+
+    def __init__(self, num_threads: int, env_registry: dict[str, Any] | None = None, index: int | None = None):
+        from rlx.env.registry import restore_registry
+
+        restore_registry(env_registry, where=f"the Ray actor of EnvRunner {index} (pid {os.getpid()})")
         import torch
 
         torch.set_num_threads(max(1, int(num_threads)))
@@ -310,7 +317,10 @@ class RayEnvRunner:
             spread = str(config.placement_strategy or "").upper() in ("SPREAD", "STRICT_SPREAD")
             options["scheduling_strategy"] = "SPREAD" if spread else "DEFAULT"
         try:
-            self.actor = _remote_actor_class().options(**options).remote(max(1, int(num_cpus)))
+            from rlx.env.registry import registry_snapshot
+
+            self.actor = _remote_actor_class().options(**options).remote(max(1, int(num_cpus)), registry_snapshot(),
+                                                                         index)
             self._ready = self._track(self.actor.build.remote(runner_cls, config, index, num_workers, module_spec))
         except BaseException:
             self._release_placement()

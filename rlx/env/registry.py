@@ -1,15 +1,22 @@
 """Env creation from what a user puts in `config.environment(env=...)`.
 
-Accepted, in this order: a name registered with `register_env`, an import path
-('package.module:Class' or 'package.module.Class'), a Gymnasium id (old versions such as
-'CartPole-v0' map to the closest registered version), an env class, or a creator callable.
+Accepted, in this order: a name registered with `register_env` (or with
+`ray.tune.registry.register_env`, when Ray Tune is imported), a Gymnasium id, an import path
+('package.module:Class' or 'package.module.Class'), an old Gymnasium version such as
+'CartPole-v0' (mapped to the closest registered version), an env class, or a creator callable.
+
+Registrations live in this process. Worker processes (EnvRunners, sub-envs, learners) and
+Ray actors get a snapshot of them when they start (`registry_snapshot()` in the process
+that starts them, `restore_registry()` in the new one), so a name registered in the driver
+resolves everywhere; one registered after a worker started does not reach that worker.
 """
 from __future__ import annotations
 
 import importlib
 import logging
 import re
-from typing import Any, Callable
+import sys
+from typing import Any, Callable, Mapping
 
 from rlx.env.env_context import EnvContext
 from rlx.utils.errors import EnvError, did_you_mean
@@ -19,6 +26,13 @@ logger = logging.getLogger(__name__)
 EnvCreator = Callable[[EnvContext], Any]
 
 _ENV_REGISTRY: dict[str, EnvCreator] = {}
+#: Registrations shipped from the process that started this one (see `restore_registry`).
+_SHIPPED: dict[str, "_ShippedCreator"] = {}
+#: Names registered there whose creators could not be shipped here, with the reason.
+_NOT_SHIPPED: dict[str, str] = {}
+#: This worker process in error messages ("worker process rlx-env-runner-1 (pid 12)");
+#: None in a process that received no snapshot (the driver).
+_WORKER_LABEL: str | None = None
 
 
 def register_env(name: str, env_creator: EnvCreator) -> None:
@@ -33,8 +47,6 @@ def register_env(name: str, env_creator: EnvCreator) -> None:
 
 def _maybe_register_with_tune(name: str, env_creator: EnvCreator) -> None:
     """Also register with Ray Tune's registry when Ray is already imported (no import cost otherwise)."""
-    import sys
-
     if "ray.tune" in sys.modules:
         try:
             sys.modules["ray.tune"].register_env(name, env_creator)
@@ -43,13 +55,159 @@ def _maybe_register_with_tune(name: str, env_creator: EnvCreator) -> None:
 
 
 def registered_env_names() -> list[str]:
-    """Names registered with register_env."""
-    return sorted(_ENV_REGISTRY)
+    """Names registered with register_env here, or shipped from the process that started this one."""
+    return sorted(set(_ENV_REGISTRY) | set(_SHIPPED))
 
 
 def get_registered_creator(name: str) -> EnvCreator | None:
-    """The creator registered under `name`, if any."""
-    return _ENV_REGISTRY.get(name)
+    """The creator registered under `name`, if any: with `register_env` in this process, in
+    the process that started this one (shipped at start), or with Ray Tune's `register_env`
+    (looked up only when `ray.tune.registry` is already imported)."""
+    creator = _ENV_REGISTRY.get(name)
+    if creator is not None:
+        return creator
+    shipped = _SHIPPED.get(name)
+    if shipped is not None:
+        return shipped.load()
+    return _tune_creator(name)
+
+
+# ---------------------------------------------------------------- Ray Tune's registry
+
+
+def _tune_registry_module() -> Any | None:
+    """`ray.tune.registry` when something already imported it; never imported here, so that
+    `import rlx` and processes without Ray stay light."""
+    return sys.modules.get("ray.tune.registry")
+
+
+def _tune_creator(name: str) -> EnvCreator | None:
+    """The creator registered under `name` with `ray.tune.registry.register_env`, if any."""
+    tune = _tune_registry_module()
+    if tune is None:
+        return None
+    try:
+        if tune._global_registry.contains(tune.ENV_CREATOR, name):
+            return tune._global_registry.get(tune.ENV_CREATOR, name)
+    except Exception:  # no Ray session any more, a non-ASCII name, ...: not registered there
+        logger.debug("Looking up env %r in Ray Tune's registry failed", name, exc_info=True)
+    return None
+
+
+def _tune_env_names(tune: Any) -> set[str]:
+    """Names registered with Tune's `register_env`: those held in this process (not yet
+    flushed to Ray, or flushed from here) and, with Ray running, those in Ray's KV store for
+    this job (registered by another process of the job, e.g. the driver of a Tune trial)."""
+    registry = tune._global_registry
+    keys = list(getattr(registry, "_to_flush", {})) + list(getattr(registry, "_registered", ()))
+    names = {key for category, key in keys if category == tune.ENV_CREATOR}
+    from ray.experimental import internal_kv  # Ray is imported: ray.tune.registry imports it
+
+    if internal_kv._internal_kv_initialized():
+        prefix = tune._make_key(registry.prefix, tune.ENV_CREATOR, "")
+        names.update(key[len(prefix):].decode() for key in internal_kv._internal_kv_list(prefix))
+    return names
+
+
+def _tune_registrations() -> dict[str, EnvCreator]:
+    """Envs registered with Tune's `register_env` and not with rlx's (empty without Ray Tune)."""
+    tune = _tune_registry_module()
+    if tune is None:
+        return {}
+    try:
+        names = _tune_env_names(tune)
+    except Exception:  # private parts of Tune's registry changed, or Ray went away
+        logger.debug("Could not list the envs in Ray Tune's registry", exc_info=True)
+        return {}
+    creators = {}
+    for name in names - set(_ENV_REGISTRY) - set(_SHIPPED):
+        creator = _tune_creator(name)
+        if creator is not None:
+            creators[name] = creator
+    return creators
+
+
+# ---------------------------------------------------------------- shipping to worker processes
+
+
+class _ShippedCreator:
+    """A creator registered in the process that started this one, as cloudpickled bytes;
+    unpickled on first use, so a creator this process never uses imports nothing here."""
+
+    def __init__(self, name: str, data: bytes):
+        self.name = name
+        self.data = data
+        self._creator: EnvCreator | None = None
+
+    def load(self) -> EnvCreator:
+        """The creator, unpickled once."""
+        if self._creator is None:
+            import cloudpickle
+
+            try:
+                self._creator = cloudpickle.loads(self.data)
+            except Exception as err:
+                raise EnvError(
+                    f"Env '{self.name}' is registered in the driver, but its creator could not be loaded in "
+                    f"{_WORKER_LABEL or 'this process'}: {type(err).__name__}: {err}. The creator travels with "
+                    "cloudpickle, which sends functions and classes of importable modules by name: those modules "
+                    "must be importable here too (install them on this machine, or define the creator in the "
+                    "driver script)."
+                ) from err
+        return self._creator
+
+
+def _pickle_creator(creator: EnvCreator) -> bytes | Exception:
+    """The creator cloudpickled, or the error pickling it raised."""
+    import cloudpickle
+
+    try:
+        return cloudpickle.dumps(creator)
+    except Exception as err:
+        return err
+
+
+def registry_snapshot() -> dict[str, dict[str, Any]]:
+    """The env registrations of this process, ready to ship to a worker process it starts.
+
+    Holds every name registered with `register_env` here, shipped here from the process
+    that started this one, or registered with Ray Tune's `register_env` (when
+    `ray.tune.registry` is imported): `{"creators": {name: cloudpickled creator},
+    "unpicklable": {name: why its creator did not pickle}}`. cloudpickle carries lambdas,
+    closures and classes defined in `__main__` by value. Give it to `restore_registry` in
+    the new process.
+    """
+    pickled: dict[str, bytes | Exception] = {}  # later sources win a name
+    for name, creator in _tune_registrations().items():
+        pickled[name] = _pickle_creator(creator)
+    for name, shipped in _SHIPPED.items():
+        pickled[name] = shipped.data
+    for name, creator in _ENV_REGISTRY.items():
+        pickled[name] = _pickle_creator(creator)
+    creators = {name: data for name, data in pickled.items() if isinstance(data, bytes)}
+    unpicklable = {name: why for name, why in _NOT_SHIPPED.items() if name not in pickled}
+    unpicklable.update({name: f"{type(err).__name__}: {err}" for name, err in pickled.items()
+                        if isinstance(err, Exception)})
+    return {"creators": creators, "unpicklable": unpicklable}
+
+
+def restore_registry(snapshot: Mapping[str, Mapping[str, Any]] | None, where: str) -> None:
+    """Make the registrations of `snapshot` (from `registry_snapshot()` in the process that
+    started this one) resolve here. Call it first thing in a new worker process; `where`
+    names the process in error messages ("worker process rlx-env-runner-1 (pid 12)")."""
+    global _WORKER_LABEL
+    _WORKER_LABEL = where
+    if not snapshot:
+        return
+    for name, data in snapshot.get("creators", {}).items():
+        _SHIPPED[name] = _ShippedCreator(name, data)
+        _NOT_SHIPPED.pop(name, None)
+    for name, reason in snapshot.get("unpicklable", {}).items():
+        _SHIPPED.pop(name, None)
+        _NOT_SHIPPED[name] = reason
+
+
+# ---------------------------------------------------------------- resolving env specifiers
 
 
 def import_object(path: str) -> Any:
@@ -104,7 +262,7 @@ def make_env_creator(env: Any, env_config: dict | None = None) -> tuple[EnvCreat
 
 
 def _creator_from_string(name: str) -> tuple[EnvCreator, str]:
-    creator = _ENV_REGISTRY.get(name)
+    creator = get_registered_creator(name)
     if creator is not None:
         return creator, name
     import gymnasium as gym
@@ -127,8 +285,30 @@ def _creator_from_string(name: str) -> tuple[EnvCreator, str]:
     if closest is not None:
         logger.warning("Env id '%s' is not registered in Gymnasium; using '%s' instead.", name, closest)
         return _gym_creator(closest), closest
-    hint = did_you_mean(name, list(_ENV_REGISTRY) + _gym_ids())
-    raise EnvError(
+    raise _unknown_env_error(name)
+
+
+def _unknown_env_error(name: str) -> EnvError:
+    """Why `name` resolves to no env here, and what to do about it."""
+    if name in _NOT_SHIPPED:
+        return EnvError(
+            f"Env '{name}' is registered in the driver, but its creator could not be sent to "
+            f"{_WORKER_LABEL or 'this process'}: it does not pickle ({_NOT_SHIPPED[name]}). Worker processes "
+            "get the driver's registrations with cloudpickle: register a creator that pickles (a module-level "
+            "function or class, or a lambda capturing only picklable values), or use "
+            "env_runner_backend='thread', which needs no pickling."
+        )
+    hint = did_you_mean(name, registered_env_names() + _gym_ids())
+    if _WORKER_LABEL is not None:
+        shipped = ", ".join(f"'{n}'" for n in sorted(_SHIPPED)) or "none"
+        return EnvError(
+            f"Unknown env '{name}' in {_WORKER_LABEL}.{hint} A worker process gets the driver's env "
+            f"registrations (rlx.register_env, ray.tune.registry.register_env) when it starts, and '{name}' was "
+            f"not registered then (names it got: {shipped}). Register it in the driver before building the "
+            "algorithm: a register_env after build() does not reach runners already started. A Gymnasium id "
+            "or an import path 'package.module:MyEnv' needs no registration."
+        )
+    return EnvError(
         f"Unknown env '{name}'.{hint} Use a Gymnasium id (e.g. 'CartPole-v1'), register a creator with "
         f"rlx.register_env('{name}', lambda env_config: MyEnv(env_config)), or give an import path "
         "'package.module:MyEnv'."

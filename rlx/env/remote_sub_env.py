@@ -13,7 +13,7 @@ import traceback
 from typing import Any, Callable
 
 from rlx.utils.errors import EnvError
-from rlx.utils.spawn import start_process
+from rlx.utils.spawn import raise_startup_error, start_process
 
 
 def _serve(conn: Any, payload: bytes) -> None:
@@ -22,6 +22,7 @@ def _serve(conn: Any, payload: bytes) -> None:
     import cloudpickle
 
     try:
+        raise_startup_error()
         env = cloudpickle.loads(payload)()
         info = {"observation_space": env.observation_space, "action_space": env.action_space,
                 "metadata": getattr(env, "metadata", {}), "render_mode": getattr(env, "render_mode", None),

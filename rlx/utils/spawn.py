@@ -5,15 +5,28 @@ without an `if __name__ == "__main__":` guard would run again in every worker an
 workers of its own. rlx ships everything a worker needs with cloudpickle (which carries
 classes and functions defined in `__main__` by value), so the children are started
 without the main script: users need no main guard.
+
+What the driver set up for its workers reaches every child before the child's own code
+runs (see `start_process`): the env registry (`rlx.register_env` and Ray Tune's
+`register_env`), and, when Ray is initialised in the starting process, a connection to the
+same Ray cluster and namespace, so env code can reach the driver's named actors.
 """
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing as mp
+import os
 import sys
 from typing import Any, Callable, Iterator
 
+logger = logging.getLogger(__name__)
+
 _MISSING = object()
+#: What went wrong while this worker process started (connecting to the driver's Ray);
+#: raised by `raise_startup_error()` inside the worker's own error reporting.
+_STARTUP_ERROR: BaseException | None = None
+_warned_ray_client = False
 
 
 @contextlib.contextmanager
@@ -39,15 +52,103 @@ def _main_module_hidden() -> Iterator[None]:
                 setattr(main, name, value)
 
 
+def _driver_ray() -> dict[str, str] | None:
+    """Address and namespace of the Ray this process is connected to; None when Ray is not
+    imported or not initialised (the common case, which costs nothing) or reached through
+    Ray Client (whose children cannot join by address)."""
+    global _warned_ray_client
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    client_hook = sys.modules.get("ray._private.client_mode_hook")
+    if client_hook is not None and client_hook.client_mode_should_convert():
+        if not _warned_ray_client:
+            _warned_ray_client = True
+            logger.warning("Ray is connected through Ray Client: rlx's worker processes do not join it, so env "
+                           "code in them cannot reach Ray actors. Use env_runner_backend='ray' for that.")
+        return None
+    context = ray.get_runtime_context()
+    return {"address": context.gcs_address, "namespace": context.namespace}
+
+
+def worker_startup_state() -> dict[str, Any]:
+    """What a worker process needs from this one before its own code runs: the env registry
+    (`rlx.env.registry.registry_snapshot()`) and where this process's Ray is, if initialised.
+    `start_process` ships it. (Ray actors, already in Ray, get only the registry snapshot.)"""
+    from rlx.env.registry import registry_snapshot
+
+    return {"env_registry": registry_snapshot(), "ray": _driver_ray()}
+
+
+def _gcs_reachable(address: str, timeout_s: float = 5.0) -> str | None:
+    """None when a TCP connection to `address` ("host:port") opens within `timeout_s`, else why
+    not (ray.init would retry an unreachable GCS for minutes)."""
+    import socket
+
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return None
+    except (OSError, ValueError) as err:
+        return f"{type(err).__name__}: {err}"
+
+
+def _connect_ray(ray_info: dict[str, str], where: str) -> None:
+    """Join the driver's Ray cluster, in its namespace (named actors are namespace-scoped).
+    A failure is kept for `raise_startup_error()`, which reports it to the driver."""
+    global _STARTUP_ERROR
+    address, namespace = ray_info["address"], ray_info["namespace"]
+    try:
+        unreachable = _gcs_reachable(address)
+        if unreachable is not None:
+            raise ConnectionError(f"its GCS does not answer ({unreachable})")
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(address=address, namespace=namespace, log_to_driver=False, logging_level=logging.WARNING)
+    except Exception as err:
+        from rlx.utils.errors import RLXError
+
+        _STARTUP_ERROR = RLXError(
+            f"The {where} could not connect to the driver's Ray cluster at {address} (namespace {namespace!r}), "
+            f"which env code in worker processes uses to reach Ray actors: {type(err).__name__}: {err}. Use "
+            "config.env_runners(env_runner_backend='ray') to run the EnvRunners as Ray actors instead."
+        )
+        _STARTUP_ERROR.__cause__ = err
+
+
+def raise_startup_error() -> None:
+    """Raise what went wrong while this worker process started, if anything. Worker bodies
+    call it where their errors are reported to the driver."""
+    if _STARTUP_ERROR is not None:
+        raise _STARTUP_ERROR
+
+
+def _bootstrap(startup: dict[str, Any], name: str, target: Callable[..., Any], args: tuple) -> None:
+    """First code of every worker process: restore the starting process's env registry and
+    join its Ray, then run `target(*args)`."""
+    from rlx.env.registry import restore_registry
+
+    where = f"worker process {name} (pid {os.getpid()})"
+    restore_registry(startup["env_registry"], where=where)
+    if startup["ray"] is not None:
+        _connect_ray(startup["ray"], where)
+    target(*args)
+
+
 def start_process(target: Callable[..., Any], args: tuple, name: str, daemon: bool = True) -> Any:
     """Start a "spawn" process running `target(*args)` without re-running `__main__`.
 
-    `daemon=False` lets the process start processes of its own (an EnvRunner whose
+    Before `target` runs, the new process gets this one's env registrations (names
+    registered afterwards do not reach it) and, when Ray is initialised here, joins the same
+    Ray cluster and namespace; `target` should call `raise_startup_error()` where it reports
+    errors. `daemon=False` lets the process start processes of its own (an EnvRunner whose
     sub-envs run in processes); whoever starts it must then stop it before exit, since
     multiprocessing waits for non-daemon children when the interpreter exits.
     """
     ctx = mp.get_context("spawn")
-    process = ctx.Process(target=target, args=args, name=name, daemon=daemon)
+    startup = worker_startup_state()
+    process = ctx.Process(target=_bootstrap, args=(startup, name, target, args), name=name, daemon=daemon)
     with _main_module_hidden():
         process.start()
     return process
