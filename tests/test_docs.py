@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rlx.algorithms.common_options import CALLBACK_EVENTS, LEGACY_NOOP_KEYS
+from rlx.algorithms.common_options import CALLBACK_EVENTS, COMMON_OPTIONS, LEGACY_NOOP_KEYS
 from rlx.algorithms.ppo import PPOConfig
 from rlx.models.model_defaults import MODEL_DEFAULTS
 from rlx.utils.errors import ConfigError
@@ -164,3 +164,82 @@ def test_relative_links_resolve(page):
         elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
             broken.append(target)
     assert not broken, f"broken links in docs/{page}: {broken}"
+
+
+# ----------------------------------------------------------------------------- statuses against the code
+
+# Options the code mentions by name although their status says they have no effect: the
+# mention is not a read of the setting (the reason says what it is).
+_NOT_A_READ = {
+    "input_": "algorithm_config.py maps the to_dict() name 'input' to 'input_'",
+    "policies": "callbacks get a `policies` keyword argument (the policy map), not the setting",
+    "num_gpus_per_learner": "learner_group.py has the GPU placement code for when GPU learners land; the option "
+                            "refuses non-default values until then",
+}
+
+
+def _sources_without_option_rows() -> dict[str, str]:
+    """rlx's Python sources, with the Option(...) rows that declare options taken out."""
+    declaration = re.compile(r'Option\(\s*"[A-Za-z_0-9]+"')
+    out = {}
+    for path in (ROOT / "rlx").rglob("*.py"):
+        lines = [line for line in path.read_text().splitlines() if not declaration.search(line)]
+        out[str(path.relative_to(ROOT))] = "\n".join(lines)
+    return out
+
+
+def _all_options(gen) -> dict[str, object]:
+    options = {opt.name: opt for opt in COMMON_OPTIONS}
+    for _, cls in gen.algorithm_configs():
+        for opt in cls._table.options.values():
+            options.setdefault(opt.name, opt)
+    return options
+
+
+def _read_by(name: str, sources: dict[str, str]) -> list[str]:
+    if name.startswith("callbacks_on_"):
+        name = "callbacks_{"  # read as f"callbacks_{event}"
+        return [f for f, text in sources.items() if f'"{name}' in text]
+    patterns = [re.compile(rf"\.{re.escape(name)}\b"), re.compile(rf"[\"']{re.escape(name)}[\"']")]
+    return [f for f, text in sources.items() if any(p.search(text) for p in patterns)]
+
+
+def test_every_option_status_matches_what_the_code_reads(gen):
+    """'supported' options are read somewhere in rlx; options marked not supported yet, TensorFlow-only
+    or 'accepted, no effect' are read nowhere (outside their declaration). So the status column of
+    the reference, which comes from the Option rows, cannot drift from the code."""
+    sources = _sources_without_option_rows()
+    wrong = []
+    for name, opt in sorted(_all_options(gen).items()):
+        status = gen.status_of(opt)
+        readers = _read_by(name, sources)
+        if status.startswith("supported") and not readers:
+            wrong.append(f"{name}: status '{status}', but no rlx code reads it")
+        elif not status.startswith(("supported", "only")) and readers and name not in _NOT_A_READ:
+            wrong.append(f"{name}: status '{status}', but {', '.join(readers)} read it")
+    assert not wrong, "\n".join(wrong)
+
+
+_UNSUPPORTED_WORDS = re.compile(r"not supported yet|not built yet|nothing reads it|not implemented|no effect",
+                                re.IGNORECASE)
+
+
+@pytest.mark.parametrize("page", sorted(DOCS.rglob("*.md")) + [ROOT / "README.md"], ids=lambda p: p.name)
+def test_prose_does_not_call_supported_options_unsupported(gen, page):
+    """A line of hand-written prose that says something is unsupported (or has no effect) names
+    only options whose status says so."""
+    options = _all_options(gen)
+    aliases = {alias: opt for opt in options.values() for alias in opt.aliases}
+    text = page.read_text()
+    if page == CONFIG_DOC:
+        text = text[: text.index(gen.BEGIN)] + text[text.index(gen.END):]
+    wrong = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not _UNSUPPORTED_WORDS.search(line):
+            continue
+        # A bare `option` (not `option=value`, which may name one refused value of a supported option).
+        for name in re.findall(r"`([A-Za-z_][A-Za-z_0-9]*)`", line):
+            opt = options.get(name) or aliases.get(name)
+            if opt is not None and gen.status_of(opt) == gen.SUPPORTED:
+                wrong.append(f"{page.name}:{number}: `{name}` is supported, but the line says: {line.strip()}")
+    assert not wrong, "\n".join(wrong)

@@ -215,7 +215,7 @@ def test_search_spaces_stay_in_the_config_and_build_says_to_use_tune():
     assert config.search_space_keys() == ["lr", "model/fcnet_hiddens"]
     with pytest.raises(ConfigError, match=r"lr, model/fcnet_hiddens hold Ray Tune search spaces") as err:
         config.build()
-    assert 'tune.Tuner("PPO", param_space=config.to_dict())' in str(err.value)
+    assert 'tune.Tuner("PPO", param_space=config)' in str(err.value)
     assert "rlx train" in str(err.value)
     with pytest.raises(ConfigError, match="lr holds a Ray Tune search space"):
         small_ppo(lr=tune.loguniform(1e-5, 1e-3)).validate()

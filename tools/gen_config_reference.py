@@ -58,15 +58,14 @@ SECTION_ALIASES = {"env_runners": "rollouts"}
 SUPPORTED = "supported"
 TF_ONLY = "TensorFlow only: rejected"
 
-# Meanings of options that carry no `doc=` in the code. Where rlx accepts an option but
-# nothing reads it while everything runs in one process, the entry says so.
-_NO_EFFECT = " Accepted and validated; nothing reads it while rlx runs in one process."
-_ONE_STACK = " Accepted and ignored: rlx has one API stack."
+# Meanings of options that carry no `doc=` in the code. Whether an option has an effect is
+# not written here: the status column comes from the Option row (`later=`, `no_effect=`,
+# `tf_only=`), and tests/test_docs.py checks it against the code that reads each option.
 MEANINGS: dict[str, str] = {
     # training
     "grad_clip_by": "How grad_clip applies: 'value' clamps each gradient element, 'norm' rescales each "
                     "tensor to L2 norm <= grad_clip, 'global_norm' rescales all gradients together.",
-    "max_requests_in_flight_per_env_runner": "Max in-flight sample requests per remote EnvRunner." + _NO_EFFECT,
+    "max_requests_in_flight_per_env_runner": "Max in-flight sample requests per remote EnvRunner.",
     "learner_connector": "Callable building a learner ConnectorV2 pipeline.",
     "_enable_learner_api": "Old switch for the Learner API; rlx always uses it, so only True is accepted.",
     # environment
@@ -81,8 +80,8 @@ MEANINGS: dict[str, str] = {
                          "Only for Box spaces with finite bounds.",
     "clip_actions": "Clip Box actions to the env's bounds before env.step().",
     "disable_env_checking": "Skip the env checker that runs on the first sub-env.",
-    "is_atari": "Mark the env as Atari; with clip_rewards=None this turns on sign clipping. "
-                "None: not Atari (rlx does not auto-detect).",
+    "is_atari": "Mark the env as Atari (True/False); with clip_rewards=None this turns on sign clipping. "
+                "None: detect it from the env's Gymnasium id (ALE/...) or module (ale_py).",
     "auto_wrap_old_gym_envs": "Wrap envs with the pre-0.26 gym API (reset() -> obs, step() -> 4-tuple); "
                               "False raises an error that explains the upgrade.",
     "action_mask_key": "Key of the action mask in Dict observations.",
@@ -105,29 +104,30 @@ MEANINGS: dict[str, str] = {
     "num_env_runners": "Number of remote EnvRunners. 0 samples in the driver process.",
     "num_envs_per_env_runner": "Sub-envs each EnvRunner steps in lockstep, with one batched forward pass "
                                "per step.",
-    "create_env_on_local_worker": "Give the local EnvRunner an env when remote EnvRunners exist. The "
-                                  "local EnvRunner always has envs in rlx today.",
+    "create_env_on_local_worker": "Give the driver's EnvRunner sub-envs of its own when remote EnvRunners "
+                                  "exist. False (default): it takes the spaces from remote runner 1 and "
+                                  "builds sub-envs only if something samples on it.",
     "sample_collector": "Custom SampleCollector class (old API stack).",
-    "enable_connectors": "Connector-based sampling switch." + _ONE_STACK,
+    "enable_connectors": "Connector-based sampling switch.",
     "env_to_module_connector": "Callable building an env-to-module ConnectorV2 pipeline.",
     "module_to_env_connector": "Callable building a module-to-env ConnectorV2 pipeline.",
     "episode_lookback_horizon": "Timesteps kept from the previous episode chunk for connectors.",
-    "use_worker_filter_stats": "Merge remote EnvRunners' filter statistics into the central filter."
-                               + _NO_EFFECT,
-    "update_worker_filter_stats": "Push the central filter to remote EnvRunners." + _NO_EFFECT,
+    "use_worker_filter_stats": "Merge remote EnvRunners' filter statistics into the central filter.",
+    "update_worker_filter_stats": "Push the central filter to remote EnvRunners.",
     "rollout_fragment_length": "Steps per sub-env per sample() call. 'auto': "
                                "ceil(train_batch_size / (max(1, num_env_runners) * num_envs_per_env_runner)).",
     "batch_mode": "'truncate_episodes': fixed-size fragments, cut episodes are bootstrapped with V(s'); "
                   "'complete_episodes': sub-envs run on until their episodes end.",
     "remote_worker_envs": "Step each sub-env in its own process.",
     "remote_env_batch_wait_ms": "Polling timeout for remote sub-envs.",
-    "validate_env_runners_after_construction": "Health-check remote EnvRunners after creation." + _NO_EFFECT,
-    "preprocessor_pref": "'deepmind' or 'rllib': one-hot Discrete, flatten Dict/Tuple, resize Atari frames "
-                         "(rlx uses the same preprocessors for both); None: no preprocessing (Box "
-                         "observations only).",
+    "validate_env_runners_after_construction": "Health-check remote EnvRunners after creation.",
+    "preprocessor_pref": "'deepmind' or 'rllib': one-hot Discrete, flatten Dict/Tuple observations, "
+                         "downsample image frames; None: no preprocessing (Box observations only). On an "
+                         "Atari env, 'deepmind' (DeepMind's Atari wrappers) raises 'not supported yet'; "
+                         "'rllib' uses the generic pixel preprocessor.",
     "observation_filter": "'NoFilter' or 'MeanStdFilter' (running mean/std normalization, clipped to +-10); "
                           "'ConcurrentMeanStdFilter' is the same as MeanStdFilter in one process.",
-    "synchronize_filters": "Synchronize observation filters across EnvRunners each iteration." + _NO_EFFECT,
+    "synchronize_filters": "Synchronize observation filters across EnvRunners each iteration.",
     "compress_observations": "LZ4-compress observations in sample batches.",
     "enable_tf1_exec_eagerly": "TensorFlow 1 eager execution on EnvRunners.",
     "sampler_perf_stats_ema_coef": "EMA coefficient of sampler performance statistics.",
@@ -173,11 +173,10 @@ MEANINGS: dict[str, str] = {
     "observation_fn": "Function enhancing per-agent observations.",
     "replay_mode": "'independent' or 'lockstep' replay of multi-agent batches (old API stack).",
     "policy_map_cache": "Old disk cache of the policy map (deprecated in RLlib).",
-    "count_steps_by": "'env_steps' or 'agent_steps'. Identical for single-agent envs, which is all rlx "
-                      "runs today.",
+    "count_steps_by": "'env_steps' or 'agent_steps': what train_batch_size and the step counters count.",
     # reporting
     "keep_per_episode_custom_metrics": "Keep raw per-episode custom metrics instead of mean/min/max.",
-    "metrics_episode_collection_timeout_s": "Wait this long for remote metrics." + _NO_EFFECT,
+    "metrics_episode_collection_timeout_s": "Wait this long for remote metrics.",
     "metrics_num_episodes_for_smoothing": "episode_return_mean/min/max and episode_len_* are computed over "
                                           "the last this many completed episodes (all of this iteration's "
                                           "episodes when there are more).",
@@ -189,8 +188,7 @@ MEANINGS: dict[str, str] = {
     # checkpointing
     "export_native_model_files": "Also write policies/default_policy/model.pt (torch.save of the module's "
                                  "state_dict) into each checkpoint.",
-    "checkpoint_trainable_policies_only": "Store only trainable policies. rlx has one policy, which is "
-                                          "always stored.",
+    "checkpoint_trainable_policies_only": "Store only trainable policies.",
     # debugging
     "logger_creator": "Callable creating the result logger.",
     "logger_config": "Logger settings.",
@@ -205,36 +203,35 @@ MEANINGS: dict[str, str] = {
     # resources
     "num_gpus": "GPUs for the Algorithm process.",
     "_fake_gpus": "Simulate GPUs on CPU (debugging).",
-    "num_cpus_per_env_runner": "CPUs requested per remote EnvRunner." + _NO_EFFECT,
+    "num_cpus_per_env_runner": "CPUs requested per remote EnvRunner.",
     "num_gpus_per_env_runner": "GPUs per remote EnvRunner.",
-    "custom_resources_per_env_runner": "Custom Ray resources per remote EnvRunner." + _NO_EFFECT,
-    "num_cpus_for_main_process": "CPUs requested for the Algorithm process under Tune." + _NO_EFFECT,
-    "placement_strategy": "Ray placement-group strategy: PACK, SPREAD, STRICT_PACK, STRICT_SPREAD." + _NO_EFFECT,
+    "custom_resources_per_env_runner": "Custom Ray resources per remote EnvRunner.",
+    "num_cpus_for_main_process": "CPUs requested for the Algorithm process under Tune.",
+    "placement_strategy": "Ray placement-group strategy: PACK, SPREAD, STRICT_PACK, STRICT_SPREAD.",
     # learners
     "num_learners": "Number of Learner workers. 0 trains in the driver process.",
-    "num_cpus_per_learner": "CPUs per Learner worker." + _NO_EFFECT,
+    "num_cpus_per_learner": "CPUs per Learner worker.",
     "num_gpus_per_learner": "GPUs per Learner worker.",
-    "local_gpu_idx": "CUDA device index of a local GPU Learner." + _NO_EFFECT,
+    "local_gpu_idx": "CUDA device index of a local GPU Learner.",
     # fault tolerance
     "restart_failed_env_runners": "Recreate remote EnvRunners that fail. Mutually exclusive with "
-                                  "ignore_env_runner_failures (validate() raises)." + _NO_EFFECT,
+                                  "ignore_env_runner_failures (validate() raises).",
     "ignore_env_runner_failures": "Continue without remote EnvRunners that fail. Mutually exclusive with "
-                                  "restart_failed_env_runners (validate() raises)." + _NO_EFFECT,
-    "max_num_env_runner_restarts": "Restarts allowed per remote EnvRunner." + _NO_EFFECT,
-    "delay_between_env_runner_restarts_s": "Wait between restarts." + _NO_EFFECT,
+                                  "restart_failed_env_runners (validate() raises).",
+    "max_num_env_runner_restarts": "Restarts allowed per remote EnvRunner.",
+    "delay_between_env_runner_restarts_s": "Wait between restarts.",
     "restart_failed_sub_environments": "Recreate a crashed sub-env instead of the whole EnvRunner.",
-    "num_consecutive_env_runner_failures_tolerance": "Consecutive failures tolerated." + _NO_EFFECT,
-    "env_runner_health_probe_timeout_s": "Health-probe timeout." + _NO_EFFECT,
-    "env_runner_restore_timeout_s": "Restore timeout." + _NO_EFFECT,
+    "num_consecutive_env_runner_failures_tolerance": "Consecutive failures tolerated.",
+    "env_runner_health_probe_timeout_s": "Health-probe timeout.",
+    "env_runner_restore_timeout_s": "Restore timeout.",
     # experimental / API stack
-    "_enable_new_api_stack": "Old switch for the RLModule/Learner stack." + _ONE_STACK,
+    "_enable_new_api_stack": "Old switch for the RLModule/Learner stack.",
     "_tf_policy_handles_more_than_one_loss": "TensorFlow multi-loss policies.",
     "_disable_preprocessor_api": "True: no observation preprocessing (Box observations only), as "
                                  "preprocessor_pref=None.",
-    "_disable_action_flattening": "Keep nested actions unflattened." + _ONE_STACK,
-    "_disable_initialize_loss_from_dummy_batch": "Skip the old stack's dummy-batch loss initialization."
-                                                 + _ONE_STACK,
-    "_disable_execution_plan_api": "Old execution-plan switch." + _ONE_STACK,
+    "_disable_action_flattening": "Keep nested actions unflattened.",
+    "_disable_initialize_loss_from_dummy_batch": "Skip the old stack's dummy-batch loss initialization.",
+    "_disable_execution_plan_api": "Old execution-plan switch.",
     "enable_rl_module_and_learner": "RLlib's new-stack switch; rlx has only this stack, so only True is "
                                     "accepted.",
     "enable_env_runner_and_connector_v2": "RLlib's new-stack switch; rlx has only this stack, so only True "
@@ -258,7 +255,7 @@ NOTES: dict[str, str] = {
                         "can be slightly larger.",
     "torch_num_threads": "Applied with torch.set_num_threads() when the Algorithm is built.",
     "env_config": "The EnvContext adds worker_index, vector_index, num_workers and remote.",
-    "in_evaluation": "No evaluation EnvRunners exist yet.",
+    "in_evaluation": "Set by rlx on evaluation EnvRunners' configs; do not set it yourself.",
     "lr": "SAC, DDPG and TD3 train with their own actor_lr / critic_lr (/ alpha_lr) and do not read it.",
 }
 
@@ -319,9 +316,7 @@ MODEL_MEANINGS: dict[str, str] = {
     "custom_action_dist": "Custom action distribution class.",
     "custom_preprocessor": "Custom preprocessor class.",
 }
-# Model keys that are accepted and validated but that no rlx code reads yet.
-MODEL_NO_EFFECT = {"conv_activation", "max_seq_len", "lstm_cell_size", "lstm_use_prev_action",
-                   "lstm_use_prev_reward", "framestack", "custom_model_config"}
+
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -352,6 +347,8 @@ def status_of(opt: Option) -> str:
         return TF_ONLY
     if opt.later:
         return f"not supported yet: {opt.later}"
+    if opt.no_effect:
+        return f"accepted, no effect: {opt.no_effect}"
     return SUPPORTED
 
 
@@ -591,8 +588,9 @@ def model_table() -> list[str]:
     for key, default in MODEL_DEFAULTS.items():
         if key in later:
             status = f"not supported yet: {later[key]}"
-        elif key in MODEL_NO_EFFECT:
-            status = "accepted, not used yet"
+        elif key in model_defaults.ONLY_WITH:
+            needs = model_defaults.ONLY_WITH[key]
+            status = f"used only with {needs}" + (" (not supported yet)" if needs in later else "")
         else:
             status = SUPPORTED
         rows.append([f"`{key}`", _fmt(default), _cell(MODEL_MEANINGS.get(key, "")), _cell(status)])

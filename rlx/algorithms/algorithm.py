@@ -172,6 +172,9 @@ class Algorithm:
         from rlx.env.env_runner_group import EnvRunnerGroup
 
         self.env_runner_group = EnvRunnerGroup(config, module_spec=self._module_spec(), remote_backend=None)
+        # The runners resolved rlx's adaptive sub-env default (AlgorithmConfig.
+        # resolve_num_envs_per_env_runner); the frozen config reports what they use.
+        config._values["num_envs_per_env_runner"] = self.env_runner_group.num_envs_per_env_runner
         module = self.env_runner_group.local_env_runner.module
         learner_cls = config.learner_class or self._learner_class
         if isinstance(learner_cls, str):

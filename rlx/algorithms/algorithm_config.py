@@ -73,6 +73,7 @@ class AlgorithmConfig:
 
     def __init__(self, algo_class: Any = None):
         object.__setattr__(self, "_values", {})
+        object.__setattr__(self, "_user_set", set())
         object.__setattr__(self, "_frozen", False)
         object.__setattr__(self, "algo_class", algo_class or self._default_algo_class)
         for name, opt in self._table.options.items():
@@ -132,7 +133,10 @@ class AlgorithmConfig:
 
     # ------------------------------------------------------------ setting values
 
-    def _set(self, key: str, value: Any, section: str | None = None) -> None:
+    def _set(self, key: str, value: Any, section: str | None = None, explicit: bool = True) -> None:
+        """Validate and store one setting. `explicit=False` (values read from a dict, such as a
+        to_dict() round trip) counts the key as set by the user only when it differs from the
+        default, so rlx's adaptive defaults keep adapting (see `is_user_set`)."""
         if self._frozen:
             raise ConfigError(
                 "This config is frozen because an Algorithm was built from it. "
@@ -151,6 +155,8 @@ class AlgorithmConfig:
             home = opt.sections[0] if opt.sections else None
             hint = f" It belongs to {home}(): config.{home}({key}=...)." if home else ""
             raise ConfigError(f"'{key}' is not an option of {section}().{hint}")
+        if explicit or not _same(value, opt.default):
+            self._user_set.add(canonical)
         if contains_search_space(value):
             # A Ray Tune search space (tune.grid_search, tune.uniform, ...), here or nested in a
             # dict such as model or env_config: Tune resolves it into plain values per trial,
@@ -358,10 +364,18 @@ class AlgorithmConfig:
             if key.startswith("on_") and self._table.resolve(key) is None:
                 self.callbacks(**{key: value})
                 continue
-            self._set(key, value)
+            self._set(key, value, explicit=False)
         for target, value in deferred:
-            self._set(target, value)
+            self._set(target, value, explicit=False)
         return self
+
+    def is_user_set(self, key: str) -> bool:
+        """Whether the user chose this setting: through a section method, an attribute or item
+        assignment, or a dict value that differs from the default. Defaults that rlx picks for
+        speed adapt to the settings the user chose (docs/configuration.md, "rlx defaults and
+        why"); an explicit value never changes."""
+        canonical = self._table.resolve(key)
+        return canonical is not None and canonical in self._user_set
 
     def _apply_legacy(self, key: str, value: Any) -> None:
         off = LEGACY_NOOP_KEYS[key]
@@ -401,6 +415,7 @@ class AlgorithmConfig:
         """A deep copy; frozen unless `copy_frozen=False` (default: same as this one)."""
         new = type(self).__new__(type(self))
         object.__setattr__(new, "_values", {})
+        object.__setattr__(new, "_user_set", set(self._user_set))
         object.__setattr__(new, "algo_class", self.algo_class)
         for name, value in self._values.items():
             new._values[name] = _copy_value(value)
@@ -434,6 +449,30 @@ class AlgorithmConfig:
         runners = max(1, self._values["num_env_runners"])
         envs = self._values["num_envs_per_env_runner"]
         return max(1, math.ceil(self.total_train_batch_size / (runners * envs)))
+
+    def resolve_num_envs_per_env_runner(self, episode_step_limit: int | None = None) -> int:
+        """Sub-envs each EnvRunner steps. A value the user set is kept. rlx's own default of
+        several sub-envs (PPO's 8) shrinks, never below 1, so that each sub-env's share of the
+        train batch still reaches the env's episode time limit (`episode_step_limit`, from the
+        first sub-env) and the user's `rollout_fragment_length`: then the first results
+        report finished episodes, as with RLlib's one sub-env (docs/configuration.md, "rlx
+        defaults and why"). With `num_learners` > 1 it keeps at least one sub-env per learner,
+        since learners split batches along the sub-env axis."""
+        if self.is_user_set("num_envs_per_env_runner"):
+            return int(self._values["num_envs_per_env_runner"])
+        count = int(self._table.options["num_envs_per_env_runner"].default)
+        if count <= 1:
+            return count
+        share = self.total_train_batch_size // max(1, int(self._values["num_env_runners"]))
+        fragment = self._values["rollout_fragment_length"]
+        if fragment != "auto" and self.is_user_set("rollout_fragment_length"):
+            count = min(count, share // int(fragment))
+        if episode_step_limit:
+            count = min(count, share // int(episode_step_limit))
+        # Learner processes split batches along the sub-env axis: keep one column per learner.
+        learners = int(self._values["num_learners"])
+        default = int(self._table.options["num_envs_per_env_runner"].default)
+        return max(1, count, min(default, learners))
 
     @property
     def is_multi_agent(self) -> bool:
@@ -480,9 +519,10 @@ class AlgorithmConfig:
             algo = getattr(self.algo_class, "__name__", None) or self.algo_class or "ALGO"
             raise ConfigError(
                 f"{what} (tune.grid_search, tune.uniform, ...): an Algorithm needs plain values, one per "
-                f"trial. Run the sweep through Ray Tune: `import rlx.tune`, then tune.Tuner(\"{algo}\", "
-                "param_space=config.to_dict()).fit(), or `rlx train` with this config; or set plain values."
+                f"trial. Run the sweep through Ray Tune: tune.Tuner(\"{algo}\", param_space=config).fit(), "
+                "or `rlx train` with this config; or set plain values."
             )
+        self._adapt_unset_defaults()
         if v["restart_failed_env_runners"] and v["ignore_env_runner_failures"]:
             raise ConfigError(
                 "'ignore_env_runner_failures' (old: ignore_worker_failures) and 'restart_failed_env_runners' "
@@ -512,6 +552,11 @@ class AlgorithmConfig:
 
     def _validate_algorithm_settings(self) -> None:
         """Algorithm-specific cross-checks; subclasses extend this."""
+
+    def _adapt_unset_defaults(self) -> None:
+        """Adapt the defaults rlx picks for speed, where the user left them unset, to what the
+        user did set (validate() calls this first); subclasses extend it. Each adapted value is
+        recomputed from the default, so validating twice gives the same result."""
 
     # ------------------------------------------------------------ building
 

@@ -30,6 +30,7 @@ MULTI = "multi-agent training"
 OFFLINE = "offline data (input/output)"
 CONNECTORS = "custom ConnectorV2 pipelines"
 COMPILE = "torch.compile of modules"
+ONE_STACK = "a switch between RLlib's API stacks, and rlx has one"
 
 
 def _framework(name: str, value):
@@ -148,7 +149,9 @@ COMMON_OPTIONS: list[Option] = [
     Option("optimizer", {}, T, dictionary(),
            doc="Optimizer settings: {'type': 'adam'|'adamw'|'sgd'|'rmsprop', plus its keyword args}."),
     Option("max_requests_in_flight_per_env_runner", 2, T + R, integer(1),
-           aliases=("max_requests_in_flight_per_sampler_worker",)),
+           aliases=("max_requests_in_flight_per_sampler_worker",),
+           no_effect="only asynchronous algorithms (IMPALA, APPO) read it, in RLlib too; rlx's synchronous "
+                     "algorithms send one sample() request per runner at a time"),
     Option("learner_class", None, T, class_or_none, doc="Learner subclass to use."),
     Option("learner_connector", None, T, callable_or_none, later=CONNECTORS),
     Option("_enable_learner_api", True, T + EXP, _must_be_true("rlx always uses the Learner API.")),
@@ -191,7 +194,7 @@ COMMON_OPTIONS: list[Option] = [
     Option("num_envs_per_env_runner", 1, R, integer(1), aliases=("num_envs_per_worker",)),
     Option("create_env_on_local_worker", False, R, boolean, aliases=("create_env_on_driver",)),
     Option("sample_collector", None, R, class_or_none, later="custom SampleCollectors (old API stack)"),
-    Option("enable_connectors", True, R, boolean),
+    Option("enable_connectors", True, R, boolean, no_effect=ONE_STACK),
     Option("env_to_module_connector", None, R, callable_or_none, later=CONNECTORS),
     Option("module_to_env_connector", None, R, callable_or_none, later=CONNECTORS),
     Option("episode_lookback_horizon", 1, R, integer(1), later=CONNECTORS),
@@ -261,7 +264,8 @@ COMMON_OPTIONS: list[Option] = [
     Option("policies_to_train", None, M, any_value, later=MULTI),
     Option("policy_states_are_swappable", False, M, boolean, later=MULTI),
     Option("observation_fn", None, M, callable_or_none, later=MULTI),
-    Option("count_steps_by", "env_steps", M, choice("env_steps", "agent_steps")),
+    Option("count_steps_by", "env_steps", M, choice("env_steps", "agent_steps"),
+           no_effect="env steps and agent steps are the same count with single-agent envs, all rlx runs today"),
     Option("replay_mode", "independent", M, choice("independent", "lockstep"), later=MULTI),
     Option("policy_map_cache", None, M, any_value, later=MULTI),
     # --- reporting
@@ -276,7 +280,8 @@ COMMON_OPTIONS: list[Option] = [
            aliases=("timesteps_per_iteration",)),
     # --- checkpointing
     Option("export_native_model_files", False, CK, boolean),
-    Option("checkpoint_trainable_policies_only", False, CK, boolean),
+    Option("checkpoint_trainable_policies_only", False, CK, boolean,
+           no_effect="rlx trains one policy, which is always trainable, so both values store the same checkpoint"),
     # --- debugging
     Option("logger_creator", None, D, callable_or_none),
     Option("logger_config", None, D, dictionary(allow_none=True)),
@@ -305,7 +310,7 @@ COMMON_OPTIONS: list[Option] = [
     Option("num_cpus_per_learner", 1, L, number(0.0), aliases=("num_cpus_per_learner_worker",)),
     Option("num_gpus_per_learner", 0, L, number(0.0), aliases=("num_gpus_per_learner_worker",),
            later="GPU learners"),
-    Option("local_gpu_idx", 0, L, integer(0)),
+    Option("local_gpu_idx", 0, L, integer(0), later="GPU learners"),
     # --- fault tolerance
     Option("restart_failed_env_runners", False, FT, boolean, aliases=("recreate_failed_workers", "recreate_failed_env_runners")),
     Option("ignore_env_runner_failures", False, FT, boolean, aliases=("ignore_worker_failures",)),
@@ -319,12 +324,12 @@ COMMON_OPTIONS: list[Option] = [
     # --- RLModule
     Option("rl_module_spec", None, RM, any_value, doc="An RLModuleSpec for a custom RLModule."),
     # --- experimental / API stack switches (rlx has one stack)
-    Option("_enable_new_api_stack", True, EXP, boolean),
+    Option("_enable_new_api_stack", True, EXP, boolean, no_effect=ONE_STACK),
     Option("_tf_policy_handles_more_than_one_loss", False, EXP, boolean, tf_only=True),
     Option("_disable_preprocessor_api", False, EXP, boolean),
-    Option("_disable_action_flattening", False, EXP, boolean),
-    Option("_disable_initialize_loss_from_dummy_batch", False, EXP, boolean),
-    Option("_disable_execution_plan_api", True, EXP, boolean),
+    Option("_disable_action_flattening", False, EXP, boolean, no_effect=ONE_STACK),
+    Option("_disable_initialize_loss_from_dummy_batch", False, EXP, boolean, no_effect=ONE_STACK),
+    Option("_disable_execution_plan_api", True, EXP, boolean, no_effect=ONE_STACK),
     Option("enable_rl_module_and_learner", True, API, _must_be_true("rlx has only the RLModule/Learner stack.")),
     Option("enable_env_runner_and_connector_v2", True, API, _must_be_true("rlx has only the EnvRunner stack.")),
 ]

@@ -22,7 +22,10 @@ class Option:
 
     `later` names the feature an option needs when that feature is not built yet: the
     option then accepts only its default. `tf_only` options belong to TensorFlow, which
-    rlx does not have, and likewise accept only their default.
+    rlx does not have, and likewise accept only their default. `no_effect` says why an
+    option that takes any value changes nothing in rlx (e.g. a switch between RLlib's API
+    stacks: rlx has one); the configuration reference prints these statuses, and
+    tests/test_docs.py checks them against the code that reads each option.
     """
 
     name: str
@@ -32,6 +35,7 @@ class Option:
     aliases: tuple[str, ...] = ()
     later: str | None = None
     tf_only: bool = False
+    no_effect: str = ""
     doc: str = ""
 
 

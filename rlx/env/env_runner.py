@@ -7,6 +7,7 @@ until `get_metrics()` collects them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import secrets
@@ -23,7 +24,7 @@ from rlx.env.env_context import EnvContext
 from rlx.env.registry import make_env_creator
 from rlx.env.vector_env import VectorEnv
 from rlx.models.preprocessors import NoPreprocessor, Preprocessor, get_preprocessor
-from rlx.utils.errors import EnvError
+from rlx.utils.errors import EnvError, NotSupportedYetError
 from rlx.utils.filters import make_filter
 from rlx.utils.metrics.metrics_logger import MetricsLogger
 
@@ -103,6 +104,7 @@ class SingleAgentEnvRunner:
         num_workers: int = 0,
         module_spec: RLModuleSpec | None = None,
         module: RLModule | None = None,
+        env_info: "EnvInfo | None" = None,
     ):
         self.config = config
         self.worker_index = worker_index
@@ -114,18 +116,25 @@ class SingleAgentEnvRunner:
         self._callbacks = config.make_callback_dispatcher()
         self._resolve_callbacks()
         self._make_env, self.env_name = make_env_creator(config.env)
-        self.env = VectorEnv(self._create_envs())
-        self.num_envs = self.env.num_envs
+        self._env: VectorEnv | None = None
+        if env_info is None:
+            # Sub-envs now; without them (the driver's runner beside remote runners, when
+            # create_env_on_local_worker=False) they are built on first use.
+            self._build_envs()
+            env_info = EnvInfo(self._env.observation_space, self._env.action_space, self._env.num_envs,
+                               is_atari_env(self._env.envs[0]))
+        else:
+            self.num_envs = env_info.num_envs
         self.observation_space = config.observation_space if config.observation_space is not None \
-            else self.env.observation_space
-        self.action_space = config.action_space if config.action_space is not None else self.env.action_space
+            else env_info.observation_space
+        self.action_space = config.action_space if config.action_space is not None else env_info.action_space
         if self._seed is not None:
             self.action_space.seed(self._seed)  # random_actions sampling is reproducible too
+        self.is_atari = config.is_atari if config.is_atari is not None else env_info.is_atari
         self.preprocessor = self._make_preprocessor(self.observation_space)
         self.filter = make_filter(config.observation_filter, self.preprocessor.shape)
         self.module_observation_space = self.preprocessor.observation_space
         self.actions = ActionAdapter(self.action_space, config.normalize_actions, config.clip_actions)
-        self.is_atari = config.is_atari if config.is_atari is not None else is_atari_env(self.env.envs[0])
         self.module = module if module is not None else self._build_module(module_spec)
         self._dist_cls = self.module.get_exploration_action_dist_cls()
         self._inference_dist_cls = self.module.get_inference_action_dist_cls()
@@ -136,19 +145,47 @@ class SingleAgentEnvRunner:
         self._needs_reset = True
         self._needs_seed = True
         self._obs_shape = self.preprocessor.shape
-        self._raw_obs = np.zeros((self.num_envs,) + self._obs_shape, dtype=np.float32)
-        self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
-        self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
-        self._at_boundary = np.ones(self.num_envs, dtype=bool)
         self.num_env_steps_sampled_lifetime = 0
         self.num_resets = 0  # times every sub-env was reset at once (episodes in progress abandoned)
         self.num_sub_env_restarts = 0  # failed sub-envs rebuilt (restart_failed_sub_environments)
         self._policy_view = None
-        self._episodes: list[Any] = [None] * self.num_envs
+        self._alloc_episode_state()
         from rlx.evaluation.rollout_worker import _register_runner
 
         _register_runner(self)
-        self._fire_environment_created()
+        if self._env is not None:
+            self._fire_environment_created()
+
+    def _alloc_episode_state(self) -> None:
+        """Per-sub-env bookkeeping arrays, sized to num_envs."""
+        self._raw_obs = np.zeros((self.num_envs,) + self._obs_shape, dtype=np.float32)
+        self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
+        self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
+        self._at_boundary = np.ones(self.num_envs, dtype=bool)
+        self._episodes: list[Any] = [None] * self.num_envs
+
+    def _build_envs(self) -> None:
+        self._env = VectorEnv(self._create_envs())
+        self.num_envs = self._env.num_envs
+
+    @property
+    def env(self) -> VectorEnv:
+        """The sub-environments (a VectorEnv), built on first use when the runner started without them."""
+        if self._env is None:
+            self._build_envs()
+            self._alloc_episode_state()
+            self._fire_environment_created()
+        return self._env
+
+    @property
+    def has_envs(self) -> bool:
+        """Whether this runner has built its sub-environments."""
+        return self._env is not None
+
+    def env_info(self) -> "EnvInfo":
+        """What a runner without envs of its own needs to know about this runner's envs."""
+        env = self.env
+        return EnvInfo(env.observation_space, env.action_space, self.num_envs, self.is_atari)
 
     # ------------------------------------------------------------------ setup
 
@@ -199,8 +236,12 @@ class SingleAgentEnvRunner:
         cfg = self.config
         envs = []
         wrap_old = False
-        for i in range(cfg.num_envs_per_env_runner):
+        count = cfg.num_envs_per_env_runner
+        i = 0
+        while i < count:
             env = self._build_env(i)
+            if i == 0:
+                count = cfg.resolve_num_envs_per_env_runner(episode_step_limit(env))
             if i == 0 and not cfg.disable_env_checking:
                 checked = check_env(env, cfg.auto_wrap_old_gym_envs, seed=self._seed)
                 wrap_old = isinstance(checked, OldGymEnvCompatibility)
@@ -212,6 +253,7 @@ class SingleAgentEnvRunner:
             elif wrap_old:
                 env = OldGymEnvCompatibility(env)
             envs.append(env)
+            i += 1
         return envs
 
     def _build_env(self, i: int) -> Any:
@@ -256,6 +298,14 @@ class SingleAgentEnvRunner:
 
     def _make_preprocessor(self, space: gym.Space) -> Preprocessor:
         cfg = self.config
+        if cfg.preprocessor_pref == "deepmind" and self.is_atari:
+            # RLlib wraps Atari envs in DeepMind's wrappers (frame skip, no-op resets, 84x84
+            # grayscale, frame stacking) for this value; training without them would quietly
+            # learn something else.
+            raise NotSupportedYetError(
+                "preprocessor_pref='deepmind' on an Atari env", "DeepMind's Atari wrappers",
+                fix="Set env_runners(preprocessor_pref='rllib') to downsample frames with rlx's generic pixel "
+                    "preprocessor (dim, grayscale, zero_mean in the model config), or None for raw frames.")
         if cfg.preprocessor_pref is None or cfg._disable_preprocessor_api:
             if not isinstance(space, gym.spaces.Box):
                 raise EnvError(
@@ -408,7 +458,7 @@ class SingleAgentEnvRunner:
     def _sample(self, num_timesteps: int | None, num_episodes: int | None, explore: bool | None,
                 random_actions: bool, force_reset: bool) -> dict[str, np.ndarray]:
         explore = self.config.explore if explore is None else bool(explore)
-        B = self.num_envs
+        B = self.env.num_envs
         complete = self.config.batch_mode == "complete_episodes"
         if num_episodes is not None:
             self._reset_all()
@@ -713,12 +763,14 @@ class SingleAgentEnvRunner:
             self.exploration.set_state(state["exploration"])
 
     def foreach_env(self, func: Callable[[Any], Any]) -> list[Any]:
-        """Apply `func` to every sub-environment."""
-        return self.env.foreach_env(func)
+        """Apply `func` to every sub-environment (none on a runner that has not built its envs)."""
+        return self._env.foreach_env(func) if self._env is not None else []
 
     def foreach_env_with_context(self, func: Callable[[Any, EnvContext], Any]) -> list[Any]:
         """Apply `func(env, env_context)` to every sub-environment."""
-        return [func(env, self._env_context(i)) for i, env in enumerate(self.env.envs)]
+        if self._env is None:
+            return []
+        return [func(env, self._env_context(i)) for i, env in enumerate(self._env.envs)]
 
     def start_video_recording(self, video_dir: str) -> None:
         """Record episode videos of sub-env 0 into `video_dir` (render_env=True, old `monitor`).
@@ -777,10 +829,32 @@ class SingleAgentEnvRunner:
         from rlx.evaluation.rollout_worker import _unregister_runner
 
         _unregister_runner(self)
-        self.env.close()
+        if self._env is not None:
+            self._env.close()
 
 
 EnvRunner = SingleAgentEnvRunner
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvInfo:
+    """The spaces and layout of a runner's envs, for a runner that has none of its own."""
+
+    observation_space: gym.Space
+    action_space: gym.Space
+    num_envs: int
+    is_atari: bool
+
+
+def episode_step_limit(env: Any) -> int | None:
+    """The env's episode time limit (Gymnasium's max_episode_steps or a TimeLimit wrapper), if any."""
+    limit = getattr(getattr(env, "spec", None), "max_episode_steps", None)
+    node = env
+    while limit is None and node is not None:
+        if isinstance(node, gym.wrappers.TimeLimit):
+            limit = node._max_episode_steps
+        node = node.env if isinstance(node, gym.Wrapper) else None
+    return int(limit) if limit else None
 
 
 class _SubEnvFactory:

@@ -88,10 +88,7 @@ class EnvRunnerGroup:
         num_remote = int(config.num_env_runners)
         self.backend = resolve_backend(remote_backend if remote_backend is not None else config.env_runner_backend)
         self._local_env_runner = None
-        if local_env_runner or num_remote == 0:
-            self._local_env_runner = runner_cls(
-                config=config, worker_index=0, num_workers=num_remote, module_spec=module_spec, module=module,
-            )
+        self._local_module = module
         self.num_remote_worker_restarts = 0
         #: Increases whenever the layout of sampled batches changes (runners added, lost or
         #: reset all their episodes): replay buffers end their open episodes then.
@@ -103,15 +100,54 @@ class EnvRunnerGroup:
         self._restarted: list[int] = []
         self._consecutive_failures = 0
         self._remote: list[Any] = []
+        wants_local = local_env_runner or num_remote == 0
+        # The driver's runner builds sub-envs only where it samples or was asked to
+        # (create_env_on_local_worker); otherwise it takes the spaces from remote runner 1.
+        local_envs = num_remote == 0 or config.create_env_on_local_worker \
+            or not issubclass(runner_cls, SingleAgentEnvRunner)
         try:
+            if wants_local and local_envs:
+                self._local_env_runner = self._make_local()
             self._remote = [self._make_remote(i) for i in range(1, num_remote + 1)]
-            for handle in self._remote:
+            validate = config.validate_env_runners_after_construction
+            for handle in self._remote if validate else ():
                 wait_ready = getattr(handle, "wait_ready", None)
                 if wait_ready is not None:
                     wait_ready()
+            if wants_local and not local_envs:
+                self._local_env_runner = self._make_local(env_info=self._remote[0].submit(_env_info).result())
+            #: Sub-envs per runner, as the runners resolved config.num_envs_per_env_runner.
+            self.num_envs_per_env_runner = self._resolved_num_envs()
+            self._sync_new_remotes(wait=validate)
         except BaseException:
             self.stop()
             raise
+
+    def _make_local(self, env_info: Any = None) -> Any:
+        kwargs = {} if env_info is None else {"env_info": env_info}
+        return self._runner_cls(config=self.config, worker_index=0, num_workers=int(self.config.num_env_runners),
+                                module_spec=self._module_spec, module=self._local_module, **kwargs)
+
+    def _resolved_num_envs(self) -> int:
+        runner = self._local_env_runner
+        if runner is not None:
+            return int(getattr(runner, "num_envs", self.config.num_envs_per_env_runner))
+        if issubclass(self._runner_cls, SingleAgentEnvRunner):
+            return int(self._remote[0].submit(_env_info).result().num_envs)
+        return int(self.config.num_envs_per_env_runner)
+
+    def _sync_new_remotes(self, wait: bool = True) -> None:
+        """Give freshly built remote runners the local runner's weights, observation filter and
+        exploration state, so their first batch comes from the policy the learner trains.
+        Without `wait`, the calls queue ahead of the runners' first sample() (and a runner that
+        failed to build reports it there: validate_env_runners_after_construction=False)."""
+        local = self._local_env_runner
+        if local is None or not self._remote:
+            return
+        call = _RestoreCall(local.get_weights(), local.get_state())
+        futures = [handle.submit(call) for handle in self._remote]
+        for future in futures if wait else ():
+            future.result()
 
     def _make_remote(self, index: int) -> Any:
         num_workers = int(self.config.num_env_runners)
@@ -177,9 +213,9 @@ class EnvRunnerGroup:
         at most `timeout` seconds for a remote one to be built."""
         if index == 0:
             old = self._local_env_runner
-            self._local_env_runner = self._runner_cls(
-                config=self.config, worker_index=0, num_workers=len(self._remote), module_spec=self._module_spec,
-            )
+            env_info = None if old is None or getattr(old, "has_envs", True) else old.env_info()
+            self._local_module = None
+            self._local_env_runner = self._make_local(env_info=env_info)
             if hasattr(self, "_local_handle"):
                 self._local_handle.stop(close_runner=True)
                 self._local_handle = ThreadedEnvRunner(self._local_env_runner, 0)
@@ -433,7 +469,11 @@ class EnvRunnerGroup:
         stuck in a slow env) are skipped; they get the next sync.
         """
         if from_worker_or_learner_group is None:
-            return
+            # RLlib's no-argument form: push the local runner's weights to the remote ones.
+            from_worker_or_learner_group = self._local_env_runner
+            if from_worker_or_learner_group is None:
+                raise ValueError("sync_weights() without a source needs a local EnvRunner; pass "
+                                 "from_worker_or_learner_group=algo.learner_group (or a runner).")
         source_module = getattr(from_worker_or_learner_group, "module", None)
         weights = None
 
@@ -470,7 +510,7 @@ class EnvRunnerGroup:
         runner's filter (use_worker_filter_stats) and send the merged filter back to them
         (update_worker_filter_stats)."""
         local = self._local_env_runner
-        if local is None or local.filter.is_identity:
+        if local is None or local.filter.is_identity or not self.config.synchronize_filters:
             return
         handles = [h for h in self._remote if h.index in indices and h.healthy]
         if self.config.use_worker_filter_stats:
@@ -584,6 +624,10 @@ class _SetFilterCall:
 
     def __call__(self, runner: Any) -> None:
         runner.filter.set_state(self.state)
+
+
+def _env_info(runner: Any) -> Any:
+    return runner.env_info()
 
 
 def _get_metrics(runner: Any) -> dict[str, Any]:

@@ -51,6 +51,18 @@ _LATER = {
     "custom_preprocessor": "custom preprocessors",
 }
 
+# Keys that only matter together with a feature above (in RLlib too): they take any value,
+# and with that feature's key left at its default they change nothing.
+ONLY_WITH = {
+    "conv_activation": "conv_filters",
+    "max_seq_len": "use_lstm",
+    "lstm_cell_size": "use_lstm",
+    "lstm_use_prev_action": "use_lstm",
+    "lstm_use_prev_reward": "use_lstm",
+    "framestack": "preprocessor_pref='deepmind' on Atari envs",
+    "custom_model_config": "custom_model",
+}
+
 
 def _check_hiddens(key: str, value: Any) -> list[int]:
     if not isinstance(value, (list, tuple)) or not all(

@@ -14,6 +14,46 @@ import torch
 from rlx.core.columns import Columns
 
 
+def check_observation(obs: Any, space: Any) -> None:
+    """Raise a ValueError naming the expected shape when `obs` does not fit `space`'s layout
+    (its shape, or an integer for Discrete); values outside the bounds pass."""
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Discrete):
+        value = np.asarray(obs)
+        if value.shape != () or not np.issubdtype(value.dtype, np.integer):
+            raise ValueError(f"The observation {_short(obs)} does not fit the observation space {space}: "
+                             "expected one integer.")
+        return
+    if isinstance(space, (gym.spaces.Box, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+        shape = np.shape(obs)
+        if shape != space.shape:
+            raise ValueError(
+                f"The observation has shape {shape}, but the observation space ({type(space).__name__}, "
+                f"{space.dtype}) expects shape {space.shape}. Pass one observation as the env returns it "
+                "(for a batch, use compute_actions)."
+            )
+        return
+    if isinstance(space, gym.spaces.Dict):
+        if not isinstance(obs, dict) or set(obs) != set(space.spaces):
+            keys = sorted(obs) if isinstance(obs, dict) else type(obs).__name__
+            raise ValueError(f"The observation {keys} does not fit the Dict observation space: expected the keys "
+                             f"{sorted(space.spaces)}.")
+        for key, sub in space.spaces.items():
+            check_observation(obs[key], sub)
+    elif isinstance(space, gym.spaces.Tuple):
+        if not isinstance(obs, (tuple, list)) or len(obs) != len(space.spaces):
+            raise ValueError(f"The observation {_short(obs)} does not fit the Tuple observation space: expected "
+                             f"{len(space.spaces)} components.")
+        for item, sub in zip(obs, space.spaces):
+            check_observation(item, sub)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 class ModelView:
     """Callable like an old ModelV2: `logits, state = model({"obs": batch})`, then `value_function()`."""
 
@@ -108,6 +148,8 @@ class Policy:
     # ------------------------------------------------------------------ acting
 
     def _prepare(self, observations: list[Any]) -> np.ndarray:
+        for obs in observations:
+            check_observation(obs, self.observation_space)
         rows = [np.asarray(self.preprocessor.transform(o), dtype=np.float32) for o in observations]
         batch = np.stack(rows) if rows else np.zeros((0,) + self.preprocessor.shape, np.float32)
         return self.filter.apply_batch(batch, update=False)

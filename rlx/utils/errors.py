@@ -16,11 +16,11 @@ class ConfigError(RLXError, ValueError):
 class NotSupportedYetError(ConfigError):
     """An option is accepted by the API but its feature is not built yet."""
 
-    def __init__(self, option: str, detail: str = ""):
+    def __init__(self, option: str, detail: str = "", fix: str = "Leave it at its default for now."):
         msg = f"not supported yet: {option}"
         if detail:
             msg += f" ({detail})"
-        msg += ". Leave it at its default for now."
+        msg += f". {fix}"
         super().__init__(msg)
         self.option = option
 
@@ -41,3 +41,12 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     if len(matches) == 1:
         return f" Did you mean '{matches[0]}'?"
     return " Did you mean one of: " + ", ".join(f"'{m}'" for m in matches) + "?"
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs one of rlx's optional extras ('tune', 'plot', 'video', ...).
+
+    rlx is installed from a checkout until it is published, so the hint installs the extra
+    from there, with the pinned versions of constraints.txt.
+    """
+    return f"pip install -c constraints.txt -e '.[{extra}]' (in your rlx checkout)"

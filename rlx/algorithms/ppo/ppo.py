@@ -10,6 +10,10 @@ from rlx.utils.errors import ConfigError
 
 T = ("training",)
 
+#: RLlib's default minibatch_size: rlx's faster default (512) falls back to it when the user's
+#: train batch is too small for 512, so RLlib configs with small batches train as they do there.
+RLLIB_DEFAULT_MINIBATCH_SIZE = 128
+
 
 class PPOConfig(AlgorithmConfig):
     """Config of PPO. Defaults learn classic-control tasks without tuning.
@@ -40,12 +44,19 @@ class PPOConfig(AlgorithmConfig):
     ]
     _default_overrides = {
         "lr": 3e-3,
-        "train_batch_size": 2000,
         "num_envs_per_env_runner": 8,
     }
 
     def __init__(self, algo_class: Any = None):
         super().__init__(algo_class=algo_class or PPO)
+
+    def _adapt_unset_defaults(self) -> None:
+        super()._adapt_unset_defaults()
+        if not self.is_user_set("minibatch_size"):
+            default = self._table.options["minibatch_size"].default
+            batch = self.total_train_batch_size
+            self._values["minibatch_size"] = default if batch >= default else \
+                min(RLLIB_DEFAULT_MINIBATCH_SIZE, batch)
 
     def _validate_algorithm_settings(self) -> None:
         v = self._values
@@ -59,7 +70,8 @@ class PPOConfig(AlgorithmConfig):
         if v["minibatch_size"] > self.total_train_batch_size:
             raise ConfigError(
                 f"minibatch_size ({v['minibatch_size']}) is larger than the train batch "
-                f"({self.total_train_batch_size}); lower minibatch_size or raise train_batch_size."
+                f"({self.total_train_batch_size}); lower minibatch_size or raise train_batch_size "
+                "(leave minibatch_size unset and it adapts to the train batch)."
             )
 
 
