@@ -296,5 +296,5 @@ def test_video_dir_without_moviepy_names_the_fix(checkpoint, results_dir, tmp_pa
     (blocker / "__init__.py").write_text("raise ImportError('moviepy is blocked for this test')\n")
     proc = run_rlx("evaluate", str(checkpoint), "--video-dir", str(tmp_path / "videos"), results_dir=results_dir,
                    env={"PYTHONPATH": str(blocker.parent)})
-    assert_one_line_error(proc, "--video-dir", "moviepy", "pip install moviepy")
+    assert_one_line_error(proc, "--video-dir", "moviepy", "pip install -c constraints.txt -e '.[video]'")
     assert not (tmp_path / "videos").exists()

@@ -431,7 +431,7 @@ def test_importing_rlx_tune_without_ray_says_how_to_install_it(without_ray):
                           env={**os.environ, "PYTHONPATH": str(without_ray)})
     assert proc.returncode != 0
     assert "ImportError: rlx.tune runs rlx algorithms with Ray Tune, which is not installed: " \
-           "pip install 'rlx[tune]'" in proc.stderr
+           "pip install -c constraints.txt -e '.[tune]' (in your rlx checkout)" in proc.stderr
 
 
 def test_rlx_train_grid_search_without_ray_says_how_to_install_it(tmp_path, without_ray):

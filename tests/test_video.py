@@ -101,7 +101,7 @@ def test_custom_env_without_rgb_array_is_a_clear_env_error():
 
 def test_missing_moviepy_is_a_config_error_naming_the_fix(monkeypatch):
     monkeypatch.setitem(sys.modules, "moviepy", None)  # `import moviepy` now raises ImportError
-    with pytest.raises(ConfigError, match=r"render_env=True.*pip install moviepy"):
+    with pytest.raises(ConfigError, match=r"render_env=True.*pip install -c constraints.txt -e '\.\[video\]'"):
         small_config().environment(render_env=True).build()
 
 

@@ -10,7 +10,7 @@ import os
 from typing import Any, Callable
 
 from rlx.env.env_context import EnvContext
-from rlx.utils.errors import ConfigError, EnvError
+from rlx.utils.errors import ConfigError, EnvError, install_hint
 
 #: File names of the videos start with this: rl-video-episode-0.mp4, ...
 VIDEO_NAME_PREFIX = "rl-video"
@@ -30,7 +30,7 @@ def require_moviepy(feature: str) -> None:
     except ImportError as err:
         raise ConfigError(
             f"{feature} records videos with gymnasium's RecordVideo, which needs moviepy: "
-            "pip install moviepy"
+            + install_hint("video")
         ) from err
 
 

@@ -60,7 +60,7 @@ class TBXLogger(Logger):
         except ImportError as err:  # pragma: no cover - tensorboardX is a dependency
             raise ImportError(
                 "TBXLogger writes TensorBoard files with tensorboardX, which is not installed: "
-                "pip install tensorboardX"
+                "pip install -c constraints.txt -e . (in your rlx checkout) installs it with rlx"
             ) from err
         flush_secs = int(self.logger_config.get("tensorboard_flush_secs", 120))
         self._writer = SummaryWriter(self.logdir, flush_secs=flush_secs)

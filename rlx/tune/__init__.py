@@ -14,18 +14,21 @@
     algo = PPO.from_checkpoint(best.checkpoint)
 
 `tune.run("PPO", config={"env": ..., "lr": tune.grid_search([...])}, stop={...})` works as
-well. Importing this module imports Ray (the `tune` extra: pip install 'rlx[tune]') and
+well. Importing this module imports Ray (the `tune` extra: from an rlx checkout,
+pip install -c constraints.txt -e '.[tune]') and
 registers "PPO", "DQN", ... with Tune. It need not be imported by hand: once any
 `rlx.algorithms` module and `ray.tune` are both imported, in either order, rlx imports it
 (rlx/_tune_autoregister.py). Nothing else in rlx imports Ray. See docs/tune.md.
 """
 from __future__ import annotations
 
+from rlx.utils.errors import install_hint
+
 try:
     import ray.tune  # noqa: F401
 except ImportError as _err:  # pragma: no cover - exercised with ray missing
     raise ImportError(
-        "rlx.tune runs rlx algorithms with Ray Tune, which is not installed: pip install 'rlx[tune]'"
+        "rlx.tune runs rlx algorithms with Ray Tune, which is not installed: " + install_hint("tune")
     ) from _err
 
 from rlx.tune.registration import (
