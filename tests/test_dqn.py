@@ -497,9 +497,10 @@ def test_bad_dqn_options_raise_config_errors():
         dqn_config(before_learn_on_batch=5).build()
 
 
-def test_v_min_v_max_are_not_checked_without_atoms(built):
-    algo = built(num_atoms=1, v_min=5.0, v_max=5.0)
-    assert algo.learner.module.num_atoms == 1
+def test_v_min_v_max_are_checked_without_atoms_too(built):
+    # An inverted range is a mistake whether or not distributional DQN reads it yet.
+    with pytest.raises(ConfigError, match=r"v_min < v_max"):
+        built(num_atoms=1, v_min=5.0, v_max=5.0)
 
 
 def test_before_learn_on_batch_transforms_each_replayed_batch(built):

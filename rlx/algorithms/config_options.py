@@ -7,6 +7,7 @@ not built yet.
 """
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
@@ -92,8 +93,10 @@ def number(
     max_value: float | None = None,
     allow_none: bool = False,
     exclusive_min: bool = False,
+    allow_inf: bool = False,
 ) -> Check:
-    """Accept a real number within the given bounds."""
+    """Accept a real number within the given bounds; never NaN, and infinity only with
+    `allow_inf` (options where it means "no limit", such as timeouts)."""
 
     def check(name: str, value: Any) -> Any:
         if value is None and allow_none:
@@ -102,6 +105,10 @@ def number(
             extra = " or None" if allow_none else ""
             raise ConfigError(f"'{name}' must be a number{extra}, got {value!r} ({_type_name(value)}).")
         value = float(value)
+        if math.isnan(value):
+            raise ConfigError(f"'{name}' must be a number, got NaN.")
+        if math.isinf(value) and not allow_inf:
+            raise ConfigError(f"'{name}' must be finite, got {value}.")
         if min_value is not None:
             if exclusive_min and value <= min_value:
                 raise ConfigError(f"'{name}' must be > {min_value}, got {value}.")
@@ -172,21 +179,26 @@ def class_or_none(name: str, value: Any) -> Any:
 
 
 def schedule_or_number(min_value: float | None = 0.0, allow_none: bool = False) -> Check:
-    """Accept a number or a piecewise schedule [[timestep, value], ...] starting at timestep 0."""
+    """Accept a number or a piecewise schedule [[timestep, value], ...] starting at timestep 0,
+    every value finite and at least `min_value`."""
     num = number(min_value=min_value)
 
     def check(name: str, value: Any) -> Any:
         if value is None and allow_none:
             return None
         if isinstance(value, (list, tuple)):
-            return validate_schedule(name, value)
+            schedule = validate_schedule(name, value)
+            for i, (t, v) in enumerate(schedule):
+                if min_value is not None and v < min_value:
+                    raise ConfigError(f"'{name}' schedule entry {i} has value {v}; values must be >= {min_value}.")
+            return schedule
         return num(name, value)
 
     return check
 
 
 def validate_schedule(name: str, value: Sequence) -> list[list[float]]:
-    """Check a piecewise schedule [[t0=0, v0], [t1, v1], ...] with increasing timesteps."""
+    """Check a piecewise schedule [[t0=0, v0], [t1, v1], ...] with increasing timesteps and finite numbers."""
     if len(value) == 0:
         raise ConfigError(f"'{name}' schedule must not be empty; use [[0, value], ...].")
     out: list[list[float]] = []
@@ -197,8 +209,11 @@ def validate_schedule(name: str, value: Sequence) -> list[list[float]]:
                 f"'{name}' schedule entry {i} must be a [timestep, value] pair, got {entry!r}."
             )
         t, v = entry
-        if isinstance(t, bool) or not isinstance(t, numbers.Real) or not isinstance(v, numbers.Real):
+        if isinstance(t, bool) or not isinstance(t, numbers.Real) or not isinstance(v, numbers.Real) \
+                or isinstance(v, bool):
             raise ConfigError(f"'{name}' schedule entry {i} must hold numbers, got {entry!r}.")
+        if not (math.isfinite(t) and math.isfinite(v)):
+            raise ConfigError(f"'{name}' schedule entry {i} must hold finite numbers, got {entry!r}.")
         if i == 0 and t != 0:
             raise ConfigError(
                 f"'{name}' schedule must start at timestep 0 (e.g. [[0, {v}], ...]); it starts at {t}."

@@ -83,6 +83,7 @@ class OffPolicyConfig(AlgorithmConfig):
         if key == "buffer_size":
             rb["capacity"] = value
         elif key == "prioritized_replay":
+            boolean(key, value)
             if value:
                 rb["type"] = "PrioritizedEpisodeReplayBuffer"
                 rb.setdefault("alpha", 0.6)

@@ -51,6 +51,7 @@ def build_optimizer(params: Iterable[torch.nn.Parameter], lr: float, options: di
                 f"optimizer option '{key}' is not an argument of the {name} optimizer."
                 f"{did_you_mean(key, accepted)} Accepted: {', '.join(sorted(accepted))}."
             )
+    optimizers.check_optimizer_options(name, options)
     if "betas" in options:
         options["betas"] = tuple(options["betas"])
     return cls(params, lr=lr, **options)

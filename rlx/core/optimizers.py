@@ -152,3 +152,41 @@ class SGD(_ForeachOptimizer):
                 torch._foreach_add_(buf, grads)
             grads = torch._foreach_add(grads, buf, alpha=g["momentum"]) if g["nesterov"] else buf
         torch._foreach_add_(params, grads, alpha=-g["lr"])
+
+
+#: Ranges of the optimizer keyword arguments rlx checks before building: (low, high, low
+#: is allowed). Other numeric arguments must be finite.
+_OPTION_RANGES: dict[str, tuple[float, float, bool]] = {
+    "momentum": (0.0, math.inf, True),
+    "dampening": (0.0, math.inf, True),
+    "weight_decay": (0.0, math.inf, True),
+    "eps": (0.0, math.inf, False),
+    "alpha": (0.0, math.inf, True),
+    "rho": (0.0, 1.0, True),
+    "lr_decay": (0.0, math.inf, True),
+    "initial_accumulator_value": (0.0, math.inf, True),
+}
+
+
+def check_optimizer_options(optimizer: str, options: dict[str, Any]) -> None:
+    """Raise a ConfigError naming the key when an optimizer setting is out of range: NaN or
+    infinite numbers, negative momentum/weight_decay, eps <= 0, betas outside [0, 1)."""
+    from rlx.utils.errors import ConfigError
+
+    for key, value in options.items():
+        if key == "betas":
+            ok = isinstance(value, (list, tuple)) and len(value) == 2 and all(
+                isinstance(b, (int, float)) and not isinstance(b, bool) and 0.0 <= b < 1.0 for b in value)
+            if not ok:
+                raise ConfigError(f"optimizer option 'betas' of the {optimizer} optimizer must be two numbers in "
+                                  f"[0, 1), got {value!r}.")
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if not math.isfinite(value):
+            raise ConfigError(f"optimizer option '{key}' of the {optimizer} optimizer must be finite, got {value}.")
+        low, high, low_ok = _OPTION_RANGES.get(key, (-math.inf, math.inf, True))
+        if value < low or (value == low and not low_ok) or value > high:
+            bound = f">= {low:g}" if low_ok else f"> {low:g}"
+            raise ConfigError(f"optimizer option '{key}' of the {optimizer} optimizer must be {bound}"
+                              f"{'' if high == math.inf else f' and <= {high:g}'}, got {value}.")

@@ -88,8 +88,9 @@ class DQNConfig(OffPolicyConfig):
     def _validate_algorithm_settings(self) -> None:
         super()._validate_algorithm_settings()
         v = self._values
-        if v["num_atoms"] > 1 and v["v_min"] >= v["v_max"]:
-            raise ConfigError(f"Distributional DQN needs v_min < v_max, got v_min={v['v_min']}, v_max={v['v_max']}.")
+        if v["v_min"] >= v["v_max"]:
+            raise ConfigError(f"DQN needs v_min < v_max (the range of the return distribution's atoms), "
+                              f"got v_min={v['v_min']}, v_max={v['v_max']}.")
         if v["before_learn_on_batch"] is not None and not callable(v["before_learn_on_batch"]):
             raise ConfigError("'before_learn_on_batch' must be a callable(batch, policies, train_batch_size).")
 

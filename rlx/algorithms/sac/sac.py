@@ -27,6 +27,12 @@ def _net_config(name: str, value: Any) -> dict:
         key = sorted(unknown)[0]
         raise ConfigError(f"'{name}' has an unknown key '{key}'.{did_you_mean(key, allowed)} Accepted: "
                           f"{', '.join(sorted(allowed))}.")
+    from rlx.models.model_defaults import merge_model_config
+
+    try:
+        merge_model_config(None, value)  # the same checks as the model dict's keys
+    except ConfigError as err:
+        raise ConfigError(f"In '{name}': {err}") from err
     return value
 
 

@@ -1,0 +1,124 @@
+"""Bad config values are clear errors that name the key: a fuzz over every algorithm's options.
+
+For each option whose kind of value is clear from its default (numbers, booleans, choices,
+dicts, schedules), values that can never be valid for that kind (NaN, infinities where the
+option has no use for them, strings for numbers, numbers for booleans, ...) are set through
+the option's own section method. Each must raise a ConfigError whose message names the key;
+nothing else (a TypeError from deep inside, or silence) passes.
+"""
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from rlx.algorithms.ddpg import DDPGConfig
+from rlx.algorithms.dqn import DQNConfig
+from rlx.algorithms.ppo import PPOConfig
+from rlx.algorithms.sac import SACConfig
+from rlx.algorithms.td3 import TD3Config
+from rlx.utils.errors import ConfigError
+
+CONFIGS = [PPOConfig, DQNConfig, SACConfig, DDPGConfig, TD3Config]
+NAN, INF = float("nan"), float("inf")
+
+#: Options whose value is a free-form dict or list the option passes on (checked where it is used).
+FREE_FORM = {"env_config", "custom_resources_per_env_runner", "evaluation_config", "optimizer", "input_config",
+             "output_config", "off_policy_estimation_methods", "logger_config", "algorithm_config_overrides_per_module",
+             "optimization_config", "exploration_config", "replay_buffer_config", "model"}
+
+
+def _bad_values(opt) -> list:
+    default = opt.default
+    if opt.name in FREE_FORM or opt.later or opt.tf_only:
+        return []
+    if isinstance(default, bool):
+        return ["yes", 2, 1.5, [True]]
+    if isinstance(default, (int, float)):
+        # No option takes infinity: timeouts use None or 0 for "no limit".
+        return [NAN, INF, -INF, "fast", {"value": 1}, [1, "x"], [[0, NAN]]]
+    if isinstance(default, str) and opt.name != "target_entropy":  # SAC: "auto" or a number
+        return ["definitely-not-a-valid-choice-42", 3.5, NAN]
+    if isinstance(default, dict):
+        return ["not-a-dict", 3, [1, 2]]
+    return []
+
+
+def _cases() -> list[tuple[type, str, object]]:
+    cases = []
+    for config_cls in CONFIGS:
+        for opt in config_cls._table.options.values():
+            if not opt.sections:
+                continue
+            for value in _bad_values(opt):
+                cases.append((config_cls, opt.name, value))
+    # Range errors that need to know the option: negative or NaN schedule values and rates.
+    for config_cls, name in [(PPOConfig, "lr"), (PPOConfig, "entropy_coeff"), (SACConfig, "actor_lr"),
+                             (SACConfig, "critic_lr"), (SACConfig, "alpha_lr"), (DDPGConfig, "actor_lr"),
+                             (DQNConfig, "lr")]:
+        cases += [(config_cls, name, [[0, -1.0]]), (config_cls, name, [[0, 1e-3], [100, NAN]]),
+                  (config_cls, name, [[0, 1e-3], [100, INF]]), (config_cls, name, -1e-3)]
+    for name in ("q_model_config", "policy_model_config"):
+        cases += [(SACConfig, name, {"fcnet_hiddens": "wide"}), (SACConfig, name, {"fcnet_activation": "bogus"}),
+                  (SACConfig, name, {"fcnet_hidens": [64]}), (SACConfig, name, "not-a-dict")]
+    return cases
+
+
+def _section_of(config_cls: type, name: str) -> str:
+    return config_cls._table.options[name].sections[0]
+
+
+def test_hundreds_of_bad_values_are_clear_errors_naming_the_key():
+    cases = _cases()
+    random.Random(0).shuffle(cases)
+    assert len(cases) >= 300
+    problems = []
+    for config_cls, name, value in cases:
+        config = config_cls()
+        section = getattr(config, _section_of(config_cls, name))
+        try:
+            section(**{name: value})
+        except ConfigError as err:
+            if name not in str(err):
+                problems.append(f"{config_cls.__name__}.{name}={value!r}: error does not name the key: {err}")
+        except Exception as err:  # noqa: BLE001 - what the test looks for
+            problems.append(f"{config_cls.__name__}.{name}={value!r}: {type(err).__name__}: {err}")
+        else:
+            problems.append(f"{config_cls.__name__}.{name}={value!r}: accepted")
+    assert not problems, f"{len(problems)} of {len(cases)} bad values:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("kwargs, key", [
+    ({"v_min": 10.0, "v_max": -10.0}, "v_min"),
+    ({"v_min": 1.0, "v_max": 1.0, "num_atoms": 51}, "v_min"),
+])
+def test_dqn_value_range_must_be_ordered(kwargs, key):
+    config = DQNConfig().environment("CartPole-v1").training(**kwargs)
+    with pytest.raises(ConfigError, match=key):
+        config.validate()
+
+
+def test_legacy_prioritized_replay_must_be_a_bool():
+    with pytest.raises(ConfigError, match="prioritized_replay"):
+        DQNConfig.from_dict({"prioritized_replay": "yes"})
+
+
+@pytest.mark.parametrize("optimizer, key", [
+    ({"type": "sgd", "momentum": -1.0}, "momentum"),
+    ({"type": "adam", "eps": float("nan")}, "eps"),
+    ({"type": "adam", "betas": (1.5, 0.999)}, "betas"),
+    ({"type": "adam", "weight_decay": -0.1}, "weight_decay"),
+])
+def test_optimizer_settings_are_range_checked(optimizer, key):
+    config = PPOConfig().environment("CartPole-v1").training(optimizer=optimizer, train_batch_size=64)
+    with pytest.raises(ConfigError, match=key):
+        config.build()
+
+
+def test_nan_never_reaches_a_built_algorithm():
+    config = PPOConfig().environment("CartPole-v1")
+    for key in ("gamma", "lr", "clip_param", "kl_target", "vf_loss_coeff"):
+        with pytest.raises(ConfigError, match=key):
+            config.training(**{key: NAN})
+    assert not math.isnan(config.gamma)
