@@ -141,6 +141,9 @@ COMMON_OPTIONS: list[Option] = [
     Option("grad_clip", None, T, number(0.0, allow_none=True, exclusive_min=True),
            doc="Clip gradients at this value (see grad_clip_by); None for no clipping."),
     Option("grad_clip_by", "global_norm", T, choice("value", "norm", "global_norm")),
+    Option("skip_nonfinite_updates", False, T, boolean,
+           doc="Skip an optimizer step whose loss or gradient norm is NaN or infinite, counting it in the learner "
+               "results' num_nonfinite_updates_skipped, instead of raising NonFiniteUpdateError (rlx only)."),
     Option("train_batch_size", 4000, T, integer(1), doc="Env steps per training batch."),
     Option("train_batch_size_per_learner", None, T, integer(1, allow_none=True),
            doc="Batch size per Learner; overrides train_batch_size when set."),

@@ -7,14 +7,18 @@ lr schedules, `grad_clip` by value/norm/global_norm, state for checkpoints) live
 from __future__ import annotations
 
 import inspect
-from typing import Any, Iterable
+import logging
+import math
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import torch
 
 from rlx.core.rl_module import RLModule
-from rlx.utils.errors import ConfigError, did_you_mean
+from rlx.utils.errors import ConfigError, NonFiniteUpdateError, did_you_mean
 from rlx.utils.schedules import PiecewiseSchedule
+
+logger = logging.getLogger("rlx")
 
 _OWN_OPTIMIZERS = ("adam", "adamw", "sgd")
 
@@ -92,6 +96,13 @@ class Learner:
     module that must survive a checkpoint (target networks, SAC's log-alpha) go through
     `get_extra_tensors()`/`set_extra_tensors()`.
 
+    Every optimizer step (`apply_loss`, `step_on`) is refused when the loss or the gradient
+    norm is NaN or infinite: a NonFiniteUpdateError, or with
+    `training(skip_nonfinite_updates=True)` a skipped step counted in
+    `num_nonfinite_updates_skipped`. Either way the weights are left as they were. An
+    `update_from_batch` calls `begin_update(batch, timestep)` first (the error then names the
+    env step and the batch's non-finite columns) and adds `end_update()` to its metrics.
+
     Args:
         config: the Algorithm's (frozen) config.
         module: the module to train (shared with the local EnvRunner).
@@ -104,7 +115,12 @@ class Learner:
         self.lr_schedules: dict[str, PiecewiseSchedule] = {}
         self.optimizers: dict[str, Any] = {}
         self.num_grad_updates = 0
+        self.num_nonfinite_updates_skipped = 0
         self._last_target_update = 0
+        self._skip_nonfinite = bool(getattr(config, "skip_nonfinite_updates", False))
+        # The update in progress (see begin_update), read only to explain a non-finite loss.
+        self._update_batch: Mapping[str, Any] | None = None
+        self._update_timestep: int | None = None
         self.configure_optimizers()
 
     def configure_optimizers(self) -> None:
@@ -134,6 +150,19 @@ class Learner:
         """Run the algorithm's update on a sampled batch; return scalar metrics."""
         raise TypeError(f"{type(self).__name__} must implement update_from_batch(batch, timestep)")
 
+    def begin_update(self, batch: Mapping[str, Any], timestep: int) -> None:
+        """Note the batch and env-step count of the update starting now (call it first in
+        `update_from_batch`, and `end_update` last): an error about a non-finite loss names them."""
+        self._update_batch = batch
+        self._update_timestep = int(timestep)
+
+    def end_update(self) -> dict[str, int]:
+        """Forget the batch noted by `begin_update` (call it last in `update_from_batch`) and return
+        the metrics every update adds: `num_nonfinite_updates_skipped` (optimizer steps skipped so
+        far) when skip_nonfinite_updates is on, else none."""
+        self._update_batch = None
+        return {"num_nonfinite_updates_skipped": self.num_nonfinite_updates_skipped} if self._skip_nonfinite else {}
+
     def set_lr_for_timestep(self, timestep: int) -> float:
         """Apply every optimizer's lr schedule at `timestep`; return the first optimizer's lr."""
         first = None
@@ -145,33 +174,93 @@ class Learner:
         return float(first)
 
     def apply_loss(self, loss: torch.Tensor, optimizer_name: str | None = None,
-                   params: list[torch.nn.Parameter] | None = None) -> float:
+                   params: list[torch.nn.Parameter] | None = None,
+                   terms: Mapping[str, torch.Tensor] | None = None) -> float:
         """Backpropagate `loss`, clip gradients and step one optimizer; return the grad norm.
 
         `params` (default: all module parameters) are the ones whose gradients are
-        cleared and clipped; they must be the optimizer's parameters.
+        cleared and clipped; they must be the optimizer's parameters. `terms` (the loss's
+        parts, e.g. {"policy_loss": ..., "vf_loss": ...}) are read only to name the
+        non-finite ones when the step is refused (see `check_update`).
         """
-        opt = self.optimizer if optimizer_name is None else self.optimizers[optimizer_name]
+        name = next(iter(self.optimizers)) if optimizer_name is None else optimizer_name
+        opt = self.optimizers[name]
         params = self.params if params is None else params
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        norm = clip_gradients(params, self.config.grad_clip, self.config.grad_clip_by)
-        opt.step()
-        self.num_grad_updates += 1
+        norm = self.check_update(name, params, loss, terms)
+        if math.isfinite(norm):
+            opt.step()
+            self.num_grad_updates += 1
         return norm
 
-    def step_on(self, optimizer_name: str, loss: torch.Tensor, params: list[torch.Tensor]) -> float:
+    def step_on(self, optimizer_name: str, loss: torch.Tensor, params: list[torch.Tensor],
+                terms: Mapping[str, torch.Tensor] | None = None) -> float:
         """Gradients of `loss` for `params` only, clipped, then one step of that optimizer; the grad norm.
 
         Unlike `apply_loss`, gradients flow through other networks (e.g. a critic inside an
-        actor loss) without being computed for their weights.
+        actor loss) without being computed for their weights. A non-finite loss or gradient
+        is handled as in `apply_loss`.
         """
         grads = torch.autograd.grad(loss, params)
         for p, g in zip(params, grads):
             p.grad = g
-        norm = clip_gradients(params, self.config.grad_clip, self.config.grad_clip_by)
-        self.optimizers[optimizer_name].step()
+        norm = self.check_update(optimizer_name, params, loss, terms)
+        if math.isfinite(norm):
+            self.optimizers[optimizer_name].step()
         return norm
+
+    def check_update(self, optimizer_name: str, params: list[torch.Tensor], loss: torch.Tensor,
+                     terms: Mapping[str, torch.Tensor] | None = None) -> float:
+        """Clip the gradients of `params` and return their norm before clipping; when `loss` or
+        that norm is not finite, raise NonFiniteUpdateError, or (skip_nonfinite_updates) clear
+        the gradients, count the skip and return the non-finite norm: the caller then must not
+        step the optimizer."""
+        grads = [p.grad for p in params if p.grad is not None]
+        if grads:
+            # Adding 0 * loss makes a non-finite loss show in the gradient norm, so the one check
+            # below (on the norm clipping reads back anyway) covers both without another host sync.
+            # In a LearnerGroup that norm is of the all-reduced gradients: every process agrees.
+            grads[0].add_(loss.detach(), alpha=0.0)
+        norm = clip_gradients(params, self.config.grad_clip, self.config.grad_clip_by)
+        if math.isfinite(norm):
+            return norm
+        message = self._nonfinite_message(optimizer_name, loss, terms, norm)
+        if not self._skip_nonfinite:
+            raise NonFiniteUpdateError(f"{message} To skip such updates instead of stopping, set "
+                                       "config.training(skip_nonfinite_updates=True).")
+        for p in params:
+            p.grad = None
+        self.num_nonfinite_updates_skipped += 1
+        if self.num_nonfinite_updates_skipped == 1:
+            logger.warning("%s Skipped (skip_nonfinite_updates=True); later skips are only counted, in the "
+                           "learner results' num_nonfinite_updates_skipped.", message)
+        return norm
+
+    def _nonfinite_message(self, optimizer_name: str, loss: torch.Tensor,
+                           terms: Mapping[str, torch.Tensor] | None, norm: float) -> str:
+        values = dict(terms) if terms else {"loss": loss}
+        shown = {k: _describe_value(v) for k, v in values.items()}
+        bad = [f"{k}={shown[k]}" for k, v in values.items() if not _is_finite(v)]
+        if bad:
+            what = f"a non-finite loss ({', '.join(bad)})"
+        elif not _is_finite(loss):
+            what = f"a non-finite loss ({_describe_value(loss)})"
+        else:
+            finite = ", ".join(f"{k}={v}" for k, v in shown.items())
+            what = f"a non-finite gradient norm ({norm}) from a finite loss ({finite})"
+        if getattr(clip_gradients, "_rlx_grad_sync", False):  # installed by LearnerGroup processes
+            what += (" (the gradients are averaged over the LearnerGroup's processes: another process's shard of "
+                     "the batch may hold the NaN or inf)")
+        when = f"at env step {self._update_timestep}, " if self._update_timestep is not None else ""
+        lr = self.optimizers[optimizer_name].param_groups[0]["lr"]
+        return (
+            f"{type(self).__name__} (module {type(self.module).__name__}, optimizer '{optimizer_name}') got "
+            f"{what} {when}after {self.num_grad_updates} gradient updates. This optimizer step was not taken, "
+            f"so the weights are as they were before it. {_batch_hint(self._update_batch)}Check the learning "
+            f"rate (lr={float(lr):g}), the scale of rewards and returns (clip_rewards, gamma), unscaled observations "
+            "(an observation_filter such as 'MeanStdFilter' helps) and grad_clip."
+        )
 
     def maybe_update_targets(self, timestep: int, pairs: list[tuple[torch.nn.Module, torch.nn.Module]]) -> bool:
         """Move each (target, online) pair by `tau` when `target_network_update_freq` env steps have passed."""
@@ -194,12 +283,14 @@ class Learner:
 
     def get_extra_state(self) -> dict[str, Any]:
         """Algorithm-specific learner state as JSON-safe values (e.g. PPO's KL coefficient)."""
-        return {"num_grad_updates": self.num_grad_updates, "last_target_update": self._last_target_update}
+        return {"num_grad_updates": self.num_grad_updates, "last_target_update": self._last_target_update,
+                "num_nonfinite_updates_skipped": self.num_nonfinite_updates_skipped}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         """Restore get_extra_state()."""
         self.num_grad_updates = int(state.get("num_grad_updates", 0))
         self._last_target_update = int(state.get("last_target_update", 0))
+        self.num_nonfinite_updates_skipped = int(state.get("num_nonfinite_updates_skipped", 0))
 
     def get_extra_tensors(self) -> dict[str, torch.Tensor]:
         """Tensors outside the module to checkpoint (target networks, ...); none by default."""
@@ -209,6 +300,37 @@ class Learner:
         """Restore get_extra_tensors()."""
         if tensors:
             raise ValueError(f"{type(self).__name__} keeps no extra tensors, got {sorted(tensors)[:5]}.")
+
+
+def _is_finite(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return bool(torch.isfinite(value).all())
+    return bool(np.all(np.isfinite(value)))
+
+
+def _describe_value(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        value = value.detach()
+        return f"{float(value):.4g}" if value.numel() == 1 else f"tensor of shape {tuple(value.shape)}"
+    return f"{float(value):.4g}"
+
+
+def _batch_hint(batch: Mapping[str, Any] | None) -> str:
+    """'The training batch has non-finite values in ...' naming its float columns with NaN/inf, or ''."""
+    if batch is None:
+        return ""
+    found = []
+    for key, column in batch.items():
+        if isinstance(column, torch.Tensor):
+            column = column.detach().cpu().numpy()
+        if isinstance(column, np.ndarray) and column.dtype.kind in "fc" and column.size:
+            count = int(column.size - np.count_nonzero(np.isfinite(column)))
+            if count:
+                found.append(f"'{key}' ({count} of {column.size} values)")
+    if not found:
+        return ""
+    return (f"The training batch itself has non-finite values in {', '.join(found)}: find where they come from "
+            "(the env, a callback, a connector or the replay buffer). ")
 
 
 def update_target_network(target: torch.nn.Module, online: torch.nn.Module, tau: float) -> None:

@@ -97,7 +97,8 @@ def _is_old_api_reset(out: Any) -> bool:
     return not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict))
 
 
-def _describe(obs: Any) -> str:
+def describe_value(obs: Any) -> str:
+    """A short description of something an env returned, for error messages."""
     if isinstance(obs, np.ndarray):
         return f"array of shape {obs.shape} and dtype {obs.dtype}"
     return f"{type(obs).__name__} {obs!r}"[:200]
@@ -115,11 +116,13 @@ def _check_in_space(obs: Any, space: gym.Space, where: str) -> None:
                 hint = f" The shapes differ: {obs.shape} vs {space.shape}."
             elif obs.dtype != space.dtype:
                 hint = f" The dtypes differ: {obs.dtype} vs {space.dtype} (cast with .astype({space.dtype}))."
+            elif obs.dtype.kind == "f" and not np.isfinite(obs).all():
+                hint = " It holds NaN or infinite values; observations must be finite."
             else:
                 hint = " Some values are outside the space's low/high bounds."
         raise EnvError(
             f"The observation returned by {where} is not in the env's observation_space: got "
-            f"{_describe(obs)}, observation_space is {space}.{hint}{_DISABLE_HINT}"
+            f"{describe_value(obs)}, observation_space is {space}.{hint}{_DISABLE_HINT}"
         )
 
 
@@ -149,7 +152,8 @@ def check_env(env: Any, auto_wrap_old_gym_envs: bool = True, seed: int | None = 
     if old_spaces or _is_old_api_reset(out):
         if not auto_wrap_old_gym_envs:
             raise EnvError(
-                f"{type(env).__name__}.reset() returned {_describe(out)}, but the Gymnasium API returns (obs, info). "
+                f"{type(env).__name__}.reset() returned {describe_value(out)}, but the Gymnasium API returns "
+                "(obs, info). "
                 "Upgrade the env to gymnasium's reset(*, seed=None, options=None) -> (obs, info) and "
                 "step() -> (obs, reward, terminated, truncated, info), or set "
                 "config.environment(auto_wrap_old_gym_envs=True)."
@@ -177,6 +181,11 @@ def check_env(env: Any, auto_wrap_old_gym_envs: bool = True, seed: int | None = 
                 f"{type(env).__name__}.step() returned reward {reward!r} ({type(reward).__name__}); "
                 f"it must be a single number.{_DISABLE_HINT}"
             )
+    if not isinstance(reward, (int, np.integer)) and not np.isfinite(reward):
+        raise EnvError(
+            f"{type(env).__name__}.step() returned reward {reward!r}; rewards must be finite numbers. Check the "
+            "env's reward computation (a division by zero, log(0), a diverging simulation)."
+        )
     for name, flag in (("terminated", terminated), ("truncated", truncated)):
         if not isinstance(flag, (bool, np.bool_)):
             raise EnvError(

@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import logging
 import math
+import numbers
 import secrets
 from typing import Any, Callable
 
@@ -19,12 +20,12 @@ import torch
 
 from rlx.core.columns import Columns
 from rlx.core.rl_module import RLModule, RLModuleSpec
-from rlx.env.env_checker import OldGymEnvCompatibility, check_env, looks_like_old_gym_api
+from rlx.env.env_checker import OldGymEnvCompatibility, check_env, describe_value, looks_like_old_gym_api
 from rlx.env.env_context import EnvContext
 from rlx.env.registry import make_env_creator
 from rlx.env.vector_env import VectorEnv
 from rlx.models.preprocessors import NoPreprocessor, Preprocessor, get_preprocessor
-from rlx.utils.errors import EnvError, NotSupportedYetError
+from rlx.utils.errors import EnvError, EnvOutputError, NotSupportedYetError
 from rlx.utils.filters import make_filter
 from rlx.utils.metrics.metrics_logger import MetricsLogger
 
@@ -33,6 +34,11 @@ logger = logging.getLogger("rlx")
 #: Where runners log each finished episode's return and length (lists, reduce=None).
 EPISODE_RETURNS_KEY = ("hist_stats", "episode_reward")
 EPISODE_LENGTHS_KEY = ("hist_stats", "episode_lengths")
+
+#: Reward types envs usually return: the sampling loop stores them without the full check.
+_REWARD_TYPES = frozenset({float, int, np.float64, np.float32, np.int64, np.int32})
+_RESTART_HINT = (" With config.fault_tolerance(restart_failed_sub_environments=True), a sub-env that does this is "
+                 "rebuilt and its episode dropped instead.")
 
 #: Events whose handlers need per-episode objects in the sampling loop.
 _EPISODE_EVENTS = ("on_episode_created", "on_episode_start", "on_episode_step", "on_episode_end",
@@ -145,6 +151,7 @@ class SingleAgentEnvRunner:
         self._needs_reset = True
         self._needs_seed = True
         self._obs_shape = self.preprocessor.shape
+        self._float_obs = has_float_values(self.observation_space)
         self.num_env_steps_sampled_lifetime = 0
         self.num_resets = 0  # times every sub-env was reset at once (episodes in progress abandoned)
         self.num_sub_env_restarts = 0  # failed sub-envs rebuilt (restart_failed_sub_environments)
@@ -405,8 +412,9 @@ class SingleAgentEnvRunner:
         m.log_value("num_episodes", 1, reduce="sum", clear_on_reduce=True)
 
     def _restart_sub_env(self, i: int, err: BaseException) -> None:
-        """Replace sub-env `i`, whose step() raised, by a new one (restart_failed_sub_environments)."""
-        logger.warning("Sub-env %d of EnvRunner %d raised %s: %s; restarting it and dropping its episode.",
+        """Replace sub-env `i`, whose step() raised or returned what rlx cannot use, by a new one
+        (restart_failed_sub_environments)."""
+        logger.warning("Sub-env %d of EnvRunner %d failed (%s: %s); restarting it and dropping its episode.",
                        i, self.worker_index, type(err).__name__, err)
         try:
             self.env.envs[i].close()
@@ -418,11 +426,139 @@ class SingleAgentEnvRunner:
         self.env.envs[i] = env
         self.num_sub_env_restarts += 1
 
+    # ------------------------------------------------------------------ checks of what envs return
+    # The sampling loop stores what envs usually return (a reward of a common number type, an
+    # array of the space's shape and dtype, a dict info) after an inline type check, and tests
+    # each step's rewards and new observations for NaN/inf with one vectorized test per column;
+    # these helpers do the rest. What is checked, and why not bounds: docs/environments.md.
+
     def _write_obs(self, obs: Any, out: np.ndarray, i: int) -> None:
-        if type(self.preprocessor) is NoPreprocessor:
+        """Store sub-env i's reset() observation in out[i]; EnvOutputError if rlx cannot use it."""
+        where = "from reset()"
+        if type(self.preprocessor) is not NoPreprocessor:
+            out[i] = self._transformed_obs(obs, i, where)
+        elif type(obs) is np.ndarray and obs.dtype is self.observation_space.dtype and obs.shape == self._obs_shape:
             out[i] = obs
         else:
-            out[i] = self.preprocessor.transform(obs)
+            out[i] = self._checked_obs(obs, i, where)
+        if self._float_obs and not all_finite(out[i]):
+            raise self._nonfinite_error(i, where, obs_row=out[i])
+
+    def _check_reset_obs(self, indices: list[int]) -> None:
+        """EnvOutputError for the first of these sub-envs whose reset() observation holds NaN or inf."""
+        for i in indices:
+            if not all_finite(self._raw_obs[i]):
+                raise self._nonfinite_error(i, "from reset()", obs_row=self._raw_obs[i])
+
+    def _sub_env_label(self, i: int) -> str:
+        return f"Sub-env {i} of EnvRunner {self.worker_index} (env {self.env_name!r})"
+
+    def _at_step(self, i: int) -> str:
+        return f"at step {int(self._ep_len[i]) + 1} of its episode"
+
+    def _checked_step(self, i: int, reward: Any, obs: Any, info: Any) -> tuple[float, np.ndarray]:
+        """The full check of a step's output that the inline check did not pass: the reward as a
+        float and the observation as rlx stores it; EnvOutputError naming what is wrong."""
+        if not self.config.disable_env_checking and not isinstance(info, dict):
+            raise EnvOutputError(
+                f"{self._sub_env_label(i)} returned info {describe_value(info)} {self._at_step(i)}; the Gymnasium "
+                "API's info is a dict (return {} for no info). Turn this check off with "
+                f"config.environment(disable_env_checking=True).{_RESTART_HINT}")
+        value = reward[()] if isinstance(reward, np.ndarray) and reward.shape == () else reward
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+            raise EnvOutputError(
+                f"{self._sub_env_label(i)} returned reward {describe_value(reward)} {self._at_step(i)}; a reward "
+                f"must be a single number (int, float or a NumPy scalar).{_RESTART_HINT}")
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond float range: reported as inf by the finiteness check
+            number = math.inf
+        if type(self.preprocessor) is NoPreprocessor:
+            return number, self._checked_obs(obs, i)
+        return number, self._transformed_obs(obs, i)
+
+    def _checked_obs(self, obs: Any, i: int, where: str | None = None) -> np.ndarray:
+        """A Box observation as an array; EnvOutputError unless it is numeric with the space's shape.
+
+        Bounds and the exact dtype are left to the env checker at build: many envs step
+        slightly outside their declared bounds, and any numeric dtype stores as float32.
+        `where` says what returned it for the error (default: sub-env i's current step).
+        """
+        try:
+            arr = np.asarray(obs)
+        except Exception:  # e.g. a ragged list
+            arr = None
+        space = self.observation_space
+        where = where or self._at_step(i)
+        if arr is None or arr.dtype.kind not in "biuf":
+            raise EnvOutputError(
+                f"{self._sub_env_label(i)} returned observation {describe_value(obs)} {where}; it must be a "
+                f"numeric array of shape {self._obs_shape} (observation_space {space}).{_restart_hint(where)}")
+        if arr.shape != self._obs_shape:
+            raise EnvOutputError(
+                f"{self._sub_env_label(i)} returned an observation of shape {arr.shape} {where}; observation_space "
+                f"{space} has shape {self._obs_shape}.{_restart_hint(where)}")
+        return arr
+
+    def _transformed_obs(self, obs: Any, i: int, where: str | None = None) -> np.ndarray:
+        """The preprocessed observation; EnvOutputError naming the sub-env when preprocessing fails."""
+        try:
+            return self.preprocessor.transform(obs)
+        except Exception as err:
+            where = where or self._at_step(i)
+            raise EnvOutputError(
+                f"{self._sub_env_label(i)} returned observation {describe_value(obs)} {where}, which the "
+                f"{type(self.preprocessor).__name__} of observation_space {self.observation_space} cannot "
+                f"handle ({type(err).__name__}: {err}).{_restart_hint(where)}") from err
+
+    def _nonfinite_error(self, i: int, where: str, reward: Any = None,
+                         obs_row: np.ndarray | None = None) -> EnvOutputError:
+        parts = []
+        if reward is not None:
+            parts.append(f"reward {reward} (as stored in the float32 reward column)")
+        if obs_row is not None:
+            values = np.array2string(obs_row.ravel(), threshold=12, precision=4)
+            parts.append(f"an observation with {int(np.isnan(obs_row).sum())} NaN and {int(np.isinf(obs_row).sum())} "
+                         f"infinite values (as rlx stores it: {values})")
+        return EnvOutputError(
+            f"{self._sub_env_label(i)} returned {' and '.join(parts)} {where}; rewards and observations must be "
+            "finite. Check the env's reward computation and state update (a division by zero, log(0), a diverging "
+            f"simulation).{_restart_hint(where)}")
+
+    def _fail_sub_env(self, i: int, err: BaseException) -> None:
+        """Sub-env i's step() raised or returned what rlx cannot use: raise an EnvError, or with
+        restart_failed_sub_environments rebuild the sub-env (the caller then drops its episode)."""
+        if not self.config.restart_failed_sub_environments:
+            if isinstance(err, EnvOutputError):
+                raise err
+            raise EnvError(
+                f"env.step() of sub-env {i} on EnvRunner {self.worker_index} raised {type(err).__name__}: {err}"
+            ) from err
+        self._restart_sub_env(i, err)
+
+    def _drop_row(self, buf: dict[str, np.ndarray], t: int, i: int, finished: list[int], dropped: list[int]) -> None:
+        """End row t of a failed sub-env i as a truncation at its last good observation; its episode
+        is dropped: neither logged nor passed to episode callbacks."""
+        buf[Columns.REWARDS][t, i] = 0.0
+        buf[Columns.NEXT_OBS][t, i] = self._raw_obs[i]
+        buf[Columns.TERMINATEDS][t, i] = False
+        buf[Columns.TRUNCATEDS][t, i] = True
+        if i not in finished:
+            finished.append(i)
+        dropped.append(i)
+
+    def _drop_nonfinite_rows(self, buf: dict[str, np.ndarray], t: int, finished: list[int],
+                             dropped: list[int]) -> None:
+        """Handle the sub-envs whose reward or new observation in row t is NaN or inf as failed ones
+        (there are none when only a sum of squares overflowed)."""
+        rew_t, next_t = buf[Columns.REWARDS][t], buf[Columns.NEXT_OBS][t]
+        bad_reward = ~np.isfinite(rew_t)
+        bad_obs = ~np.isfinite(next_t.reshape(len(next_t), -1)).all(axis=1)
+        for i in np.flatnonzero(bad_reward | bad_obs).tolist():
+            err = self._nonfinite_error(i, self._at_step(i), reward=rew_t[i] if bad_reward[i] else None,
+                                        obs_row=next_t[i] if bad_obs[i] else None)
+            self._fail_sub_env(i, err)
+            self._drop_row(buf, t, i, finished, dropped)
 
     def _policy_obs(self) -> np.ndarray:
         if self.filter.is_identity:
@@ -529,8 +665,12 @@ class SingleAgentEnvRunner:
         buf = self._alloc(T_cap)
         dist_buf: np.ndarray | None = None
         direct = type(self.preprocessor) is NoPreprocessor
+        obs_shape = self._obs_shape
+        obs_dtype = getattr(self.observation_space, "dtype", None)
+        check_info = not self.config.disable_env_checking
+        check_finite = self._float_obs
+        reward_types, ndarray, isfinite = _REWARD_TYPES, np.ndarray, math.isfinite
         identity_filter = self.filter.is_identity
-        prep = self.preprocessor
         raw = self._raw_obs
         active = list(range(B if num_episodes is None else min(B, num_episodes)))
         episodes_started = len(active) if num_episodes is not None else 0
@@ -569,6 +709,7 @@ class SingleAgentEnvRunner:
             if row_episodes is not None:
                 row_episodes.append(list(self._episodes))
             dropped = []
+            stepped = []  # (i, obs, reward, info, terminated, truncated) for the episode callbacks
             if remote_envs:
                 for i in active:  # every sub-env process steps at once
                     envs[i].step_async(env_actions[i])
@@ -576,29 +717,35 @@ class SingleAgentEnvRunner:
                 try:
                     obs, r, te, tr, info = envs[i].step_wait() if remote_envs else envs[i].step(env_actions[i])
                 except Exception as err:
-                    if not self.config.restart_failed_sub_environments:
-                        raise EnvError(
-                            f"env.step() of sub-env {i} on EnvRunner {self.worker_index} raised "
-                            f"{type(err).__name__}: {err}"
-                        ) from err
-                    # The sub-env is rebuilt and its episode dropped: this row ends it as a
-                    # truncation at the last good observation, and it is neither logged nor
-                    # passed to episode callbacks.
-                    self._restart_sub_env(i, err)
-                    rew_t[i] = 0.0
-                    next_t[i] = raw[i]
-                    trunc_t[i] = True
-                    finished.append(i)
-                    dropped.append(i)
+                    self._fail_sub_env(i, err)
+                    self._drop_row(buf, t, i, finished, dropped)
                     continue
-                rew_t[i] = r
-                next_t[i] = obs if direct else prep.transform(obs)
+                if (direct and type(r) in reward_types and type(obs) is ndarray and obs.dtype is obs_dtype
+                        and obs.shape == obs_shape and (type(info) is dict or not check_info)):
+                    rew_t[i] = r
+                    next_t[i] = obs
+                else:
+                    try:
+                        r, next_t[i] = self._checked_step(i, r, obs, info)
+                    except EnvOutputError as err:
+                        self._fail_sub_env(i, err)
+                        self._drop_row(buf, t, i, finished, dropped)
+                        continue
+                    rew_t[i] = r
                 if te or tr:
                     term_t[i] = te
                     trunc_t[i] = tr
                     finished.append(i)
                 if track:
-                    self._step_episode(i, obs, env_actions[i], float(r), info, bool(te), bool(tr))
+                    stepped.append((i, obs, float(r), info, bool(te), bool(tr)))
+            # NaN/inf rewards and observations of all sub-envs at once, by sums of squares as in
+            # all_finite(); the exact test runs only when one is not finite.
+            if not isfinite(rew_t.dot(rew_t)) or (check_finite and not isfinite(np.vdot(next_t, next_t))):
+                self._drop_nonfinite_rows(buf, t, finished, dropped)
+            if track:
+                for i, obs, r, info, te, tr in stepped:
+                    if i not in dropped:
+                        self._step_episode(i, obs, env_actions[i], r, info, te, tr)
             # Bookkeeping on whole rows (slices when every env stepped, as in truncate mode).
             rows = slice(None) if len(active) == B else active
             raw[rows] = next_t[rows]
@@ -610,9 +757,14 @@ class SingleAgentEnvRunner:
                 if track:
                     self._new_episode(i)
                 obs, info = envs[i].reset()
-                raw[i] = obs if direct else prep.transform(obs)
+                if direct and type(obs) is ndarray and obs.dtype is obs_dtype and obs.shape == obs_shape:
+                    raw[i] = obs
+                else:
+                    self._write_obs(obs, raw, i)
                 if track:
                     self._start_episode(i, obs, info)
+            if finished and check_finite and not isfinite(np.vdot(raw, raw)):
+                self._check_reset_obs(finished)
             if not identity_filter:
                 next_t[:] = self.filter.apply_batch(next_t, update=False)
             n_active = len(active)
@@ -844,6 +996,31 @@ class EnvInfo:
     action_space: gym.Space
     num_envs: int
     is_atari: bool
+
+
+def all_finite(array: np.ndarray) -> bool:
+    """Whether every entry of a contiguous float array is finite (no NaN, no inf)."""
+    # The sum of squares (one BLAS dot) is NaN or inf whenever an entry is, at about a third of
+    # the cost of np.isfinite(array).all(); only when it overflows (entries beyond ~1e19) does
+    # the exact test decide.
+    return math.isfinite(np.vdot(array, array)) or bool(np.isfinite(array).all())
+
+
+def _restart_hint(where: str) -> str:
+    # A failed step can restart its sub-env; a failed reset() cannot.
+    return "" if where.startswith("from reset") else _RESTART_HINT
+
+
+def has_float_values(space: gym.Space) -> bool:
+    """Whether observations of `space` can hold NaN or inf: a float Box anywhere in it (integer
+    and discrete spaces cannot, so their observations skip the finiteness check)."""
+    if isinstance(space, gym.spaces.Box):
+        return space.dtype.kind in "fc"
+    if isinstance(space, gym.spaces.Dict):
+        return any(has_float_values(s) for s in space.spaces.values())
+    if isinstance(space, gym.spaces.Tuple):
+        return any(has_float_values(s) for s in space.spaces)
+    return not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary))
 
 
 def episode_step_limit(env: Any) -> int | None:

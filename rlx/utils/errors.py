@@ -29,6 +29,20 @@ class EnvError(RLXError, ValueError):
     """An environment cannot be created or does not follow the Gymnasium API."""
 
 
+class EnvOutputError(EnvError):
+    """An env returned something rlx cannot train on: a NaN, infinite or None reward or
+    observation, an observation of the wrong shape, a reward that is not a number, an info
+    that is not a dict."""
+
+
+class LearnerError(RLXError, RuntimeError):
+    """A Learner cannot apply an update (e.g. its loss or gradients are not finite)."""
+
+
+class NonFiniteUpdateError(LearnerError, FloatingPointError):
+    """A loss or gradient norm is NaN or infinite; the optimizer step was not taken."""
+
+
 class CheckpointError(RLXError, ValueError):
     """A checkpoint directory is missing, corrupt, or of an unknown format version."""
 

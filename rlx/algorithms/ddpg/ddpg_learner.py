@@ -94,6 +94,7 @@ class DDPGLearner(Learner):
         (averaged over critics) as a NumPy array for prioritized replay.
         """
         cfg = self.config
+        self.begin_update(batch, timestep)
         if not self._schedules_constant:
             self.set_lr_for_timestep(timestep)
         module = self.module
@@ -103,12 +104,13 @@ class DDPGLearner(Learner):
         targets = self.compute_td_targets(batch)
         q = module.q_values(obs, actions)
         critic_loss = self.critic_loss(q, targets, weights)
-        critic_norm = self.step_on("critic", critic_loss, self.critic_params)
+        critic_norm = self.step_on("critic", critic_loss, self.critic_params, terms={"critic_loss": critic_loss})
         self.num_grad_updates += 1
         if self.num_grad_updates % cfg.policy_delay == 0:
             # The actor follows the just-updated first critic; only its own parameters get gradients.
             actor_loss = self.actor_loss(obs)
-            self._last_actor_norm = self.step_on("actor", actor_loss, self.actor_params)
+            self._last_actor_norm = self.step_on("actor", actor_loss, self.actor_params,
+                                                 terms={"actor_loss": actor_loss})
             self._last_actor_loss = actor_loss.detach()
             self.num_actor_updates += 1
             self.maybe_update_targets(timestep, [(self.target_pi, module.pi), (self.target_qf, module.qf)])
@@ -123,6 +125,7 @@ class DDPGLearner(Learner):
             "num_grad_updates": self.num_grad_updates,
             "num_actor_updates": self.num_actor_updates,
             "td_error": (q.detach() - targets.unsqueeze(0)).abs().mean(dim=0).numpy(),
+            **self.end_update(),
         }
 
     def get_extra_state(self) -> dict[str, Any]:

@@ -52,6 +52,7 @@ class DQNLearner(Learner):
     def update_from_batch(self, batch: dict[str, np.ndarray], timestep: int) -> dict[str, Any]:
         """One gradient step on a replayed batch; returns metrics (tensors) and `td_error` (NumPy)."""
         cfg = self.config
+        self.begin_update(batch, timestep)
         if not self._lr_constant:
             self.set_lr_for_timestep(timestep)
         obs = torch.from_numpy(batch[Columns.OBS])
@@ -94,7 +95,7 @@ class DQNLearner(Learner):
             q_mean = (logp.detach().exp() * module.support).sum(-1).mean()
             abs_td = per_sample.detach()
         loss = (per_sample * weights).mean() if weights is not None else per_sample.mean()
-        grad_norm = self.apply_loss(loss)
+        grad_norm = self.apply_loss(loss, terms={"qf_loss": loss})
         self.maybe_update_targets(timestep, [(self.target, module)])
         return {
             "total_loss": loss.detach(),
@@ -104,6 +105,7 @@ class DQNLearner(Learner):
             "curr_lr": self.optimizer.param_groups[0]["lr"],
             "num_grad_updates": self.num_grad_updates,
             "td_error": abs_td.numpy(),
+            **self.end_update(),
         }
 
     def get_extra_tensors(self) -> dict[str, torch.Tensor]:

@@ -78,6 +78,7 @@ class PPOLearner(Learner):
 
     def update_from_batch(self, batch: dict[str, np.ndarray], timestep: int) -> dict[str, float]:
         cfg = self.config
+        self.begin_update(batch, timestep)
         adv, targets, vf_preds = self.compute_advantages(batch)
         valid = batch.get(Columns.VALID)
         select = (lambda a: a[valid]) if valid is not None else (lambda a: a.reshape((-1,) + a.shape[2:]))
@@ -124,7 +125,7 @@ class PPOLearner(Learner):
                     Columns.ACTIONS: actions_t.index_select(0, idx_t),
                 }
                 loss, stats = self._loss(minibatch, entropy_coeff)
-                grad_norms += self.apply_loss(loss)
+                grad_norms += self.apply_loss(loss, terms=stats)
                 stat_names = list(stats)
                 stats_rows.append(torch.stack(list(stats.values())))
         count = len(stats_rows)
@@ -134,6 +135,7 @@ class PPOLearner(Learner):
         metrics["curr_lr"] = lr
         metrics["curr_entropy_coeff"] = entropy_coeff
         metrics["num_minibatch_updates"] = count
+        metrics.update(self.end_update())
         if cfg.use_critic:
             t_sel = select(targets)
             var = float(np.var(t_sel))

@@ -59,6 +59,7 @@ class SACLearner(Learner):
     def update_from_batch(self, batch: dict[str, np.ndarray], timestep: int) -> dict[str, Any]:
         """One critic, actor and alpha step on a replayed batch; returns metrics and `td_error`."""
         cfg = self.config
+        self.begin_update(batch, timestep)
         if not self._schedules_constant:
             self.set_lr_for_timestep(timestep)
         module = self.module
@@ -99,7 +100,7 @@ class SACLearner(Learner):
         if weights is not None:
             sq = sq * weights
         critic_loss = 0.5 * sq.mean(dim=1).sum()
-        critic_norm = self.step_on("critic", critic_loss, self.critic_params)
+        critic_norm = self.step_on("critic", critic_loss, self.critic_params, terms={"critic_loss": critic_loss})
         # Policy loss against the just-updated critics; only the policy gets gradients.
         if module.discrete:
             with torch.no_grad():
@@ -112,8 +113,8 @@ class SACLearner(Learner):
             actor_loss = (alpha * logp - q_pi).mean()
             entropy = -logp.detach()
             alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
-        actor_norm = self.step_on("actor", actor_loss, self.actor_params)
-        self.step_on("alpha", alpha_loss, [self.log_alpha])
+        actor_norm = self.step_on("actor", actor_loss, self.actor_params, terms={"actor_loss": actor_loss})
+        self.step_on("alpha", alpha_loss, [self.log_alpha], terms={"alpha_loss": alpha_loss})
         self.num_grad_updates += 1
         self.maybe_update_targets(timestep, [(self.target_qf, module.qf)])
         return {
@@ -128,6 +129,7 @@ class SACLearner(Learner):
             "gradients_actor_global_norm": actor_norm,
             "num_grad_updates": self.num_grad_updates,
             "td_error": td.detach().abs().mean(dim=0).numpy(),
+            **self.end_update(),
         }
 
     def get_extra_tensors(self) -> dict[str, torch.Tensor]:
