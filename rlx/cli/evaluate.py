@@ -54,6 +54,7 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
     """Run `rlx evaluate` / `rlx rollout` with parsed arguments; returns the exit status."""
     _check_output_options(args)
     meta = read_checkpoint_metadata(args.checkpoint)
+    _prepare_env(args, meta)
     algo_class = _checkpoint_algorithm_class(args.checkpoint, meta)
     _check_algo(args.algo, algo_class.__name__)
     _check_config_overrides(algo_class, args.config)
@@ -78,6 +79,18 @@ def _check_output_options(args: argparse.Namespace) -> None:
         from rlx.env.video import require_moviepy
 
         require_moviepy("--video-dir")
+
+
+def _prepare_env(args: argparse.Namespace, meta: dict[str, Any]) -> None:
+    """Make the checkpoint's env (or --env) resolvable here: import the --import modules, then
+    what the checkpoint records (modules, the experiment file), and resolve a Gymnasium
+    plugin's 'module:NS/Name-vN' id."""
+    from rlx.cli.env_source import import_modules, rebuild_env_source, resolve_gymnasium_id
+
+    import_modules(list(getattr(args, "imports", None) or []))
+    rebuild_env_source(meta, args.checkpoint)
+    if args.env is not None:
+        args.env, _ = resolve_gymnasium_id(args.env)
 
 
 def read_checkpoint_metadata(path: str) -> dict[str, Any]:

@@ -9,14 +9,18 @@ Files follow the seeds' format, YAML or JSON,
         config: {lr: 0.0003}
 
 with any number of experiments, or are Python files defining `config` (an
-AlgorithmConfig, or a dict with --algo) and optionally `stop` (a dict).
+AlgorithmConfig, or a dict with --algo) and optionally `stop` (a dict). A YAML or JSON
+file may also be given by an http(s) URL; it is downloaded (at most 1 MiB).
 """
 from __future__ import annotations
 
 import json
 import runpy
+import urllib.error
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from rlx.utils.errors import ConfigError, did_you_mean
@@ -53,8 +57,21 @@ _CHECKPOINT_CONFIG = {"checkpoint_frequency": "checkpoint_freq", "checkpoint_at_
                       "num_to_keep": "keep_checkpoints_num"}
 
 
+#: Largest experiment file downloaded from a URL, and how long to wait for the server.
+MAX_URL_BYTES = 1 << 20
+URL_TIMEOUT_S = 30.0
+
+
+def is_url(text: str | Path) -> bool:
+    """Whether an experiment file argument is an http(s) URL rather than a path."""
+    return isinstance(text, str) and urllib.parse.urlsplit(text).scheme.lower() in ("http", "https")
+
+
 def load_experiment_file(path: str | Path) -> list[ExperimentSpec]:
-    """The experiments of a .yaml/.yml/.json/.py file, in file order."""
+    """The experiments of a .yaml/.yml/.json/.py file (or of a .yaml/.yml/.json http(s)
+    URL), in file order."""
+    if is_url(path):
+        return _url_experiments(str(path))
     path = Path(path).expanduser()
     if not path.exists():
         raise FileNotFoundError(f"Experiment file {path} does not exist.")
@@ -63,22 +80,67 @@ def load_experiment_file(path: str | Path) -> list[ExperimentSpec]:
     suffix = path.suffix.lower()
     if suffix == ".py":
         return [_python_experiment(path)]
-    text = path.read_text(encoding="utf-8")
+    if suffix not in (".json", ".yaml", ".yml"):
+        raise ConfigError(f"{path}: unknown experiment file type '{suffix}'; use .yaml, .yml, .json or .py.")
+    return experiments_from_dict(_parse(path.read_text(encoding="utf-8"), suffix, str(path)), str(path))
+
+
+def _parse(text: str, suffix: str, source: str) -> Any:
+    """The data of a JSON (`suffix` .json) or YAML text."""
     if suffix == ".json":
         try:
-            data = json.loads(text)
+            return json.loads(text)
         except json.JSONDecodeError as err:
-            raise ConfigError(f"{path} is not valid JSON: {err.msg} (line {err.lineno}, column {err.colno}).") from err
-    elif suffix in (".yaml", ".yml"):
-        import yaml
+            raise ConfigError(f"{source} is not valid JSON: {err.msg} "
+                              f"(line {err.lineno}, column {err.colno}).") from err
+    import yaml
 
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path} is not valid YAML: {' '.join(str(err).split())}") from err
-    else:
-        raise ConfigError(f"{path}: unknown experiment file type '{suffix}'; use .yaml, .yml, .json or .py.")
-    return experiments_from_dict(data, str(path))
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{source} is not valid YAML: {' '.join(str(err).split())}") from err
+
+
+def _url_experiments(url: str) -> list[ExperimentSpec]:
+    suffix = PurePosixPath(urllib.parse.urlsplit(url).path).suffix.lower()
+    if suffix == ".py":
+        raise ConfigError(f"{url}: rlx does not run Python code from a URL. Download the file, read it, and pass "
+                          "its path: rlx train file my_experiment.py")
+    if suffix not in (".json", ".yaml", ".yml"):
+        raise ConfigError(f"{url}: unknown experiment file type '{suffix}' (taken from the URL's path); "
+                          "a URL must name a .yaml, .yml or .json file.")
+    data = download(url)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{url} is not a UTF-8 text file: {err}.") from err
+    return experiments_from_dict(_parse(text, suffix, url), url)
+
+
+def download(url: str, max_bytes: int = MAX_URL_BYTES, timeout: float = URL_TIMEOUT_S) -> bytes:
+    """The body of `url` (http or https), refusing more than `max_bytes` and giving up after
+    `timeout` seconds without an answer; failures are one-line ConfigErrors."""
+    import rlx
+
+    limit = f"{max_bytes / (1 << 20):g} MiB"
+    request = urllib.request.Request(url, headers={"User-Agent": f"rlx/{rlx.__version__}"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            length = response.headers.get("Content-Length", "")
+            if length.isdigit() and int(length) > max_bytes:
+                raise ConfigError(f"{url} is {int(length):,} bytes; experiment files from a URL may be at most "
+                                  f"{limit}. Download it and pass its path.")
+            data = response.read(max_bytes + 1)
+    except urllib.error.HTTPError as err:
+        raise ConfigError(f"Downloading {url} failed: HTTP {err.code} {err.reason}. Check the address.") from err
+    except (urllib.error.URLError, OSError) as err:
+        reason = getattr(err, "reason", None) or err
+        raise ConfigError(f"Cannot download {url}: {reason}. Check the address and the network, or download the "
+                          "file and pass its path.") from err
+    if len(data) > max_bytes:
+        raise ConfigError(f"{url} is larger than {limit}, the most rlx downloads for an experiment file. "
+                          "Download it and pass its path.")
+    return data
 
 
 def experiments_from_dict(data: Any, source: str) -> list[ExperimentSpec]:

@@ -15,11 +15,14 @@ EPILOG_TRAIN = """\
 examples:
   rlx train --algo PPO --env CartPole-v1 --stop '{"env_runners/episode_return_mean": 450}'
   rlx train --run DQN --env CartPole-v1 --config '{"lr": 0.0005}' --checkpoint-freq 10
+  rlx train --algo PPO --env my_envs:MyEnv        # my_envs.py in the current directory
+  rlx train --algo PPO --env ale_py:ALE/Pong-v5   # a Gymnasium plugin package's env
   rlx train file tuned_examples/ppo/cartpole-ppo.yaml
 
 Stop keys are result keys, nested ones written a/b; training stops when any is reached.
-Without --stop, training runs until Ctrl-C, which stops after the current iteration and
-saves a final checkpoint.
+RLlib's older names (episode_reward_mean, sampler_results/..., timesteps_total, ...) work
+too. Without --stop, training runs until Ctrl-C, which stops after the current iteration
+and saves a final checkpoint.
 """
 
 EPILOG_FILE = """\
@@ -27,9 +30,14 @@ File formats:
   YAML or JSON: {NAME: {run (or algo): ALGO, env: ENV, stop: {...}, config: {...}}, ...}
     several experiments run one after another; each may also set checkpoint_freq,
     checkpoint_at_end, keep_checkpoints_num and storage_path (or local_dir).
+    PATH may be an http(s) URL of such a file (downloaded, at most 1 MiB).
   Python (.py): defines `config` (an AlgorithmConfig) and optionally `stop` (a dict).
 Command-line flags override the file.
 """
+
+
+ENV_HELP = ("environment: a Gymnasium id (a plugin's as 'module:NS/Name-v0', e.g. ale_py:ALE/Pong-v5), a name "
+            "given to rlx.register_env, or 'package.module:EnvClass'")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -78,6 +86,13 @@ positive_int = int_at_least(1)
 non_negative_int = int_at_least(0)
 
 
+def _add_imports(parser: argparse.ArgumentParser) -> None:
+    """--import MODULE (repeatable), for train, train file and evaluate."""
+    parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                        help="import MODULE before the env is resolved, e.g. one that calls register_env or "
+                             "registers Gymnasium envs (repeatable; the current directory is searched)")
+
+
 def _add_verbosity(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="-v logs at INFO level, -vv at DEBUG level and shows tracebacks on errors")
@@ -85,9 +100,8 @@ def _add_verbosity(parser: argparse.ArgumentParser) -> None:
 
 def _add_run_options(parser: argparse.ArgumentParser, from_file: bool) -> None:
     """Options shared by `rlx train` and `rlx train file`."""
-    env_help = "environment: a Gymnasium id, a name given to rlx.register_env, or 'package.module:EnvClass'"
     if from_file:
-        parser.add_argument("--env", help=env_help + " (overrides the file)")
+        parser.add_argument("--env", help=ENV_HELP + " (overrides the file)")
     parser.add_argument("--stop", type=json_arg("--stop"), default=None, metavar="JSON",
                         help="stop criteria as a JSON object {result_key: value}, e.g. "
                              "'{\"training_iteration\": 30}'; keys: training_iteration, timesteps_total, "
@@ -113,6 +127,7 @@ def _add_run_options(parser: argparse.ArgumentParser, from_file: bool) -> None:
                              "counters); --algo and --env default to the checkpoint's")
     parser.add_argument("--no-progress", action="store_true",
                         help="print one plain line per iteration even on a terminal")
+    _add_imports(parser)
     _add_verbosity(parser)
 
 
@@ -137,9 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--algo", "--run", dest="algo", default=None, metavar="ALGO",
                        help=f"algorithm to train: {', '.join(list_algorithms())} (see 'rlx list')")
-    train.add_argument("--env", default=None,
-                       help="environment: a Gymnasium id, a name given to rlx.register_env, or "
-                            "'package.module:EnvClass'")
+    train.add_argument("--env", default=None, help=ENV_HELP)
     train.add_argument("--config", type=json_arg("--config"), default=None, metavar="JSON",
                        help="algorithm settings as a JSON object, e.g. '{\"lr\": 0.0003, \"gamma\": 0.99}' "
                             "(any key of the algorithm's config, old names included)")
@@ -152,7 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the experiments of a YAML, JSON or Python file, one after another.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG_FILE,
     )
-    train_file.add_argument("path", metavar="PATH", help="experiment file (.yaml, .yml, .json or .py)")
+    train_file.add_argument("path", metavar="PATH",
+                            help="experiment file (.yaml, .yml, .json or .py), or an http(s) URL of a YAML/JSON one")
     train_file.add_argument("--algo", "--run", dest="algo", default=None, metavar="ALGO",
                             help="algorithm, for Python files whose `config` is a plain dict")
     train_file.add_argument("--config", type=json_arg("--config"), default=None, metavar="JSON",
@@ -187,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
         ev.add_argument("--seed", type=int, default=None, help="seed of the environment resets")
         ev.add_argument("--config", type=json_arg("--config"), default=None, metavar="JSON",
                         help="settings to override in the checkpoint's config, e.g. '{\"env_config\": {...}}'")
+        _add_imports(ev)
         _add_verbosity(ev)
 
     lst = sub.add_parser("list", help="list the available algorithms",
@@ -274,6 +289,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     verbose = getattr(args, "verbose", 0)
     _configure_logging(verbose)
+    from rlx.cli.env_source import add_cwd_to_sys_path
+
+    add_cwd_to_sys_path()
     try:
         return _dispatch(args)
     except KeyboardInterrupt:

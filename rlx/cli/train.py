@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from rlx.cli.experiments import ExperimentSpec, load_experiment_file
+from rlx.cli.experiments import ExperimentSpec, is_url, load_experiment_file
 from rlx.cli.progress import ProgressReporter, format_seconds
 from rlx.cli.stop import StopCriteria, lookup
 from rlx.utils.errors import ConfigError
@@ -90,6 +90,7 @@ def build_config(spec: ExperimentSpec, settings: RunSettings, validate: bool = T
         config.environment(env)
     if config.env is None:
         raise ConfigError("No environment given: use --env ENV, e.g. --env CartPole-v1.")
+    _resolve_gymnasium_id(config)
     if settings.seed is not None:
         config.debugging(seed=settings.seed)
     if settings.verbose:
@@ -99,14 +100,31 @@ def build_config(spec: ExperimentSpec, settings: RunSettings, validate: bool = T
     return config
 
 
+def _resolve_gymnasium_id(config: Any) -> None:
+    """A Gymnasium plugin's 'module:NS/Name-vN' becomes 'NS/Name-vN' with the module imported
+    and recorded for the checkpoints (see rlx.cli.env_source.resolve_gymnasium_id)."""
+    from rlx.algorithms.checkpointing import record_env_source
+    from rlx.cli.env_source import resolve_gymnasium_id
+
+    env, module = resolve_gymnasium_id(config.env)
+    if module is not None:
+        config.environment(env)
+        record_env_source(imports=[module])
+
+
 def _config_from_checkpoint(path: str, algo: str | None) -> tuple[Any, str]:
-    from rlx.algorithms.checkpointing import read_config
+    from rlx.algorithms.checkpointing import read_config, record_env_source
+    from rlx.cli.env_source import rebuild_env_source
     from rlx.env.registry import import_object
     from rlx.utils.checkpoints import read_metadata
     from rlx.utils.errors import CheckpointError
 
     root = Path(path).expanduser()
     meta = read_metadata(root)
+    source = rebuild_env_source(meta, root)
+    # The restored run's checkpoints need the same to rebuild the env.
+    record_env_source(imports=[entry["module"] for entry in source["imports"]],
+                      experiment_file=source["experiment_file"])
     try:
         algo_cls = import_object(meta["algorithm_class"])
     except (ImportError, AttributeError, KeyError) as err:
@@ -164,6 +182,7 @@ def run_experiment(spec: ExperimentSpec, settings: RunSettings, out: TextIO | No
     config.validate()
     algo_name = getattr(config.algo_class, "__name__", str(config.algo_class))
     stop = StopCriteria(settings.stop if settings.stop is not None else spec.stop)
+    stop.check_before_training(config)
     storage = Path(settings.storage_path or spec.storage_path or results_root()).expanduser()
     experiment_name = settings.experiment_name or spec.name or DEFAULT_EXPERIMENT_NAME
     trial_dir = storage / experiment_name / trial_dir_name(algo_name, config.env)
@@ -220,6 +239,9 @@ def _train_loop(algo: Any, stop: StopCriteria, reporter: ProgressReporter, outco
             if checkpoint_freq and algo.iteration % checkpoint_freq == 0:
                 _save(algo, outcome, keep, reporter, announce=True)
             reached = stop.met(result)
+            for note in stop.notes:
+                reporter.note(note)
+            stop.notes.clear()
             if reached:
                 outcome.stop_reason = "reached " + " and ".join(reached)
                 return
@@ -304,8 +326,19 @@ def _settings(args: argparse.Namespace) -> RunSettings:
     )
 
 
+def _import_requested_modules(args: argparse.Namespace) -> None:
+    """Import the --import modules and have the checkpoints record them."""
+    from rlx.algorithms.checkpointing import record_env_source
+    from rlx.cli.env_source import import_modules
+
+    imports = list(getattr(args, "imports", None) or [])
+    import_modules(imports)
+    record_env_source(imports=imports)
+
+
 def run_train_command(args: argparse.Namespace) -> int:
     """`rlx train --algo ALGO --env ENV ...`."""
+    _import_requested_modules(args)
     settings = _settings(args)
     if settings.algo is None and settings.restore is None:
         raise ConfigError("rlx train needs --algo ALGO (or --run ALGO), e.g. rlx train --algo PPO --env CartPole-v1; "
@@ -316,8 +349,16 @@ def run_train_command(args: argparse.Namespace) -> int:
 
 def run_train_file_command(args: argparse.Namespace) -> int:
     """`rlx train file PATH` (and `rlx train -f PATH`): every experiment of the file in turn."""
+    from rlx.algorithms.checkpointing import record_env_source
+
+    _import_requested_modules(args)
     specs = load_experiment_file(args.path)
+    if not is_url(args.path) and Path(args.path).suffix.lower() == ".py":
+        record_env_source(experiment_file=args.path)
     settings = _settings(args)
+    for spec in specs:  # a mistake in a later experiment fails before the first one trains
+        config = build_config(spec, settings, validate=False)
+        StopCriteria(settings.stop if settings.stop is not None else spec.stop).check_before_training(config)
     outcomes = []
     for spec in specs:
         outcomes.append(run_experiment(spec, settings))

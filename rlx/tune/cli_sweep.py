@@ -109,6 +109,7 @@ def run_sweep(spec: ExperimentSpec, settings: RunSettings, config: Any, out: Tex
                           "--stop '{\"training_iteration\": 50}': without them the first trials would run until "
                           "Ctrl-C and the others never start.")
     stopper = CriteriaStopper(criteria)
+    StopCriteria(criteria).check_before_training(config)
     storage = Path(settings.storage_path or spec.storage_path or results_root()).expanduser().resolve()
     experiment_name = settings.experiment_name or spec.name or DEFAULT_EXPERIMENT_NAME
     checkpoint_freq = _first(settings.checkpoint_freq, spec.checkpoint_freq, 0)
