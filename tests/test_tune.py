@@ -443,7 +443,7 @@ def test_rlx_train_grid_search_without_ray_says_how_to_install_it(tmp_path, with
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert ("a grid_search in the config runs a sweep with Ray Tune, which is not installed: "
-            "pip install 'rlx[tune]'") in lines[0]
+            "pip install -c constraints.txt -e '.[tune]' (in your rlx checkout)") in lines[0]
 
 
 def test_a_trial_with_remote_env_runners_places_them_in_its_own_reservation(tmp_path):

@@ -34,7 +34,7 @@ DEFAULT_OUT_NAME = "learning_curves.png"
 #: With more curves than this the figure has no legend (the printed lines name the trials).
 MAX_LEGEND_ENTRIES = 20
 
-MATPLOTLIB_MISSING = "rlx plot needs matplotlib: pip install matplotlib (or pip install 'rlx[plot]')"
+MATPLOTLIB_MISSING = "rlx plot needs matplotlib: pip install -c constraints.txt -e '.[plot]' (in your rlx checkout)"
 
 
 @dataclass

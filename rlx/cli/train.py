@@ -218,8 +218,10 @@ def run_sweep(spec: ExperimentSpec, settings: RunSettings, config: Any, out: Tex
     try:
         import ray.tune  # noqa: F401
     except ImportError as err:
+        from rlx.utils.errors import install_hint
+
         raise ConfigError("a grid_search in the config runs a sweep with Ray Tune, which is not installed: "
-                          "pip install 'rlx[tune]'") from err
+                          + install_hint("tune")) from err
     from rlx.tune.cli_sweep import run_sweep as run_tune_sweep
 
     return run_tune_sweep(spec, settings, config, out)
