@@ -20,6 +20,7 @@ from rlx.algorithms.ppo import PPO, PPOConfig
 from rlx.callbacks.callbacks import RLlibCallback
 from rlx.utils.errors import ConfigError, NotSupportedYetError
 from cli_helpers import run_rlx
+from test_callbacks import LogAcrobotAngle  # seed 004, Example 2, verbatim
 
 # ----------------------------------------------------------------------------- minibatch_size
 
@@ -146,20 +147,6 @@ def test_time_limit_of_a_registered_creator_is_found():
     algo = PPOConfig().environment("short-cartpole").training(train_batch_size=1000).build()
     assert algo.env_runner.num_envs == 4
     algo.stop()
-
-
-class LogAcrobotAngle(RLlibCallback):
-    """Seed 004, Example 2, verbatim."""
-
-    def on_episode_step(self, *, episode, env, **kwargs):
-        cos_theta1, sin_theta1 = env.envs[0].unwrapped.state[0], env.envs[0].unwrapped.state[1]
-        deg_theta1 = math.degrees(math.atan2(sin_theta1, cos_theta1))
-        episode.add_temporary_timestep_data("theta1", deg_theta1)
-
-    def on_episode_end(self, *, episode, metrics_logger, **kwargs):
-        theta1s = episode.get_temporary_timestep_data("theta1")
-        avg_theta1 = np.mean(theta1s)
-        metrics_logger.log_value("theta1_mean", avg_theta1, reduce="mean", window=50)
 
 
 def test_seed_log_acrobot_angle_example_runs_literally(capsys):
