@@ -307,3 +307,27 @@ def test_process_runners_reach_a_named_actor_of_the_driver(ray_session):
         from ray.tune.registry import ENV_CREATOR, _global_registry
 
         _global_registry.unregister(ENV_CREATOR, name)
+
+
+def test_gymnasium_plugin_id_with_its_package_resolves_in_every_process(tmp_path, monkeypatch):
+    """config.environment("package:NS/Env-v0"), Gymnasium's form for plugin envs (e.g.
+    'ale_py:ALE/Pong-v5'): each process imports the package itself, remote runners included."""
+    package = tmp_path / "fake_plugin_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "import gymnasium\n"
+        "gymnasium.register(id='FakePluginNS/Short-v0', entry_point='gymnasium.envs.classic_control:CartPoleEnv',"
+        " max_episode_steps=20)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    from rlx.algorithms.ppo import PPOConfig
+
+    config = PPOConfig().environment("fake_plugin_pkg:FakePluginNS/Short-v0").training(train_batch_size=128)
+    algo = config.env_runners(num_env_runners=1, env_runner_backend="process").build()
+    try:
+        limits = algo.env_runner_group.foreach_env_runner(
+            lambda r: r.foreach_env(lambda e: e.spec.max_episode_steps), local_env_runner=False)
+        assert limits == [[20] * algo.config.num_envs_per_env_runner]
+        assert algo.train()["env_runners"]["episode_len_max"] <= 20
+    finally:
+        algo.stop()

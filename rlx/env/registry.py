@@ -269,6 +269,9 @@ def _creator_from_string(name: str) -> tuple[EnvCreator, str]:
 
     if name in gym.registry:
         return _gym_creator(name), name
+    plugin = _plugin_env_id(name)
+    if plugin is not None:
+        return _gym_creator(plugin), plugin
     if ":" in name or ("." in name and "/" not in name):
         try:
             obj = import_object(name)
@@ -286,6 +289,26 @@ def _creator_from_string(name: str) -> tuple[EnvCreator, str]:
         logger.warning("Env id '%s' is not registered in Gymnasium; using '%s' instead.", name, closest)
         return _gym_creator(closest), closest
     raise _unknown_env_error(name)
+
+
+def _plugin_env_id(name: str) -> str | None:
+    """For Gymnasium's 'package:Namespace/Env-vN' form (e.g. 'ale_py:ALE/Pong-v5'): import the
+    package, as gymnasium.make does, and return the id it registered; None for other names.
+    Each process resolves it itself, so runner and learner processes import the package too."""
+    module_name, sep, env_id = name.partition(":")
+    if not sep or not re.fullmatch(r"(?:[\w.-]+/)?[\w.-]+-v\d+", env_id):
+        return None
+    import gymnasium as gym
+
+    try:
+        importlib.import_module(module_name)
+    except ImportError as err:
+        raise EnvError(f"Env '{name}': importing '{module_name}', the package that registers '{env_id}', "
+                       f"failed: {err}. Install that package.") from err
+    if env_id not in gym.registry:
+        raise EnvError(f"Env '{name}': '{module_name}' was imported but registered no Gymnasium env '{env_id}'."
+                       f"{did_you_mean(env_id, _gym_ids())}")
+    return env_id
 
 
 def _unknown_env_error(name: str) -> EnvError:
