@@ -123,7 +123,9 @@ class WorkerProcess:
         self._process.join(timeout=timeout)
         if self._process.is_alive():
             self._process.kill()
-            self._process.join(timeout=5)
+            # SIGKILL cannot be ignored: wait until it is reaped, however loaded the machine is,
+            # so no stopped worker outlives stop().
+            self._process.join()
         try:
             self._conn.close()
         except OSError:
