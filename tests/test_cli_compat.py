@@ -122,7 +122,7 @@ def test_env_from_a_python_experiment_file_evaluates_from_anywhere(project, else
     proc = run_rlx("train", "file", "my_exp.py", results_dir=tmp_path / "out", cwd=project)
     assert proc.returncode == 0, proc.stderr
     meta = checkpoint_meta(proc.stdout)
-    assert meta["checkpoint_version"] == "1.1"
+    assert meta["checkpoint_version"] == "1.2"
     assert meta["env_source"]["experiment_file"] == str(project / "my_exp.py")
     run_printed_evaluate(proc.stdout, elsewhere)
     # Without the file the env cannot be rebuilt: one line that names the file.

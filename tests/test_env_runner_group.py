@@ -113,7 +113,8 @@ def test_training_merges_episode_and_callback_metrics_from_every_runner(backend)
             assert set(runners["by_runner"]) == {"1", "2"}
             assert runners["episode_len_mean"] == 7.0 and runners["episode_return_mean"] == 7.0
         assert result["num_env_steps_sampled_lifetime"] == total
-        assert result["fault_tolerance"] == {"num_healthy_workers": 2, "num_remote_worker_restarts": 0}
+        assert result["fault_tolerance"] == {"num_healthy_workers": 2, "num_remote_worker_restarts": 0,
+            "num_remote_workers_waiting_for_restart": 0}
     finally:
         algo.stop()
 
@@ -181,7 +182,8 @@ def test_killed_runner_is_restarted_with_current_weights_and_nothing_double_coun
             result = algo.train()
             totals.append(result["num_env_steps_sampled_this_iter"])
         assert recreated == [[1]]
-        assert result["fault_tolerance"] == {"num_healthy_workers": 2, "num_remote_worker_restarts": 1}
+        assert result["fault_tolerance"] == {"num_healthy_workers": 2, "num_remote_worker_restarts": 1,
+            "num_remote_workers_waiting_for_restart": 0}
         assert result["num_env_steps_sampled_lifetime"] == sum(totals)
         # The new runner samples with the learner's current weights.
         assert algo.env_runner_group.foreach_env_runner(lambda r: r.weights_seq_no, local_env_runner=False) == \
@@ -326,7 +328,8 @@ def test_a_runner_stuck_in_sample_times_out(backend, tmp_path, restart):
             return
         results = [algo.train() for _ in range(3)]
         assert flag.exists()  # runner 1 did hang once
-        assert results[-1]["fault_tolerance"] == {"num_healthy_workers": 2, "num_remote_worker_restarts": 1}
+        assert results[-1]["fault_tolerance"] == {"num_healthy_workers": 2, "num_remote_worker_restarts": 1,
+            "num_remote_workers_waiting_for_restart": 0}
     finally:
         algo.stop()
 

@@ -220,7 +220,8 @@ def test_ray_backend_samples_on_both_runners_and_merges_metrics():
         assert episodes > 0
         assert sum(r["env_runners"]["num_episodes"] for r in results) == episodes
         assert results[-1]["env_runners"]["num_episodes_lifetime"] == episodes
-        assert results[-1]["fault_tolerance"] == {"num_healthy_workers": 2, "num_remote_worker_restarts": 0}
+        assert results[-1]["fault_tolerance"] == {"num_healthy_workers": 2, "num_remote_worker_restarts": 0,
+            "num_remote_workers_waiting_for_restart": 0}
 
         assert algo.env_runner_group.foreach_env_runner(lambda r: r.worker_index) == [0, 1, 2]
     finally:

@@ -6,7 +6,9 @@ result dict, checkpoints, compute_single_action, the old-API accessors) lives he
 """
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
 import os
 import socket
 import threading
@@ -15,12 +17,12 @@ from collections import deque
 from concurrent.futures import Future
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterator
 
 import numpy as np
 
 from rlx.algorithms.algorithm_config import AlgorithmConfig
-from rlx.algorithms.results import deep_update, env_runner_section, legacy_episode_keys
+from rlx.algorithms.results import deep_update, env_runner_section, fault_tolerance_section, legacy_episode_keys
 from rlx.loggers.creation import results_root, trial_dir_name
 from rlx.utils.errors import CheckpointError, ConfigError
 from rlx.utils.metrics.metrics_logger import MetricsLogger
@@ -375,8 +377,7 @@ class Algorithm:
             "num_env_steps_trained_this_iter": trained,
             "env_runners": env_runners,
             "learners": learners,
-            "fault_tolerance": {"num_healthy_workers": self.env_runner_group.num_healthy_remote_workers(),
-                                "num_remote_worker_restarts": self.env_runner_group.num_remote_worker_restarts},
+            "fault_tolerance": fault_tolerance_section(self.env_runner_group),
             "iterations_since_restore": self._iterations_since_restore,
             "time_since_restore": self._time_since_restore,
             "pid": os.getpid(),
@@ -738,9 +739,13 @@ class Algorithm:
         if kwargs:
             raise TypeError(f"from_checkpoint() got unexpected arguments: {', '.join(kwargs)}.")
         algo = algorithm_from_checkpoint(root, config_overrides or {})
-        algo.callbacks.fire("on_checkpoint_loaded", algorithm=algo)
-        if cls is not Algorithm and not isinstance(algo, cls):
-            raise CheckpointError(f"Checkpoint {root} holds a {type(algo).__name__}, not a {cls.__name__}.")
+        try:
+            algo.callbacks.fire("on_checkpoint_loaded", algorithm=algo)
+            if cls is not Algorithm and not isinstance(algo, cls):
+                raise CheckpointError(f"Checkpoint {root} holds a {type(algo).__name__}, not a {cls.__name__}.")
+        except BaseException:
+            algo.stop()  # its runner and learner processes must not outlive the failed load
+            raise
         return algo
 
     def write_checkpoint_extras(self, directory: Path) -> list[str]:
@@ -750,9 +755,18 @@ class Algorithm:
         """
         return []
 
-    def read_checkpoint_extras(self, directory: Path) -> None:
-        """Load what `write_checkpoint_extras` wrote; the base Algorithm has nothing to load."""
+    def load_checkpoint_extras(self, directory: Path) -> Any:
+        """Read and check what `write_checkpoint_extras` wrote, without applying it (None when
+        there is nothing; the base Algorithm has nothing)."""
         return None
+
+    def apply_checkpoint_extras(self, loaded: Any) -> None:
+        """Apply what `load_checkpoint_extras` returned (the base Algorithm has nothing to apply)."""
+        return None
+
+    def read_checkpoint_extras(self, directory: Path) -> None:
+        """Load what `write_checkpoint_extras` wrote into this Algorithm."""
+        self.apply_checkpoint_extras(self.load_checkpoint_extras(directory))
 
     def get_state(self) -> dict[str, Any]:
         """JSON-safe algorithm state (counters, metrics, learner and runner extras)."""
@@ -767,34 +781,55 @@ class Algorithm:
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Restore get_state()."""
-        self.iteration = int(state["iteration"])
-        self._time_total_s = float(state["time_total_s"])
-        self._counters.update({k: int(v) for k, v in state["counters"].items()})
+        """Restore get_state(). A field that does not fit raises StateFieldError naming it; the
+        numbers are checked before anything changes."""
+        iteration = state_count(state, "iteration")
+        with state_field("time_total_s"):
+            time_total = float(state["time_total_s"])
+            if not math.isfinite(time_total) or time_total < 0:
+                raise ValueError(f"{time_total} is not a duration")
+        with state_field("counters"):
+            counters = {str(k): state_count(state["counters"], k) for k in dict(state["counters"])}
+        with state_field("episodes_window"):
+            window = [(float(r), int(n)) for r, n in state["episodes_window"]]
+        self.iteration = iteration
+        self._time_total_s = time_total
+        self._counters.update(counters)
         self._episodes_window.clear()
-        self._episodes_window.extend((float(r), int(n)) for r, n in state["episodes_window"])
+        self._episodes_window.extend(window)
         if "metrics" in state:
-            self.metrics.set_state(state["metrics"])
-        self.learner.set_extra_state(state["learner"])
-        self.env_runner.set_state(state["env_runner"])
+            with state_field("metrics"):
+                self.metrics.set_state(state["metrics"])
+        with state_field("learner"):
+            self.learner.set_extra_state(state["learner"])
+        with state_field("env_runner"):
+            self.env_runner.set_state(state["env_runner"])
         self._iterations_since_restore = 0
         self._time_since_restore = 0.0
 
     # ------------------------------------------------------------------ lifecycle
 
     def stop(self) -> None:
-        """Release the envs, runners and learner processes and close the result logger."""
+        """Release the envs, runners and learner processes and close the result logger. Every
+        part is stopped even when another fails to; the first such error is raised afterwards."""
+        from rlx.env.env_runner_group import run_all
+
+        steps = []
         learner_stop = getattr(getattr(self, "learner", None), "stop", None)
         if learner_stop is not None:
-            learner_stop()
+            steps.append(learner_stop)
         for name in ("env_runner_group", "eval_env_runner_group"):
             group = getattr(self, name, None)
             if group is not None:
-                group.stop()
+                steps.append(group.stop)
+        steps.append(self._close_result_logger)
+        run_all(steps)
+
+    def _close_result_logger(self) -> None:
         result_logger = getattr(self, "_result_logger", None)
         if result_logger is not None:
-            result_logger.close()
             self._result_logger = None
+            result_logger.close()
 
     cleanup = stop
 
@@ -824,3 +859,35 @@ def _task_settable(env: Any) -> Any:
 
 def _check_task_settable(runner: Any) -> None:
     runner.foreach_env(_task_settable)
+
+
+class StateFieldError(ValueError):
+    """A field of an algorithm state (`Algorithm.set_state`) does not fit; `field` names it
+    (dot-separated), `reason` says why."""
+
+    def __init__(self, field: str, reason: str):
+        super().__init__(f"state field '{field}': {reason}")
+        self.field = field
+        self.reason = reason
+
+
+@contextlib.contextmanager
+def state_field(name: str) -> Iterator[None]:
+    """Report an error while restoring state field `name` as a StateFieldError naming it."""
+    try:
+        yield
+    except StateFieldError as err:
+        raise StateFieldError(f"{name}.{err.field}", err.reason) from err
+    except Exception as err:
+        raise StateFieldError(name, f"{type(err).__name__}: {err}") from err
+
+
+def state_count(state: Any, name: str) -> int:
+    """`state[name]` as a non-negative integer count, or a StateFieldError naming it."""
+    with state_field(name):
+        value = state[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or value < 0 or value != int(value) or value > 2**62:
+            raise ValueError(f"{value!r:.40} is not a count")
+        return int(value)
+

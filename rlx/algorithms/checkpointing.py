@@ -25,12 +25,18 @@ module of an import path, or the package that registered a Gymnasium id); `path`
 sys.path entry it was imported from, tried when it is not importable otherwise.
 `experiment_file` is the `rlx train file` Python file that defined the config. Checkpoints
 of version 1.0 have no `env_source` and load as before.
+
+`checkpoint_version` 1.2 adds `checksums` to rlx_checkpoint.json ({file: "sha256:<hex>"} for
+every listed binary file, checked on load; the JSON files stay editable by hand) and an `algorithm_class` key to algorithm_state.json.
+Loading reads and checks every file first and then applies all of it, or nothing.
 """
 from __future__ import annotations
 
 import functools
+import hashlib
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -49,11 +55,15 @@ from rlx.utils.checkpoints import (
     write_json,
     write_tensors,
 )
-from rlx.utils.errors import CheckpointError
+from rlx.utils.checkpoint_trust import check_string_paths
+from rlx.utils.errors import CheckpointError, ConfigError
 
 POLICY_DIR = "policies/default_policy"
-#: Version of what rlx_checkpoint.json holds within FORMAT_VERSION (1.1: `env_source`).
-CHECKPOINT_VERSION = f"{FORMAT_VERSION}.1"
+#: Key of algorithm_state.json naming the Algorithm class that wrote it.
+STATE_CLASS_KEY = "algorithm_class"
+#: Version of what rlx_checkpoint.json holds within FORMAT_VERSION (1.1: `env_source`; 1.2:
+#: `checksums`, and algorithm_state.json names its algorithm class).
+CHECKPOINT_VERSION = f"{FORMAT_VERSION}.2"
 #: Module name of a `rlx train file` Python file's code (rlx.cli.experiments runs it so).
 EXPERIMENT_MODULE = "__rlx_experiment__"
 #: Modules whose objects every process has without importing anything of the user's.
@@ -159,7 +169,7 @@ def write_algorithm_checkpoint(algo: Any, path: Path) -> str:
     with AtomicDirectory(path) as tmp:
         (tmp / POLICY_DIR).mkdir(parents=True)
         write_json(tmp / "config.json", _encoded_config(algo.config))
-        write_json(tmp / "algorithm_state.json", algo.get_state())
+        write_json(tmp / "algorithm_state.json", {**algo.get_state(), STATE_CLASS_KEY: _class_path(type(algo))})
         write_tensors(tmp / POLICY_DIR / "module.safetensors", learner.module.state_dict())
         for name, optimizer in learner.optimizers.items():
             stem = _optimizer_stem(name)
@@ -191,6 +201,8 @@ def write_algorithm_checkpoint(algo: Any, path: Path) -> str:
             "training_iteration": algo.iteration,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "files": files,
+            # Of the binary files only: the JSON files are readable, and editable by hand.
+            "checksums": {name: _sha256(tmp / name) for name in files if not name.endswith(".json")},
         })
     return str(Path(path).expanduser().resolve())
 
@@ -209,60 +221,119 @@ def _optimizer_stem(name: str) -> str:
     return "optimizer" if name == "default" else f"optimizer_{name}"
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return "sha256:" + digest.hexdigest()
+
+
 def _check_files(root: Path, meta: dict) -> None:
-    missing = [f for f in meta.get("files", []) if not (root / f).is_file()]
+    """Every file the manifest lists is there, inside the checkpoint, with its recorded checksum."""
+    source = root / METADATA_FILE
+    files = meta.get("files", [])
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        raise CheckpointError(f"{source}: field 'files' must be a list of file names.")
+    for name in files:
+        if Path(name).is_absolute() or ".." in Path(name).parts:
+            raise CheckpointError(f"{source}: field 'files' names {name!r:.120}, which is outside the checkpoint.")
+    missing = [f for f in files if not (root / f).is_file()]
     if missing:
         raise CheckpointError(
             f"Checkpoint {root} is incomplete: missing {', '.join(missing)}. It may have been copied partially."
         )
+    checksums = meta.get("checksums", {})
+    if not isinstance(checksums, dict):
+        raise CheckpointError(f"{source}: field 'checksums' must be an object of file name -> checksum.")
+    for name in files:
+        expected = checksums.get(name)
+        if expected is not None and _sha256(root / name) != expected:
+            raise CheckpointError(f"{root / name} does not match its checksum in {source} (field 'checksums'): the "
+                                  "file was changed or damaged after the checkpoint was written.")
 
 
 def read_config(root: Path, algo_cls: Any, overrides: dict) -> Any:
-    """Rebuild the config stored in a checkpoint, with `overrides` applied."""
-    raw = read_json(root / "config.json")
+    """Rebuild the config stored in a checkpoint, with `overrides` applied. The stored values
+    are decoded under the trust rules of rlx.utils.checkpoint_trust; `overrides` are the
+    caller's own and are taken as given."""
+    source = root / "config.json"
+    raw = read_json(source)
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{source} holds {type(raw).__name__}, not the config's settings (a JSON object).")
     decoded = {}
     for key, value in raw.items():
         if key in overrides:
             continue
-        decoded[key] = decode_value(value, key)
+        decoded[key] = decode_value(value, key, source)
+    check_string_paths(decoded, source)
     config = algo_cls.get_default_config()
     try:
         config.update_from_dict(decoded)
-        config.update_from_dict(overrides)
     except Exception as err:
-        raise CheckpointError(f"The config in {root / 'config.json'} cannot be applied: {err}") from err
+        raise CheckpointError(f"The config in {source} cannot be applied: {err}") from err
+    try:
+        config.update_from_dict(overrides)
+    except ConfigError as err:
+        raise ConfigError(f"config_overrides: {err}") from err
     return config
+
+
+def checkpoint_algorithm_class(root: Path, meta: dict[str, Any]) -> type:
+    """The Algorithm subclass a checkpoint's metadata names, imported only when it is one."""
+    from rlx.utils.checkpoint_trust import import_checked
+
+    if "algorithm_class" not in meta:
+        raise CheckpointError(f"{root / METADATA_FILE} has no 'algorithm_class' field.")
+    return import_checked(meta["algorithm_class"], "algorithm_class", root / METADATA_FILE)
 
 
 def algorithm_from_checkpoint(root: Path, overrides: dict) -> Any:
     """Build the Algorithm a checkpoint describes and load its state."""
-    from rlx.env.registry import import_object
-
     meta = read_metadata(root)
     _check_files(root, meta)
-    try:
-        algo_cls = import_object(meta["algorithm_class"])
-    except (ImportError, AttributeError, KeyError) as err:
-        raise CheckpointError(f"{root / METADATA_FILE} names an algorithm class that cannot be imported: {err}.") from err
+    algo_cls = checkpoint_algorithm_class(root, meta)
     config = read_config(root, algo_cls, overrides)
     algo = algo_cls(config=config)
-    read_algorithm_checkpoint(algo, root, meta)
+    try:
+        read_algorithm_checkpoint(algo, root, meta)
+    except BaseException:
+        algo.stop()  # a state that does not load must not leave the runner processes running
+        raise
     return algo
 
 
+@dataclass
+class LoadedCheckpoint:
+    """Everything a checkpoint holds for an Algorithm, read and checked but not yet applied."""
+
+    weights: dict[str, Any]
+    optimizers: dict[str, dict[str, Any]]
+    extra_tensors: dict[str, Any] | None
+    state: dict[str, Any]
+    extras: Any
+
+
 def read_algorithm_checkpoint(algo: Any, root: Path, meta: dict | None = None) -> None:
-    """Load weights, optimizer state and algorithm state from `root` into `algo`."""
+    """Load weights, optimizer state and algorithm state from `root` into `algo`: all of it or,
+    when anything does not fit, none of it (a CheckpointError naming file and field)."""
     meta = meta or read_metadata(root)
+    loaded = load_checkpoint_files(algo, root, meta)
+    apply_checkpoint(algo, loaded, root)
+    algo.env_runner_group.sync_weights(from_worker_or_learner_group=algo.learner)
+
+
+def load_checkpoint_files(algo: Any, root: Path, meta: dict) -> LoadedCheckpoint:
+    """Read and check every file of checkpoint `root` that `algo` loads, changing nothing."""
     _check_files(root, meta)
-    weights = read_tensors(root / POLICY_DIR / "module.safetensors")
-    try:
-        algo.learner.module.set_state(weights)
-    except ValueError as err:
-        raise CheckpointError(
-            f"The weights in {root / POLICY_DIR / 'module.safetensors'} do not fit this algorithm's module: {err} "
-            "Was the checkpoint written with a different model config?"
-        ) from err
-    for name, optimizer in algo.learner.optimizers.items():
+    _check_algorithm_class(algo, meta.get("algorithm_class"), root / METADATA_FILE, "algorithm_class")
+    weights_file = root / POLICY_DIR / "module.safetensors"
+    weights = read_tensors(weights_file)
+    _check_finite(weights, weights_file)
+    _check_fits(weights, algo.learner.module.state_dict(), weights_file,
+                "Was the checkpoint written with a different model config?")
+    optimizers = {}
+    for name in algo.learner.optimizers:
         stem = _optimizer_stem(name)
         if not (root / POLICY_DIR / f"{stem}.json").is_file():
             raise CheckpointError(
@@ -270,23 +341,138 @@ def read_algorithm_checkpoint(algo: Any, root: Path, meta: dict | None = None) -
                 "it was written by a different algorithm or config."
             )
         opt_meta = read_json(root / POLICY_DIR / f"{stem}.json")
-        opt_tensors = read_tensors(root / POLICY_DIR / f"{stem}.safetensors")
+        opt_file = root / POLICY_DIR / f"{stem}.safetensors"
+        opt_tensors = read_tensors(opt_file)
+        _check_finite(opt_tensors, opt_file)
+        _check_param_groups(opt_meta, root / POLICY_DIR / f"{stem}.json")
         try:
-            optimizer.load_state_dict(unflatten_optimizer_state(opt_tensors, opt_meta))
-        except (ValueError, KeyError, RuntimeError) as err:
-            raise CheckpointError(f"The optimizer state in {root / POLICY_DIR / stem}.* does not fit: {err}.") from err
+            optimizers[name] = unflatten_optimizer_state(opt_tensors, opt_meta)
+        except CheckpointError as err:
+            raise CheckpointError(f"{root / POLICY_DIR / stem}.json: {err}") from err
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError, RuntimeError) as err:
+            raise CheckpointError(f"{root / POLICY_DIR / stem}.json is not a valid optimizer state: "
+                                  f"{type(err).__name__}: {err}.") from err
+    extra_tensors = None
     learner_file = root / POLICY_DIR / "learner.safetensors"
-    if learner_file.is_file() or algo.learner.get_extra_tensors():
+    own_extra = algo.learner.get_extra_tensors()
+    if learner_file.is_file() or own_extra:
         if not learner_file.is_file():
             raise CheckpointError(f"Checkpoint {root} is missing {POLICY_DIR}/learner.safetensors (target networks).")
-        try:
-            algo.learner.set_extra_tensors(read_tensors(learner_file))
-        except (ValueError, KeyError, RuntimeError) as err:
-            raise CheckpointError(f"The learner tensors in {learner_file} do not fit: {err}") from err
-    algo.read_checkpoint_extras(root)
-    state = read_json(root / "algorithm_state.json")
+        extra_tensors = read_tensors(learner_file)
+        _check_finite(extra_tensors, learner_file)
+        _check_fits(extra_tensors, own_extra, learner_file, "")
+    state_file = root / "algorithm_state.json"
+    state = read_json(state_file)
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{state_file} holds {type(state).__name__}, not an algorithm state (a JSON object).")
+    _check_algorithm_class(algo, state.get(STATE_CLASS_KEY), state_file, STATE_CLASS_KEY)
     try:
+        extras = algo.load_checkpoint_extras(root)
+    except CheckpointError:
+        raise
+    except Exception as err:
+        raise CheckpointError(f"The algorithm-specific files of checkpoint {root} cannot be read: "
+                              f"{type(err).__name__}: {err}.") from err
+    return LoadedCheckpoint(weights, optimizers, extra_tensors, state, extras)
+
+
+def apply_checkpoint(algo: Any, loaded: LoadedCheckpoint, root: Path) -> None:
+    """Apply a LoadedCheckpoint to `algo`; when a part fails, restore what was there before."""
+    from rlx.algorithms.algorithm import StateFieldError
+
+    learner = algo.learner
+    before = _snapshot(algo)
+    try:
+        learner.module.set_state(loaded.weights)
+        for name, optimizer in learner.optimizers.items():
+            optimizer.load_state_dict(loaded.optimizers[name])
+        if loaded.extra_tensors is not None:
+            learner.set_extra_tensors(loaded.extra_tensors)
+        state = {k: v for k, v in loaded.state.items() if k != STATE_CLASS_KEY}
         algo.set_state(state)
-    except (KeyError, ValueError, TypeError) as err:
-        raise CheckpointError(f"{root / 'algorithm_state.json'} is not a valid algorithm state: {err!r}.") from err
-    algo.env_runner_group.sync_weights(from_worker_or_learner_group=algo.learner)
+        algo.apply_checkpoint_extras(loaded.extras)
+    except Exception as err:
+        _restore(algo, before)
+        if isinstance(err, CheckpointError):
+            raise
+        if isinstance(err, StateFieldError):
+            raise CheckpointError(f"{root / 'algorithm_state.json'}: field '{err.field}' is not valid: "
+                                  f"{err.reason}. Nothing was loaded.") from err
+        raise CheckpointError(f"Checkpoint {root} does not fit this {type(algo).__name__}: "
+                              f"{type(err).__name__}: {err}. Nothing was loaded.") from err
+
+
+def _snapshot(algo: Any) -> dict[str, Any]:
+    import copy
+
+    learner = algo.learner
+    return {
+        "weights": {k: v.detach().clone() for k, v in learner.module.state_dict().items()},
+        "optimizers": {name: copy.deepcopy(opt.state_dict()) for name, opt in learner.optimizers.items()},
+        "extra_tensors": {k: v.detach().clone() if hasattr(v, "detach") else v
+                          for k, v in learner.get_extra_tensors().items()},
+        "state": copy.deepcopy(algo.get_state()),
+    }
+
+
+def _restore(algo: Any, before: dict[str, Any]) -> None:
+    learner = algo.learner
+    learner.module.set_state(before["weights"])
+    for name, optimizer in learner.optimizers.items():
+        optimizer.load_state_dict(before["optimizers"][name])
+    if before["extra_tensors"]:
+        learner.set_extra_tensors(before["extra_tensors"])
+    algo.set_state(before["state"])
+
+
+def _class_path(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _check_algorithm_class(algo: Any, recorded: Any, source: Path, field: str) -> None:
+    """A checkpoint written by another algorithm does not load (its class or a base of it may)."""
+    if recorded is None:
+        return  # state files written before rlx recorded the class
+    accepted = {_class_path(c) for c in type(algo).__mro__}
+    if recorded not in accepted:
+        raise CheckpointError(f"{source}: field '{field}' says the checkpoint holds a {recorded!s:.120}, not a "
+                              f"{type(algo).__name__}; load it with Algorithm.from_checkpoint(path) instead.")
+
+
+def _check_finite(tensors: dict[str, Any], source: Path) -> None:
+    """Refuse NaN or infinite values in a checkpoint's float tensors."""
+    import numpy as np
+
+    for name, array in tensors.items():
+        array = np.asarray(array)
+        if array.dtype.kind in "fc" and not np.isfinite(array).all():
+            bad = int(array.size - np.isfinite(array).sum())
+            raise CheckpointError(f"{source}: tensor '{name}' holds {bad} NaN or infinite values; weights that "
+                                  "diverged cannot be loaded. Load an earlier checkpoint.")
+
+
+def _check_param_groups(meta: Any, source: Path) -> None:
+    """Refuse optimizer settings (learning rates, betas, ...) that are not finite numbers."""
+    import math
+
+    groups = meta.get("param_groups") if isinstance(meta, dict) else None
+    if not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups):
+        raise CheckpointError(f"{source}: field 'param_groups' must be a list of objects.")
+    for i, group in enumerate(groups):
+        for key, value in group.items():
+            values = value if isinstance(value, list) else [value]
+            if any(isinstance(v, float) and not math.isfinite(v) for v in values):
+                raise CheckpointError(f"{source}: field 'param_groups[{i}].{key}' is {value}, not a finite number.")
+
+
+def _check_fits(tensors: dict[str, Any], own: dict[str, Any], source: Path, hint: str) -> None:
+    """Refuse tensors whose names or shapes differ from the ones they replace."""
+    missing = sorted(set(own) - set(tensors))
+    unexpected = sorted(set(tensors) - set(own))
+    if missing or unexpected:
+        raise CheckpointError(f"The tensors in {source} do not fit this algorithm: missing {missing or 'none'}, "
+                              f"unexpected {unexpected or 'none'}. {hint}".rstrip())
+    for name, value in tensors.items():
+        if tuple(value.shape) != tuple(own[name].shape):
+            raise CheckpointError(f"{source}: tensor '{name}' has shape {tuple(value.shape)}, this algorithm's has "
+                                  f"{tuple(own[name].shape)}. {hint}".rstrip())

@@ -203,10 +203,21 @@ class OffPolicyAlgorithm(Algorithm):
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore get_state()."""
-        super().set_state(state)
-        self._update_credit = float(state.get("update_credit", 0.0))
+        from rlx.algorithms.algorithm import state_field
+
+        with state_field("update_credit"):
+            credit = float(state.get("update_credit", 0.0))
+            if not np.isfinite(credit):
+                raise ValueError(f"{credit} is not finite")
+        rng_state = None
         if "n_step_rng" in state:
-            self._n_step_rng.bit_generator.state = _rng_state_from_json(state["n_step_rng"])
+            with state_field("n_step_rng"):
+                rng_state = _rng_state_from_json(state["n_step_rng"])
+                np.random.Generator(np.random.PCG64()).bit_generator.state = rng_state  # checks it
+        super().set_state(state)
+        self._update_credit = credit
+        if rng_state is not None:
+            self._n_step_rng.bit_generator.state = rng_state
 
     def write_checkpoint_extras(self, directory: Path) -> list[str]:
         """With store_buffer_in_checkpoints, write the replay buffer as safetensors + JSON."""
@@ -219,23 +230,32 @@ class OffPolicyAlgorithm(Algorithm):
         write_json(directory / f"{BUFFER_FILE}.json", meta)
         return [f"{BUFFER_FILE}.safetensors", f"{BUFFER_FILE}.json"]
 
-    def read_checkpoint_extras(self, directory: Path) -> None:
-        """Restore the replay buffer when the checkpoint holds one and the config asks for it."""
+    def load_checkpoint_extras(self, directory: Path) -> Any:
+        """The replay buffer's state, when the checkpoint holds one and the config asks for it."""
         meta_path = directory / f"{BUFFER_FILE}.json"
         if not self.config.store_buffer_in_checkpoints or not meta_path.is_file():
-            return
-        from rlx.utils.checkpoints import read_json
+            return None
+        from rlx.utils.checkpoints import read_json, read_tensors
 
         tensor_path = directory / f"{BUFFER_FILE}.safetensors"
         if not tensor_path.is_file():
             raise CheckpointError(f"Checkpoint {directory} has {meta_path.name} but is missing {tensor_path.name}.")
-        from safetensors.numpy import load_file
-
-        state = join_arrays(read_json(meta_path), load_file(str(tensor_path)))
+        meta, arrays = read_json(meta_path), read_tensors(tensor_path)
         try:
-            self.local_replay_buffer.set_state(state)
-        except (ValueError, KeyError, TypeError) as err:
-            raise CheckpointError(f"The replay buffer in {directory} cannot be restored: {err}") from err
+            return join_arrays(meta, arrays)
+        except Exception as err:
+            raise CheckpointError(f"{meta_path} does not describe the arrays in {tensor_path.name}: "
+                                  f"{type(err).__name__}: {err}.") from err
+
+    def apply_checkpoint_extras(self, loaded: Any) -> None:
+        """Restore the replay buffer state `load_checkpoint_extras` read."""
+        if loaded is None:
+            return
+        try:
+            self.local_replay_buffer.set_state(loaded)
+        except Exception as err:
+            raise CheckpointError(f"The replay buffer in the checkpoint cannot be restored: "
+                                  f"{type(err).__name__}: {err}") from err
         # The envs sampling from now on are not in the episodes the buffer last saw.
         self.local_replay_buffer.end_open_episodes()
 

@@ -88,6 +88,17 @@ def legacy_episode_keys(env_runners: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def fault_tolerance_section(group: Any) -> dict[str, int]:
+    """`result["fault_tolerance"]` of an EnvRunnerGroup: healthy remote runners, restarts so
+    far, and failed runners waiting out `delay_between_env_runner_restarts_s` before their
+    restart (the healthy runners sample meanwhile)."""
+    return {
+        "num_healthy_workers": group.num_healthy_remote_workers(),
+        "num_remote_worker_restarts": group.num_remote_worker_restarts,
+        "num_remote_workers_waiting_for_restart": group.num_remote_workers_waiting_for_restart(),
+    }
+
+
 def deep_update(target: dict[str, Any], updates: dict[str, Any]) -> dict[str, Any]:
     """Merge nested `updates` into `target` in place (dicts merge, other values replace)."""
     for key, value in updates.items():

@@ -12,6 +12,8 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import re
+import stat
 import sys
 import types
 from pathlib import Path
@@ -183,10 +185,16 @@ def load_experiment_module(path: str | Path) -> types.ModuleType:
 def rebuild_env_source(meta: dict[str, Any], checkpoint: str | Path) -> dict[str, Any]:
     """Import the modules and run the experiment file a checkpoint's `env_source` records
     (nothing for checkpoints without one), so its config's env resolves here; return the
-    env source, for the checkpoints of a restored run to record again."""
+    env source, for the checkpoints of a restored run to record again.
+
+    What a checkpoint records is checked first (see `check_env_source`): module names must be
+    module names outside the standard library, and the directories and file it names must lie
+    outside the checkpoint and belong to this user (or root), writable by no one else.
+    """
     from rlx.algorithms.checkpointing import read_env_source
 
     source = read_env_source(meta)
+    check_env_source(source, checkpoint)
     for entry in source["imports"]:
         _import_recorded(entry["module"], entry.get("path"), checkpoint)
     experiment_file = source["experiment_file"]
@@ -202,6 +210,51 @@ def rebuild_env_source(meta: dict[str, Any], checkpoint: str | Path) -> dict[str
             sys.path.append(str(path.parent))  # its sibling modules, as when training ran next to it
         load_experiment_module(path)
     return source
+
+
+_MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+def check_env_source(source: dict[str, Any], checkpoint: str | Path) -> None:
+    """Raise a CheckpointError, naming the field, for an `env_source` entry rlx will not act on."""
+    from rlx.utils.checkpoints import METADATA_FILE
+
+    where = Path(checkpoint).expanduser() / METADATA_FILE
+    for entry in source["imports"]:
+        name, root = entry.get("module"), entry.get("path")
+        if not isinstance(name, str) or not _MODULE_NAME.fullmatch(name):
+            raise CheckpointError(f"{where}: env_source.imports holds {name!r:.80}, which is not a module name.")
+        if name.split(".")[0] in sys.stdlib_module_names:
+            raise CheckpointError(f"{where}: env_source.imports names the standard-library module '{name}', which "
+                                  "no env comes from; rlx does not import it.")
+        if root is not None:
+            if not isinstance(root, str):
+                raise CheckpointError(f"{where}: env_source.imports path of '{name}' is {root!r:.80}, not a path.")
+            if Path(root).is_dir():
+                _check_owned_location(Path(root), checkpoint, where, f"the import path of '{name}'")
+    experiment_file = source["experiment_file"]
+    if experiment_file is not None:
+        if not isinstance(experiment_file, str):
+            raise CheckpointError(f"{where}: env_source.experiment_file is {experiment_file!r:.80}, not a path.")
+        path = Path(experiment_file)
+        if path.is_file():
+            _check_owned_location(path, checkpoint, where, "the experiment file")
+            _check_owned_location(path.parent, checkpoint, where, "the experiment file's directory")
+
+
+def _check_owned_location(path: Path, checkpoint: str | Path, where: Path, what: str) -> None:
+    """Refuse a file or directory inside the checkpoint, or one another user could have written."""
+    resolved = path.resolve()
+    ckpt = Path(checkpoint).expanduser().resolve()
+    if resolved == ckpt or ckpt in resolved.parents:
+        raise CheckpointError(f"{where}: {what}, {path}, lies inside the checkpoint; rlx runs code only from "
+                              "outside a checkpoint, so a checkpoint cannot bring code along.")
+    if not hasattr(os, "getuid"):
+        return
+    info = resolved.stat()
+    if info.st_uid not in (os.getuid(), 0) or info.st_mode & stat.S_IWOTH:
+        raise CheckpointError(f"{where}: {what}, {path}, belongs to another user or is writable by everyone, so "
+                              "rlx does not run code from it. Import the env's module yourself (--import) instead.")
 
 
 def _import_recorded(name: str, root: str | None, checkpoint: str | Path) -> None:

@@ -108,12 +108,9 @@ def read_checkpoint_metadata(path: str) -> dict[str, Any]:
 
 
 def _checkpoint_algorithm_class(path: str, meta: dict[str, Any]) -> type:
-    from rlx.env.registry import import_object
+    from rlx.algorithms.checkpointing import checkpoint_algorithm_class
 
-    try:
-        return import_object(meta["algorithm_class"])
-    except (ImportError, AttributeError, KeyError) as err:
-        raise CheckpointError(f"Checkpoint {path} names an algorithm class that cannot be imported: {err}.") from err
+    return checkpoint_algorithm_class(Path(path).expanduser(), meta)
 
 
 def _check_algo(requested: str | None, recorded: str) -> None:

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from rlx.cli.names import check_dir_name
+from rlx.cli.safe_yaml import load_bounded_yaml
 from rlx.utils.errors import ConfigError, did_you_mean
 
 
@@ -86,19 +88,16 @@ def load_experiment_file(path: str | Path) -> list[ExperimentSpec]:
 
 
 def _parse(text: str, suffix: str, source: str) -> Any:
-    """The data of a JSON (`suffix` .json) or YAML text."""
+    """The data of a JSON (`suffix` .json) or YAML text (bounded: see rlx.cli.safe_yaml)."""
     if suffix == ".json":
         try:
             return json.loads(text)
         except json.JSONDecodeError as err:
             raise ConfigError(f"{source} is not valid JSON: {err.msg} "
                               f"(line {err.lineno}, column {err.colno}).") from err
-    import yaml
-
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{source} is not valid YAML: {' '.join(str(err).split())}") from err
+        except RecursionError as err:
+            raise ConfigError(f"{source}: the JSON is nested too deeply.") from err
+    return load_bounded_yaml(text, source)
 
 
 def _url_experiments(url: str) -> list[ExperimentSpec]:
@@ -151,7 +150,10 @@ def experiments_from_dict(data: Any, source: str) -> list[ExperimentSpec]:
     for name, body in data.items():
         if not isinstance(body, dict):
             raise ConfigError(f"{source}: experiment '{name}' must be a mapping with run, env, stop and config.")
-        specs.append(_spec_from_body(str(name), body, source))
+        name = str(name)
+        if name:  # an empty name falls back to 'default'
+            check_dir_name(name, f"{source}: experiment name")
+        specs.append(_spec_from_body(name, body, source))
     return specs
 
 

@@ -60,6 +60,8 @@ def json_arg(what: str) -> Callable[[str], dict]:
             value = json.loads(text)
         except json.JSONDecodeError as err:
             raise argparse.ArgumentTypeError(f"{what} is not valid JSON ({err.msg} at column {err.colno}): {text}")
+        except RecursionError:  # argparse would let it escape as a traceback
+            raise argparse.ArgumentTypeError(f"{what} is nested too deeply to be a JSON object of settings")
         if not isinstance(value, dict):
             raise argparse.ArgumentTypeError(f"{what} must be a JSON object like '{{\"key\": value}}', got: {text}")
         return value

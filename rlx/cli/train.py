@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rlx.cli.experiments import ExperimentSpec, is_url, load_experiment_file
+from rlx.cli.names import check_dir_name
 from rlx.cli.progress import ProgressReporter, format_seconds
 from rlx.cli.stop import StopCriteria, lookup
 from rlx.utils.errors import ConfigError
@@ -113,11 +114,9 @@ def _resolve_gymnasium_id(config: Any) -> None:
 
 
 def _config_from_checkpoint(path: str, algo: str | None) -> tuple[Any, str]:
-    from rlx.algorithms.checkpointing import read_config, record_env_source
+    from rlx.algorithms.checkpointing import checkpoint_algorithm_class, read_config, record_env_source
     from rlx.cli.env_source import rebuild_env_source
-    from rlx.env.registry import import_object
     from rlx.utils.checkpoints import read_metadata
-    from rlx.utils.errors import CheckpointError
 
     root = Path(path).expanduser()
     meta = read_metadata(root)
@@ -125,10 +124,7 @@ def _config_from_checkpoint(path: str, algo: str | None) -> tuple[Any, str]:
     # The restored run's checkpoints need the same to rebuild the env.
     record_env_source(imports=[entry["module"] for entry in source["imports"]],
                       experiment_file=source["experiment_file"])
-    try:
-        algo_cls = import_object(meta["algorithm_class"])
-    except (ImportError, AttributeError, KeyError) as err:
-        raise CheckpointError(f"{root} names an algorithm class that cannot be imported: {err}.") from err
+    algo_cls = checkpoint_algorithm_class(root, meta)
     if algo is not None and str(algo).upper() != algo_cls.__name__.upper():
         raise ConfigError(f"--algo {algo} does not match the checkpoint {root}, which holds a {algo_cls.__name__}.")
     return read_config(root, algo_cls, {}), algo_cls.__name__
@@ -176,6 +172,7 @@ def run_experiment(spec: ExperimentSpec, settings: RunSettings, out: TextIO | No
     from rlx.loggers.creation import create_result_logger, results_root, trial_dir_name
 
     out = out if out is not None else sys.stdout
+    name = experiment_name(spec, settings)  # checked before anything is built
     config = build_config(spec, settings, validate=False)
     if config.search_space_keys():
         return run_sweep(spec, settings, config, out)
@@ -184,8 +181,7 @@ def run_experiment(spec: ExperimentSpec, settings: RunSettings, out: TextIO | No
     stop = StopCriteria(settings.stop if settings.stop is not None else spec.stop)
     stop.check_before_training(config)
     storage = Path(settings.storage_path or spec.storage_path or results_root()).expanduser()
-    experiment_name = settings.experiment_name or spec.name or DEFAULT_EXPERIMENT_NAME
-    trial_dir = storage / experiment_name / trial_dir_name(algo_name, config.env)
+    trial_dir = storage / name / trial_dir_name(algo_name, config.env)
     checkpoint_freq = _first(settings.checkpoint_freq, spec.checkpoint_freq, 0)
     checkpoint_at_end = _first(settings.checkpoint_at_end, spec.checkpoint_at_end, True)
     keep = _first(settings.keep_checkpoints_num, spec.keep_checkpoints_num, None)
@@ -210,6 +206,14 @@ def run_experiment(spec: ExperimentSpec, settings: RunSettings, out: TextIO | No
         algo.stop()
     print_summary(outcome, out)
     return outcome
+
+
+def experiment_name(spec: ExperimentSpec, settings: RunSettings) -> str:
+    """The name of the experiment's directory under the storage path, checked to be one
+    plain directory name (rlx.cli.names) so that results stay inside the storage path."""
+    if settings.experiment_name:
+        return check_dir_name(settings.experiment_name, "--experiment-name")
+    return check_dir_name(spec.name or DEFAULT_EXPERIMENT_NAME, "experiment name")
 
 
 def run_sweep(spec: ExperimentSpec, settings: RunSettings, config: Any, out: TextIO) -> TrialOutcome:
@@ -320,6 +324,8 @@ def _settings(args: argparse.Namespace) -> RunSettings:
     config = dict(getattr(args, "config", None) or {})
     if framework is not None:
         config["framework"] = framework
+    if args.experiment_name:
+        check_dir_name(args.experiment_name, "--experiment-name")
     return RunSettings(
         storage_path=args.storage_path, experiment_name=args.experiment_name, checkpoint_freq=args.checkpoint_freq,
         checkpoint_at_end=args.checkpoint_at_end, keep_checkpoints_num=args.keep_checkpoints_num, stop=args.stop,
@@ -359,6 +365,7 @@ def run_train_file_command(args: argparse.Namespace) -> int:
         record_env_source(experiment_file=args.path)
     settings = _settings(args)
     for spec in specs:  # a mistake in a later experiment fails before the first one trains
+        experiment_name(spec, settings)
         config = build_config(spec, settings, validate=False)
         StopCriteria(settings.stop if settings.stop is not None else spec.stop).check_before_training(config)
     outcomes = []

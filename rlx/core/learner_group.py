@@ -40,13 +40,22 @@ averaged step is the source instead and also hands its weights and optimizer sta
 others, so all ranks always hold the same weights.
 
 A learner process that dies, or any error during an update (the other ranks may be left
-waiting in an all_reduce), stops the whole group: later calls raise LearnerGroupError.
+waiting in an all_reduce), stops the whole group. After any other error later calls raise
+LearnerGroupError. After a death the driver still holds everything a restart needs: the
+module's weights (rank 0's after the last successful update) and a mirror of rank 0's
+`get_extra_state()` (refreshed with every update, at no extra round trip). So the calls that
+save or load state restart the learner processes from it (`restart()`: optimizer state and
+target networks start over as in a freshly built Learner) and answer, and `Algorithm.save()`
+keeps the progress made since the last checkpoint. `update_from_batch` raises the death once
+(that update is lost); the next call restarts the group and trains on.
 
 With `num_learners=0` (the default) the Algorithm keeps a plain Learner in the driver.
 """
 from __future__ import annotations
 
 import concurrent.futures as cf
+import copy
+import logging
 import os
 import signal
 import socket
@@ -62,6 +71,8 @@ import numpy as np
 from rlx.utils.spawn import describe_exit, raise_startup_error, send_reply, serve_calls
 from rlx.utils.worker_process import WorkerProcess
 from rlx.utils.errors import RLXError
+
+logger = logging.getLogger("rlx")
 
 #: Column whose shape tells time-major [T, B] batches from flat [N] ones.
 _SHAPE_COLUMN = "rewards"
@@ -350,9 +361,13 @@ class _LearnerWorker:
     # ---------------------------------------------------------------- calls from the driver
 
     def ready_info(self) -> dict[str, Any]:
-        return {"pid": os.getpid(), "optimizers": list(self.learner.optimizers)}
+        return {"pid": os.getpid(), "optimizers": list(self.learner.optimizers),
+                "extra_state": self.learner.get_extra_state() if self.rank == 0 else None}
 
-    def update_from_batch(self, shard: dict[str, Any] | None, timestep: int, want_weights: bool) -> tuple[Any, Any]:
+    def update_from_batch(self, shard: dict[str, Any] | None, timestep: int,
+                          want_weights: bool) -> tuple[Any, Any, Any]:
+        """(metrics, weights, extra state): the last two only when `want_weights` (rank 0),
+        for the driver's module and its mirror of the extra state."""
         import torch.distributed as dist
 
         metrics = None
@@ -386,8 +401,9 @@ class _LearnerWorker:
                     if state["tensors"]:
                         self.learner.set_extra_tensors(state["tensors"])
             self._broadcast_buffers(src)
-        weights = self.learner.get_weights() if want_weights else None
-        return metrics, weights
+        if not want_weights:
+            return metrics, None, None
+        return metrics, self.learner.get_weights(), self.learner.get_extra_state()
 
     def _broadcast_buffers(self, src: int) -> None:
         import torch.distributed as dist
@@ -408,8 +424,10 @@ class _LearnerWorker:
     def get_extra_state(self) -> dict[str, Any]:
         return self.learner.get_extra_state()
 
-    def set_extra_state(self, state: dict[str, Any]) -> None:
+    def set_extra_state(self, state: dict[str, Any]) -> dict[str, Any] | None:
+        """Load `state`; rank 0 answers with the resulting extra state (the driver mirrors it)."""
         self.learner.set_extra_state(state)
+        return self.learner.get_extra_state() if self.rank == 0 else None
 
     def get_extra_tensors(self) -> dict[str, Any]:
         return {k: v.detach().cpu() for k, v in self.learner.get_extra_tensors().items()}
@@ -423,8 +441,10 @@ class _LearnerWorker:
     def load_optimizer_state(self, name: str, state: dict[str, Any]) -> None:
         self.learner.optimizers[name].load_state_dict(state)
 
-    def apply(self, fn: Callable[[Any], Any]) -> Any:
-        return fn(self.learner)
+    def apply(self, fn: Callable[[Any], Any]) -> tuple[Any, Any]:
+        """(fn(learner), rank 0's extra state afterwards: fn may have changed it)."""
+        result = fn(self.learner)
+        return result, self.learner.get_extra_state() if self.rank == 0 else None
 
     def close(self) -> None:
         import torch.distributed as dist
@@ -485,13 +505,10 @@ class _LearnerProcess(WorkerProcess):
         super().stop(timeout=timeout)
 
     def kill(self) -> None:
-        """SIGKILL the process (no-op when it is gone) and reap it."""
+        """SIGKILL the process (no-op when it is gone) and reap it. The pipe and the reader
+        thread are released by `stop()` (the reader ends at the EOF the death delivers)."""
         super().kill()
         self._process.join(timeout=5)
-        try:
-            self._conn.close()
-        except OSError:
-            pass
 
 
 def _shutdown(handles: list[_LearnerProcess]) -> None:
@@ -564,8 +581,6 @@ class LearnerGroup:
 
     def __init__(self, config: Any, learner_class: type, module: Any, num_learners: int | None = None,
                  timeout_s: float = 1800.0):
-        import cloudpickle
-
         self.config = config
         self.learner_class = learner_class
         self.module = module
@@ -582,10 +597,20 @@ class LearnerGroup:
         else:
             self.backend = "gloo"
         self._lock = threading.RLock()
+        #: Why the group cannot be used ("ErrorType: message"), None while it can.
         self._broken: str | None = None
+        #: Whether `_broken` is a learner process that died: the next call restarts the group.
+        self._broken_by_death = False
+        self._stopped = False
         self._handles: list[_LearnerProcess] = []
-        num_threads = max(1, int(getattr(config, "num_cpus_per_learner", 1) or 1))
-        spec = {
+        self._finalizer: weakref.finalize | None = None
+        self.pids: list[int] = []
+        self.optimizers: dict[str, _OptimizerProxy] = {}
+        #: The driver's copy of rank 0's Learner.get_extra_state() (update counts, PPO's
+        #: kl_coeff, RNG state), refreshed by every call that can change it; restart() loads it.
+        self._extra_state: dict[str, Any] | None = None
+        #: Everything the learner processes are built from but the weights and the port.
+        self._spec = {
             "learner_class": learner_class,
             "config": _per_learner_config(config, self.num_learners),
             "module_spec": {
@@ -595,15 +620,23 @@ class LearnerGroup:
                 "model_config": dict(module.model_config),
                 "inference_only": bool(module.inference_only),
             },
-            "module_state": module.get_state(),
             "world_size": self.num_learners,
             "backend": self.backend,
             "master_addr": "127.0.0.1",
-            "master_port": None,
             "timeout_s": timeout_s,
-            "num_threads": num_threads,
+            "num_threads": max(1, int(getattr(config, "num_cpus_per_learner", 1) or 1)),
             "seed": getattr(config, "seed", None),
         }
+        infos = self._start()
+        self._extra_state = infos[0]["extra_state"]
+
+    def _start(self) -> list[dict[str, Any]]:
+        """Start `num_learners` learner processes on the driver module's current weights and
+        make them the group's; returns their start-up answers. Every Learner is built fresh:
+        new optimizer state, target networks copied from the weights, initial extra state."""
+        import cloudpickle
+
+        spec = dict(self._spec, module_state=self.module.get_state())
         for attempt in range(2):
             spec["master_port"] = _free_port("127.0.0.1")
             try:
@@ -614,21 +647,65 @@ class LearnerGroup:
                     f"the learner processes, but they do not pickle: {type(err).__name__}: {err}"
                 ) from err
             handles = [_LearnerProcess(payload, rank) for rank in range(self.num_learners)]
-            self._finalizer = weakref.finalize(self, _shutdown, handles)
+            finalizer = weakref.finalize(self, _shutdown, handles)
             try:
                 infos = self._wait(handles, [h.ready for h in handles], "start", timeout=_STARTUP_TIMEOUT_S)
             except BaseException as err:
-                self._finalizer()
+                finalizer()
                 if attempt == 0 and "address already in use" in str(err).lower():
-                    self._broken = None
+                    self._broken, self._broken_by_death = None, False
                     continue  # another program took the free port between the check and the bind
                 raise
             break
         self._handles = handles
+        self._finalizer = finalizer
         self.pids = [info["pid"] for info in infos]
-        self.optimizers: dict[str, _OptimizerProxy] = {name: _OptimizerProxy(self, name)
-                                                        for name in infos[0]["optimizers"]}
+        names = list(infos[0]["optimizers"])
+        if list(self.optimizers) != names:  # proxies handed out before keep working after a restart
+            self.optimizers.clear()
+            self.optimizers.update({name: _OptimizerProxy(self, name) for name in names})
         self._versions = self._module_versions()
+        return infos
+
+    def restart(self) -> None:
+        """Replace the learner processes by `num_learners` fresh ones built on the driver's state.
+
+        Stops whatever learner processes are left (e.g. after one was killed or ran out of
+        memory), starts new ones from the driver module's current weights (rank 0's after the
+        last successful update) and loads the driver's copy of the learners' extra state
+        (`get_extra_state()`: update counts, PPO's KL coefficient, RNG state) into them. What
+        only the lost processes held starts over as in a freshly built Learner: the optimizer
+        state (e.g. Adam moments) and the extra tensors, whose target networks then equal the
+        current weights (SAC's log-alpha is back at `initial_alpha`). The group is usable again.
+
+        The calls that save or load state (`get_extra_state`, `get_extra_tensors`, the optimizers'
+        `state_dict`, ...) restart the group by themselves when a learner process died, so
+        `Algorithm.save()` works after a learner death; `update_from_batch` raises the death
+        once (that update is lost) and restarts on the next call. Logs one warning.
+
+        Raises:
+            LearnerGroupError: the group was stopped (`stop()` is final).
+        """
+        with self._lock:
+            if self._stopped:
+                raise LearnerGroupError("The LearnerGroup is stopped: restart() cannot bring it back.")
+            reason = f'"{self._broken}"' if self._broken is not None else "a call to restart()"
+            # Every call that can change the learners' extra state refreshed the driver's copy.
+            old, self._handles = self._handles, []
+            finalizer, self._finalizer = self._finalizer, None
+            if finalizer is not None:
+                finalizer.detach()
+            _shutdown(old)
+            self._broken, self._broken_by_death = None, False
+            extra_state = self._extra_state
+            self._start()
+            if extra_state is not None:
+                self._extra_state = self._run_all("set_extra_state", extra_state)[0]
+            logger.warning(
+                "LearnerGroup: restarted the %d learner processes (%s) from the driver's weights after %s. "
+                "The optimizer state (e.g. Adam moments) restarted from scratch and target networks were "
+                "rebuilt from the current weights; update counts and other learner extra state were kept.",
+                self.num_learners, self.learner_class.__name__, reason)
 
     # ---------------------------------------------------------------- plumbing
 
@@ -658,29 +735,56 @@ class LearnerGroup:
             errors = [LearnerGroupError(f"The learners did not finish {what} within {timeout} s.")]
         self._fail(errors, handles)
 
-    def _fail(self, errors: list[BaseException], handles: list[_LearnerProcess] = ()) -> None:
-        """Kill every learner process, mark the group unusable and raise the most telling error."""
+    def _break(self, errors: list[BaseException], handles: list[_LearnerProcess] = ()) -> BaseException:
+        """Kill every learner process and mark the group broken; returns the most telling error."""
         count = len(self._handles) or len(handles)
         for handle in {id(h): h for h in list(handles) + list(self._handles)}.values():
             handle.kill()
         died = [e for e in errors if isinstance(e, LearnerDiedError)]
         error = died[0] if died else errors[0]
         self._broken = f"{type(error).__name__}: {error}"
+        self._broken_by_death = bool(died)
         if hasattr(error, "add_note"):
-            error.add_note(
-                f"The LearnerGroup ({count} learner processes) is stopped: a learner that failed leaves the others "
-                "unable to go on. Build a new Algorithm (e.g. with Algorithm.from_checkpoint) to continue."
-            )
-        raise error
+            if died:
+                error.add_note(
+                    f"The LearnerGroup ({count} learner processes) stopped its learners: the others cannot go on "
+                    "without the one that died. The next call restarts them from the driver's weights "
+                    "(LearnerGroup.restart()); Algorithm.save() works now and saves the driver's state."
+                )
+            else:
+                error.add_note(
+                    f"The LearnerGroup ({count} learner processes) is stopped: a learner that failed leaves the "
+                    "others unable to go on. Build a new Algorithm (e.g. with Algorithm.from_checkpoint) to "
+                    "continue."
+                )
+        return error
 
-    def _check_usable(self) -> None:
-        if self._broken is not None:
-            raise LearnerGroupError(f"The LearnerGroup is stopped after an earlier failure ({self._broken}).")
-        if not self._handles:
+    def _fail(self, errors: list[BaseException], handles: list[_LearnerProcess] = ()) -> None:
+        """Kill every learner process, mark the group unusable and raise the most telling error."""
+        raise self._break(errors, handles)
+
+    def _dead_handle(self) -> _LearnerProcess | None:
+        return next((h for h in self._handles if not h.healthy or not h.alive), None)
+
+    def _check_usable(self, restart_on_death: bool = True) -> None:
+        """Make sure the learners can take a call (lock held).
+
+        A group broken by a learner death restarts (`restart()`). A learner found dead now
+        restarts the group too, unless `restart_on_death` is False: then its death is raised
+        (LearnerDiedError) and the next call restarts. Other failures raise LearnerGroupError.
+        """
+        if self._stopped:
             raise LearnerGroupError("The LearnerGroup is stopped.")
-        dead = [h for h in self._handles if not h.healthy]
-        if dead:
-            self._fail([dead[0]._died_error(None)])
+        if self._broken is None:
+            dead = self._dead_handle()
+            if dead is not None:
+                error = self._break([dead._died_error(None)])
+                if not restart_on_death:
+                    raise error
+        if self._broken is not None:
+            if not self._broken_by_death:
+                raise LearnerGroupError(f"The LearnerGroup is stopped after an earlier failure ({self._broken}).")
+            self.restart()
 
     def _module_versions(self) -> tuple[int, ...]:
         # Every in-place change of a tensor (load_state_dict, an optimizer step, ...) bumps its version.
@@ -699,55 +803,77 @@ class LearnerGroup:
         futures = [h.submit(method, *args) for h in self._handles]
         return self._wait(self._handles, futures, method, collective=False)
 
+    def _call(self, run: Callable[[], Any], push_weights: bool = True) -> Any:
+        """run() on usable learners (lock held by the caller); a learner that dies during it
+        restarts the group and run() goes again once. For calls that only read or set state."""
+        for attempt in range(2):
+            self._check_usable()
+            try:
+                if push_weights:
+                    self._push_driver_weights()
+                return run()
+            except LearnerDiedError:
+                if attempt or self._stopped or not self._broken_by_death:
+                    raise
+        raise AssertionError("unreachable")
+
     def _call_all(self, method: str, *args: Any) -> list[Any]:
         with self._lock:
-            self._check_usable()
-            self._push_driver_weights()
-            return self._run_all(method, *args)
+            return self._call(lambda: self._run_all(method, *args))
 
     def _call_rank0(self, method: str, *args: Any) -> Any:
         with self._lock:
-            self._check_usable()
-            self._push_driver_weights()
-            return self._wait(self._handles[:1], [self._handles[0].submit(method, *args)], method,
-                              collective=False)[0]
+            return self._call(lambda: self._wait(self._handles[:1], [self._handles[0].submit(method, *args)],
+                                                 method, collective=False)[0])
 
     # ---------------------------------------------------------------- the Learner surface
 
     def update_from_batch(self, batch: Mapping[str, Any], timestep: int) -> dict[str, Any]:
         """One data-parallel update: each learner updates on its shard of `batch`; returns
-        the averaged metrics. The driver's module then holds the new weights."""
+        the averaged metrics. The driver's module then holds the new weights.
+
+        A learner process that dies before or during the update raises LearnerDiedError (the
+        update is lost); the next call restarts the learners (see `restart()`) and goes on."""
         with self._lock:
-            self._check_usable()
+            self._check_usable(restart_on_death=False)
             self._push_driver_weights()
             shards, axis = shard_batch(batch, self.num_learners)
             futures = [h.submit("update_from_batch", shard, int(timestep), h.rank == 0)
                        for h, shard in zip(self._handles, shards)]
             results = self._wait(self._handles, futures, "update_from_batch")
-            weights = results[0][1]
+            _, weights, extra_state = results[0]
             self.module.set_state(weights)
             self._versions = self._module_versions()
-            return merge_metrics([m for m, _ in results if m is not None], axis, self.num_learners)
+            self._extra_state = extra_state
+            return merge_metrics([m for m, _, _ in results if m is not None], axis, self.num_learners)
 
     def get_weights(self) -> dict[str, np.ndarray]:
-        """The module's weights (the driver's copy, equal to the learners')."""
+        """The module's weights (the driver's copy, equal to the learners'). Restarts the
+        learners first when one died (see `restart()`)."""
+        with self._lock:
+            if not self._stopped and (self._broken_by_death or (self._broken is None and self._dead_handle())):
+                self._check_usable()
         return self.module.get_state()
 
     def set_weights(self, weights: dict[str, Any]) -> None:
         """Load weights into the driver's module and every learner."""
         with self._lock:
-            self._check_usable()
             self.module.set_state(weights)
-            self._run_all("set_weights", self.module.get_state())
+            self._call(lambda: self._run_all("set_weights", self.module.get_state()), push_weights=False)
             self._versions = self._module_versions()
 
     def get_extra_state(self) -> dict[str, Any]:
         """Rank 0's Learner.get_extra_state() (all ranks agree after each update)."""
-        return self._call_rank0("get_extra_state")
+        with self._lock:
+            state = self._call(lambda: self._wait(self._handles[:1], [self._handles[0].submit("get_extra_state")],
+                                                  "get_extra_state", collective=False)[0])
+            self._extra_state = state
+            return copy.deepcopy(state)
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         """Learner.set_extra_state() on every learner."""
-        self._call_all("set_extra_state", state)
+        with self._lock:
+            self._extra_state = self._call(lambda: self._run_all("set_extra_state", state))[0]
 
     def get_extra_tensors(self) -> dict[str, Any]:
         """Rank 0's Learner.get_extra_tensors() (target networks, ...), as CPU tensors."""
@@ -765,23 +891,32 @@ class LearnerGroup:
 
     def foreach_learner(self, fn: Callable[[Any], Any]) -> list[Any]:
         """[fn(learner) for every learner], run in the learner processes (fn travels with
-        cloudpickle; its result must pickle)."""
-        return self._call_all("apply", fn)
+        cloudpickle; its result must pickle). Restarts the learners first when one died."""
+        with self._lock:
+            self._check_usable()
+            self._push_driver_weights()
+            results = self._run_all("apply", fn)
+            self._extra_state = results[0][1]
+            return [result for result, _ in results]
 
     @property
     def is_healthy(self) -> bool:
         """Whether every learner process is alive and the group can be used."""
-        return self._broken is None and bool(self._handles) and all(h.alive and h.healthy for h in self._handles)
+        return (not self._stopped and self._broken is None and bool(self._handles)
+                and all(h.alive and h.healthy for h in self._handles))
 
     def stop(self) -> None:
         """Stop the learner processes (idempotent)."""
         with self._lock:
+            self._stopped = True
             handles, self._handles = self._handles, []
+            finalizer, self._finalizer = self._finalizer, None
+        if finalizer is not None:
+            finalizer.detach()
         if handles:
-            self._finalizer.detach()
             _shutdown(handles)
 
     def __repr__(self) -> str:
-        state = "stopped" if not self._handles else ("broken" if self._broken else "running")
+        state = "stopped" if self._stopped else ("broken" if self._broken else "running")
         return (f"LearnerGroup({self.learner_class.__name__}, num_learners={self.num_learners}, "
                 f"backend={self.backend}, {state})")

@@ -349,7 +349,7 @@ class SingleAgentEnvRunner:
                 seed = self._seed + i
             if self._track_episodes:
                 self._new_episode(i)
-            obs, info = env.reset(seed=seed)
+            obs, info = self._reset_sub_env(i, seed=seed)
             self._write_obs(obs, self._raw_obs, i)
             if self._track_episodes:
                 self._start_episode(i, obs, info)
@@ -358,6 +358,22 @@ class SingleAgentEnvRunner:
         self._ep_len[:] = 0
         self._at_boundary[:] = True
         self._needs_reset = False
+
+    def _reset_sub_env(self, i: int, **reset_kwargs: Any) -> tuple[Any, Any]:
+        """`reset()` sub-env i. When it raises: an EnvError naming the sub-env or, with
+        restart_failed_sub_environments, the sub-env rebuilt and reset once more."""
+        try:
+            return self.env.envs[i].reset(**reset_kwargs)
+        except Exception as err:
+            if not self.config.restart_failed_sub_environments:
+                raise EnvError(f"{self._sub_env_label(i)}: env.reset() raised {type(err).__name__}: {err}. Fix the "
+                               f"env's reset(), or see the traceback above.{_RESTART_HINT}") from err
+            self._restart_sub_env(i, err)
+        try:
+            return self.env.envs[i].reset(**reset_kwargs)
+        except Exception as err:
+            raise EnvError(f"{self._sub_env_label(i)}: env.reset() raised {type(err).__name__}: {err}, also on a "
+                           "freshly built sub-env (restart_failed_sub_environments); fix the env's reset().") from err
 
     # ------------------------------------------------------------------ episodes (callbacks)
 
@@ -756,7 +772,7 @@ class SingleAgentEnvRunner:
             for i in finished:
                 if track:
                     self._new_episode(i)
-                obs, info = envs[i].reset()
+                obs, info = self._reset_sub_env(i)
                 if direct and type(obs) is ndarray and obs.dtype is obs_dtype and obs.shape == obs_shape:
                     raw[i] = obs
                 else:

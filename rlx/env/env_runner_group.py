@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
+import traceback
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any, Callable
 
@@ -100,6 +102,7 @@ class EnvRunnerGroup:
         self._restarted: list[int] = []
         self._consecutive_failures = 0
         self._remote: list[Any] = []
+        self._local_watchdog = _LocalSampleWatchdog(config.sample_timeout_s, config.batch_mode)
         wants_local = local_env_runner or num_remote == 0
         # The driver's runner builds sub-envs only where it samples or was asked to
         # (create_env_on_local_worker); otherwise it takes the spaces from remote runner 1.
@@ -108,7 +111,9 @@ class EnvRunnerGroup:
         try:
             if wants_local and local_envs:
                 self._local_env_runner = self._make_local()
-            self._remote = [self._make_remote(i) for i in range(1, num_remote + 1)]
+            for i in range(1, num_remote + 1):
+                # One at a time, so stop() below reaches the runners started before one that fails.
+                self._remote.append(self._make_remote(i))
             validate = config.validate_env_runners_after_construction
             for handle in self._remote if validate else ():
                 wait_ready = getattr(handle, "wait_ready", None)
@@ -223,7 +228,7 @@ class EnvRunnerGroup:
                 old.stop()
         else:
             pos = [r.index for r in self._remote].index(index)
-            self._remote[pos].stop()
+            _retire(self._remote[pos])
             self._remote[pos] = self._make_remote(index)
             self.num_remote_worker_restarts += 1
             wait_ready = getattr(self._remote[pos], "wait_ready", None)
@@ -310,23 +315,34 @@ class EnvRunnerGroup:
 
     def _sample_local(self, num_timesteps: int | None, explore: bool | None) -> dict[str, np.ndarray]:
         runner = self._local_env_runner
-        if num_timesteps is None:
-            batch = runner.sample(explore=explore)
-        else:
-            batches = []
-            collected = 0
-            while collected < num_timesteps:
-                batches.append(runner.sample(explore=explore))
-                collected += _num_steps(batches[-1])
-            batch = concat_batches(batches)
+        with self._local_watchdog:
+            if num_timesteps is None:
+                batch = runner.sample(explore=explore)
+            else:
+                batches = []
+                collected = 0
+                while collected < num_timesteps:
+                    batches.append(runner.sample(explore=explore))
+                    collected += _num_steps(batches[-1])
+                batch = concat_batches(batches)
         self.num_resets = runner.num_resets
         return batch
 
     # ------------------------------------------------------------ fault tolerance
 
+    def num_remote_workers_waiting_for_restart(self) -> int:
+        """Number of failed remote EnvRunners that will be restarted once
+        `delay_between_env_runner_restarts_s` has passed (the healthy ones sample meanwhile)."""
+        cfg = self.config
+        if not cfg.restart_failed_env_runners or self.num_remote_worker_restarts >= cfg.max_num_env_runner_restarts:
+            return 0
+        return len(self._failed_at)
+
     def _sampling_handles(self) -> list[Any]:
         """The healthy remote runners, after restarting failed ones whose delay has passed;
-        raises when none is left and none may be restarted."""
+        raises when none is left and none may be restarted. While some are healthy, failed
+        ones wait out their delay without holding up sampling; with none, this sleeps until
+        the first may be restarted."""
         cfg = self.config
         for handle in self._remote:
             if not handle.healthy and handle.index not in self._failed_at:
@@ -378,7 +394,7 @@ class EnvRunnerGroup:
                     kill()
                 failures.append((handle, EnvRunnerFailureError(
                     f"EnvRunner {handle.index} did not answer {what} within {timeout:g} s; "
-                    "is an env stuck? The runner was stopped.")))
+                    f"is an env stuck? The runner was stopped.{_complete_episodes_hint(cfg.batch_mode)}")))
             except Exception as err:  # a crashed env or a dead process
                 failures.append((handle, err))
         if not failures:
@@ -400,9 +416,12 @@ class EnvRunnerGroup:
     def _mark_failed(self, handle: Any, err: BaseException) -> None:
         cfg = self.config
         if cfg.restart_failed_env_runners or cfg.ignore_env_runner_failures:
-            logger.warning(
-                "EnvRunner %d failed (%s: %s); %s.", handle.index, type(err).__name__, err,
-                "it will be restarted" if cfg.restart_failed_env_runners else "continuing without it")
+            delay = cfg.delay_between_env_runner_restarts_s
+            plan = ("continuing without it" if not cfg.restart_failed_env_runners
+                    else "it will be restarted" if not delay
+                    else f"it will be restarted in {delay:g} s (delay_between_env_runner_restarts_s); "
+                         "the healthy runners sample meanwhile")
+            logger.warning("EnvRunner %d failed (%s: %s); %s.", handle.index, type(err).__name__, err, plan)
         handle.healthy = False
         handle.last_error = err
         self._failed_at.setdefault(handle.index, time.monotonic())
@@ -423,7 +442,7 @@ class EnvRunnerGroup:
                     timeout=self.config.env_runner_restore_timeout_s or None)
         except Exception as err:  # could not be built or restored in time: down until the next try
             handle = self._remote[[r.index for r in self._remote].index(index)]
-            handle.stop()
+            _retire(handle)
             handle.healthy = False
             handle.last_error = err
             self._failed_at[index] = time.monotonic()
@@ -543,18 +562,108 @@ class EnvRunnerGroup:
         return runners
 
     def stop(self) -> None:
-        """Stop every runner and close its envs."""
-        for handle in self._remote:
-            handle.stop()
+        """Stop every runner and close its envs (all of them, even when one fails to stop; the
+        first such error is raised afterwards)."""
+        steps: list[Callable[[], Any]] = [self._local_watchdog.close]
+        steps.extend(handle.stop for handle in self._remote)
         if hasattr(self, "_local_handle"):
             # Closes the envs once a call still running on the handle's thread has returned.
-            self._local_handle.stop(close_runner=True)
+            steps.append(lambda: self._local_handle.stop(close_runner=True))
         elif self._local_env_runner is not None:
-            self._local_env_runner.stop()
+            steps.append(self._local_env_runner.stop)
+        run_all(steps)
 
 
 class EnvRunnerFailureError(RLXError, RuntimeError):
     """Remote EnvRunners failed beyond what the fault-tolerance settings allow."""
+
+
+def run_all(steps: list[Callable[[], Any]]) -> None:
+    """Call every step, even when one raises; then raise the first error (clean-up code:
+    one part that fails to stop must not leave the others running)."""
+    first: BaseException | None = None
+    for step in steps:
+        try:
+            step()
+        except BaseException as err:
+            if first is None:
+                first = err
+            else:
+                logger.warning("While stopping: %s: %s", type(err).__name__, err)
+    if first is not None:
+        raise first
+
+
+def _retire(handle: Any) -> None:
+    """Stop a runner handle that is being replaced and drop what ties it to this process."""
+    handle.stop()
+    err = getattr(handle, "last_error", None)
+    if err is not None:
+        # The traceback's frames (_call_all's) hold the handle itself: without clearing them the
+        # handle would wait for the cycle collector. Its error was already logged or raised.
+        traceback.clear_frames(err.__traceback__)
+
+
+def _complete_episodes_hint(batch_mode: str) -> str:
+    if batch_mode != "complete_episodes":
+        return ""
+    return (" With batch_mode='complete_episodes' a runner samples until every episode has ended: an env "
+            "whose episodes never end (no terminated/truncated, no time limit) keeps it sampling forever. "
+            "Wrap the env in gymnasium.wrappers.TimeLimit or use batch_mode='truncate_episodes'.")
+
+
+class _LocalSampleWatchdog:
+    """Warns once per sample() call of the local EnvRunner that has not returned after `timeout_s`.
+
+    A remote runner that hangs is killed after sample_timeout_s; the runner in the driver's
+    own process cannot be, so at least the user learns why training does not move on. One
+    thread (started on first use, ended by `close()`) watches every call; entering and
+    leaving a call costs two attribute writes.
+    """
+
+    def __init__(self, timeout_s: float | None, batch_mode: str):
+        self._timeout_s = float(timeout_s or 0.0)
+        self._batch_mode = batch_mode
+        self._calls = 0
+        #: (number of the running call, when it started), or None between calls.
+        self._running: tuple[int, float] | None = None
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> "_LocalSampleWatchdog":
+        if self._timeout_s > 0 and not self._closed.is_set():
+            self._calls += 1
+            self._running = (self._calls, time.monotonic())
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, name="rlx-local-sample-watchdog", daemon=True)
+                self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._running = None
+
+    def _watch(self) -> None:
+        warned = 0
+        delay = self._timeout_s
+        while not self._closed.wait(delay):
+            running, delay = self._running, self._timeout_s
+            if running is None or running[0] == warned:
+                continue
+            elapsed = time.monotonic() - running[1]
+            if elapsed < self._timeout_s:
+                delay = self._timeout_s - elapsed
+                continue
+            warned = running[0]
+            logger.warning(
+                "The local EnvRunner's sample() has not returned after sample_timeout_s=%g s. rlx cannot stop a "
+                "runner in the driver's own process and keeps waiting; is an env's step() or reset() stuck?%s",
+                self._timeout_s, _complete_episodes_hint(self._batch_mode))
+
+    def close(self) -> None:
+        """End the watching thread."""
+        self._closed.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
 
 
 def _num_steps(batch: dict[str, np.ndarray]) -> int:

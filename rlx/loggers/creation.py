@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -11,6 +12,10 @@ from typing import Any
 from rlx.loggers.logger import Logger
 from rlx.utils.errors import ConfigError
 
+#: Characters replaced in the parts of a trial directory's name, and the longest part kept
+#: (two parts plus the time stamp and id stay under the usual 255-byte limit of a name).
+_UNSAFE_NAME_CHARS = re.compile(r"[/\\:\x00]")
+_MAX_NAME_PART_BYTES = 100
 #: Tune's logger paths, accepted in `logger_config["type"]` for configs written for RLlib.
 _TUNE_PREFIXES = ("ray.tune.logger.", "ray.tune.logger:")
 
@@ -21,10 +26,18 @@ def results_root() -> Path:
 
 
 def trial_dir_name(algo_name: str, env: Any) -> str:
-    """`<ALGO>_<ENV>_<timestamp>_<id>`, the name of one trial's directory."""
-    env_name = str(env).replace("/", "_").replace(":", "_") if isinstance(env, str) else "env"
+    """`<ALGO>_<ENV>_<timestamp>_<id>`, the name of one trial's directory: always one
+    directory name (separators in the env id become '_'), so it stays inside its parent."""
+    env_name = _name_part(env) if isinstance(env, str) else "env"
     stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-    return f"{algo_name}_{env_name}_{stamp}_{uuid.uuid4().hex[:6]}"
+    return f"{_name_part(algo_name)}_{env_name}_{stamp}_{uuid.uuid4().hex[:6]}"
+
+
+def _name_part(text: str) -> str:
+    """`text` usable inside one directory name: no path separators, ':' or NUL, and short
+    enough that the whole name fits the usual 255-byte limit."""
+    safe = _UNSAFE_NAME_CHARS.sub("_", str(text))
+    return safe.encode("utf-8", "ignore")[:_MAX_NAME_PART_BYTES].decode("utf-8", "ignore")
 
 
 def resolve_logger_class(spec: Any) -> type:

@@ -1,12 +1,16 @@
 """The Logger interface and the helpers every logger shares (JSON safety, key flattening)."""
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import os
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
+
+logger = logging.getLogger("rlx")
 
 
 class Logger:
@@ -16,7 +20,14 @@ class Logger:
     `close()`. `config` is the trial's config (a dict or an AlgorithmConfig) and
     `logger_config` the `config.debugging(logger_config=...)` dict, for loggers that take
     options of their own.
+
+    A write that fails with an OSError (a full disk, a lost mount) does not fail training:
+    loggers run their writes under `_writing(what)`, which logs one warning and stops the
+    logger for the rest of the run (`write_failed` becomes True).
     """
+
+    #: Whether a write failed, after which the logger writes nothing more.
+    write_failed = False
 
     def __init__(self, config: Any, logdir: str | os.PathLike, trial: Any = None,
                  logger_config: dict | None = None):
@@ -43,6 +54,38 @@ class Logger:
     def close(self) -> None:
         """Flush and release files; called once when the trial ends."""
         self.flush()
+
+    @contextlib.contextmanager
+    def _writing(self, what: str) -> Iterator[None]:
+        """Run a write of `what` (e.g. "result.json"); an OSError stops the logger (see
+        `_stop_writing`) instead of reaching train()."""
+        try:
+            yield
+        except OSError as err:
+            self._stop_writing(what, err)
+
+    def _stop_writing(self, what: str, err: OSError) -> None:
+        """Warn once, naming the directory and the error, then write nothing more."""
+        if self.write_failed:
+            return
+        self.write_failed = True
+        reason = " ".join(str(err).split()) or type(err).__name__
+        logger.warning("Stopped writing %s to %s for this run: %s (training goes on).", what, self.logdir, reason)
+        self._discard()
+
+    def _discard(self) -> None:
+        """Release the files of a logger that stopped writing, ignoring further errors."""
+
+
+def close_quietly(file: Any) -> None:
+    """Close `file`, ignoring an OSError: its buffered data could not be written anyway
+    (Python closes the underlying descriptor even when the final flush fails)."""
+    if file is None:
+        return
+    try:
+        file.close()
+    except OSError:
+        pass
 
 
 class NoopLogger(Logger):

@@ -6,21 +6,24 @@ train` or Ray Tune (whose own TBXLoggerCallback writes a trial's events): every 
 """
 from __future__ import annotations
 
-import logging
 import math
+import os
+import socket
 import time
 from typing import Any
 
 import numpy as np
 
-from rlx.loggers.logger import Logger, iter_flat
-
-logger = logging.getLogger("rlx")
+from rlx.loggers.logger import Logger, close_quietly, iter_flat
 
 #: Prefix of every tag, as Ray Tune's TBXLoggerCallback writes it.
 TAG_PREFIX = "ray/tune/"
 #: The result keys Ray Tune's TBXLoggerCallback leaves out: not training curves.
 _SKIPPED = {"config", "pid", "timestamp", "time_total_s", "training_iteration"}
+#: What a TBXLogger writes, as its warning on a failed write names it.
+_WHAT = "TensorBoard events"
+#: The first record of every event file, as tensorboardX writes it.
+_FILE_VERSION = "brain.Event:2"
 #: Fixed bins cost half of tensorboardX's default 'tensorflow' binning per histogram.
 _HISTOGRAM_BINS = 30
 
@@ -49,58 +52,101 @@ class TBXLogger(Logger):
     env steps sampled so far (`tensorboard_step`). `tensorboard --logdir ~/rlx_results`
     shows them.
 
-    `logger_config={"tensorboard_flush_secs": N}` sets how often tensorboardX flushes
+    `logger_config={"tensorboard_flush_secs": N}` sets how often the event file is flushed
     (default: after a result when a second has passed since the last flush, so a live
     TensorBoard is at most a second behind).
+
+    Events are written here, on the training thread, with tensorboardX's RecordWriter
+    rather than its SummaryWriter: the SummaryWriter writes on a background thread, where
+    a failed write (a full disk) prints a traceback, kills the thread and then blocks the
+    next results on its full queue. Here such an OSError logs one warning and stops the
+    TensorBoard output of the run; training goes on.
     """
 
     def _init(self) -> None:
         try:
-            from tensorboardX import SummaryWriter
+            from tensorboardX.record_writer import RecordWriter
         except ImportError as err:  # pragma: no cover - tensorboardX is a dependency
             raise ImportError(
                 "TBXLogger writes TensorBoard files with tensorboardX, which is not installed: "
                 "pip install -c constraints.txt -e . (in your rlx checkout) installs it with rlx"
             ) from err
-        flush_secs = int(self.logger_config.get("tensorboard_flush_secs", 120))
-        self._writer = SummaryWriter(self.logdir, flush_secs=flush_secs)
-        self._flush_each = "tensorboard_flush_secs" not in self.logger_config
-        self._last_flush = 0.0
+        from tensorboardX.proto.event_pb2 import Event
+
+        self._flush_secs = float(self.logger_config.get("tensorboard_flush_secs", 1.0))
+        self._last_flush = -math.inf  # the first result is flushed at once
+        self._records: Any = None
+        with self._writing(_WHAT):
+            self._records = RecordWriter(os.path.join(self.logdir, event_file_name()))
+            self._write(Event(wall_time=time.time(), file_version=_FILE_VERSION))
 
     def on_result(self, result: dict[str, Any]) -> None:
         """Add the result's numbers at step `tensorboard_step(result)`."""
+        if self._records is None:
+            return
+        from tensorboardX.proto.event_pb2 import Event
         from tensorboardX.proto.summary_pb2 import Summary
 
-        values = []
-        # id(list) -> its histogram: the old top-level hist_stats/ holds the very lists of
-        # env_runners/hist_stats/, drawn under both tags as Tune does, computed once.
-        histograms: dict[int, Any] = {}
-        for key, value in iter_flat(result):
-            if key in _SKIPPED or value is None or isinstance(value, str):
-                continue
-            number = _scalar(value)
-            if number is not None:
-                # Like Tune: NaN is left out (no point), infinities are drawn.
-                if not math.isnan(number):
-                    values.append(Summary.Value(tag=tensorboard_tag(key), simple_value=number))
-            elif isinstance(value, (list, tuple, np.ndarray)) and len(value) > 0:
-                if id(value) not in histograms:
-                    histograms[id(value)] = _histogram(value)
-                if histograms[id(value)] is not None:
-                    values.append(Summary.Value(tag=tensorboard_tag(key), histo=histograms[id(value)]))
         # One event holding every value: ~15x cheaper than an add_scalar() call per key.
-        self._writer._get_file_writer().add_summary(Summary(value=values), tensorboard_step(result))
-        if self._flush_each and time.monotonic() - self._last_flush >= 1.0:
-            self._writer.flush()
-            self._last_flush = time.monotonic()
+        event = Event(wall_time=time.time(), step=tensorboard_step(result),
+                      summary=Summary(value=_summary_values(result)))
+        with self._writing(_WHAT):
+            self._write(event)
+            if time.monotonic() - self._last_flush >= self._flush_secs:
+                self._records.flush()
+                self._last_flush = time.monotonic()
+
+    def _write(self, event: Any) -> None:
+        self._records.write(event.SerializeToString())
 
     def flush(self) -> None:
         """Flush the event file."""
-        self._writer.flush()
+        if self._records is not None:
+            with self._writing(_WHAT):
+                self._records.flush()
+                self._last_flush = time.monotonic()
 
     def close(self) -> None:
-        """Close the event file."""
-        self._writer.close()
+        """Flush and close the event file."""
+        if self._records is not None:
+            with self._writing(_WHAT):
+                self._records.flush()
+                self._records.close()
+            self._records = None
+
+    def _discard(self) -> None:
+        records, self._records = self._records, None
+        if records is not None:
+            close_quietly(records)
+
+
+def event_file_name() -> str:
+    """`events.out.tfevents.<time>.<host>`, the name tensorboardX gives an event file."""
+    return f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"
+
+
+def _summary_values(result: dict[str, Any]) -> list[Any]:
+    """The Summary.Values of a result: its numbers as scalars, its lists as histograms."""
+    from tensorboardX.proto.summary_pb2 import Summary
+
+    values = []
+    # id(list) -> its histogram: the old top-level hist_stats/ holds the very lists of
+    # env_runners/hist_stats/, drawn under both tags as Tune does, computed once.
+    histograms: dict[int, Any] = {}
+    for key, value in iter_flat(result):
+        if key in _SKIPPED or value is None or isinstance(value, str):
+            continue
+        number = _scalar(value)
+        if number is not None:
+            # Like Tune: NaN is left out (no point), infinities are drawn.
+            if not math.isnan(number):
+                values.append(Summary.Value(tag=tensorboard_tag(key), simple_value=number))
+        elif isinstance(value, (list, tuple, np.ndarray)) and len(value) > 0:
+            if id(value) not in histograms:
+                histograms[id(value)] = _histogram(value)
+            if histograms[id(value)] is not None:
+                values.append(Summary.Value(tag=tensorboard_tag(key), histo=histograms[id(value)]))
+    return values
 
 
 def _scalar(value: Any) -> float | None:

@@ -25,6 +25,7 @@ from ray import tune
 
 import rlx.tune  # noqa: F401 - registers rlx's algorithms and envs with Tune
 from rlx.cli.experiments import ExperimentSpec
+from rlx.cli.names import check_dir_name
 from rlx.cli.stop import StopCriteria, lookup
 from rlx.cli.train import (
     DEFAULT_EXPERIMENT_NAME,
@@ -111,7 +112,8 @@ def run_sweep(spec: ExperimentSpec, settings: RunSettings, config: Any, out: Tex
     stopper = CriteriaStopper(criteria)
     StopCriteria(criteria).check_before_training(config)
     storage = Path(settings.storage_path or spec.storage_path or results_root()).expanduser().resolve()
-    experiment_name = settings.experiment_name or spec.name or DEFAULT_EXPERIMENT_NAME
+    experiment_name = check_dir_name(settings.experiment_name or spec.name or DEFAULT_EXPERIMENT_NAME,
+                                     "experiment name")
     checkpoint_freq = _first(settings.checkpoint_freq, spec.checkpoint_freq, 0)
     checkpoint_at_end = _first(settings.checkpoint_at_end, spec.checkpoint_at_end, True)
     keep = _first(settings.keep_checkpoints_num, spec.keep_checkpoints_num, None)

@@ -5,20 +5,19 @@ renamed into place, so a crash mid-save never leaves a half-written checkpoint.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path, PurePath
 from typing import Any
 
 import numpy as np
 
+from rlx.utils.atomic_directory import METADATA_FILE, AtomicDirectory, recover_interrupted_save  # noqa: F401
 from rlx.utils.errors import CheckpointError
 
 FORMAT_NAME = "rlx-checkpoint"
 FORMAT_VERSION = 1
-METADATA_FILE = "rlx_checkpoint.json"
 
 
 # ------------------------------------------------------------------ JSON encoding of config values
@@ -51,11 +50,9 @@ def encode_value(value: Any) -> Any:
     if isinstance(value, gym.spaces.Space):
         return {"__space__": space_to_dict(value)}
     if hasattr(value, "__dataclass_fields__") and not isinstance(value, type):
-        import dataclasses
-
         return {
             "__dataclass__": _import_path(type(value)),
-            "fields": {f.name: encode_value(getattr(value, f.name)) for f in dataclasses.fields(value)},
+            "fields": {f.name: encode_value(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init},
         }
     if isinstance(value, type) or callable(value):
         path = _import_path(value)
@@ -64,40 +61,69 @@ def encode_value(value: Any) -> Any:
     return {"__unserializable__": repr(value)[:200]}
 
 
-def decode_value(value: Any, key: str = "") -> Any:
-    """Inverse of encode_value; raises CheckpointError for values that could not be stored."""
+def decode_value(value: Any, key: str = "", source: str | Path = "config.json") -> Any:
+    """Inverse of encode_value for the value of config field `key` read from `source`.
+
+    Builds only plain data, spaces, arrays and rlx's own dataclasses; an import path is
+    imported only when it names an object of the kind its field takes
+    (rlx.utils.checkpoint_trust). Anything else is a CheckpointError naming file and field.
+    """
+    try:
+        return _decode(value, key, source)
+    except CheckpointError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as err:
+        raise CheckpointError(f"{source}: field '{key}' holds a value rlx cannot decode: "
+                              f"{type(err).__name__}: {err}.") from err
+
+
+#: Array dtypes a checkpoint's config may hold (never object arrays).
+_ARRAY_DTYPES = frozenset("bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64".split())
+
+
+def _decode(value: Any, key: str, source: str | Path) -> Any:
+    from rlx.utils import checkpoint_trust as trust
+
     if isinstance(value, list):
-        return [decode_value(v, key) for v in value]
+        return [_decode(v, key, source) for v in value]
     if not isinstance(value, dict):
         return value
     if "__import__" in value:
-        from rlx.env.registry import import_object
-
-        try:
-            return import_object(value["__import__"])
-        except (ImportError, AttributeError) as err:
-            raise CheckpointError(
-                f"Config setting '{key}' refers to {value['__import__']}, which cannot be imported now: {err}. "
-                "Make it importable (define it at module level in an installed module) before loading."
-            ) from err
+        return trust.import_checked(value["__import__"], key, source)
     if "__unserializable__" in value:
         raise CheckpointError(
-            f"Config setting '{key}' held {value['__unserializable__']}, which a checkpoint cannot store "
+            f"Config setting '{key}' held {str(value['__unserializable__'])[:200]}, which a checkpoint cannot store "
             "(a lambda or local object). Define it at module level, or pass it again with "
-            f"Algorithm.from_checkpoint(path, config_overrides={{'{key}': ...}})."
+            f"Algorithm.from_checkpoint(path, config_overrides={{'{key.split('.')[0]}': ...}})."
         )
     if "__ndarray__" in value:
-        return np.asarray(value["__ndarray__"], dtype=value["dtype"])
+        dtype = value.get("dtype")
+        if dtype not in _ARRAY_DTYPES:
+            raise CheckpointError(f"{source}: field '{key}' holds an array of dtype {dtype!r:.40}; a checkpoint "
+                                  f"may hold arrays of {', '.join(sorted(_ARRAY_DTYPES))}.")
+        return np.asarray(value["__ndarray__"], dtype=dtype)
     if "__tuple__" in value:
-        return tuple(decode_value(v, key) for v in value["__tuple__"])
+        items = value["__tuple__"]
+        if not isinstance(items, list):
+            raise CheckpointError(f"{source}: field '{key}' holds a tuple marker without a list.")
+        return tuple(_decode(v, key, source) for v in items)
     if "__space__" in value:
-        return space_from_dict(value["__space__"])
+        try:
+            return space_from_dict(value["__space__"])
+        except CheckpointError as err:
+            raise CheckpointError(f"{source}: field '{key}': {err}") from err
     if "__dataclass__" in value:
-        from rlx.env.registry import import_object
-
-        cls = import_object(value["__dataclass__"])
-        return cls(**{k: decode_value(v, f"{key}.{k}") for k, v in value["fields"].items()})
-    return {k: decode_value(v, f"{key}.{k}" if key else k) for k, v in value.items()}
+        cls = trust.dataclass_type(value["__dataclass__"], key, source)
+        fields = value.get("fields")
+        if not isinstance(fields, dict):
+            raise CheckpointError(f"{source}: field '{key}' holds a dataclass marker without a 'fields' dict.")
+        known = {f.name for f in dataclasses.fields(cls) if f.init}
+        unknown = sorted(set(fields) - known)
+        if unknown:
+            raise CheckpointError(f"{source}: field '{key}' gives {cls.__name__} unknown fields "
+                                  f"{', '.join(map(str, unknown))}.")
+        return cls(**{k: _decode(v, f"{key}.{k}", source) for k, v in fields.items()})
+    return {k: _decode(v, f"{key}.{k}" if key else k, source) for k, v in value.items()}
 
 
 def space_to_dict(space: Any) -> dict:
@@ -120,12 +146,20 @@ def space_to_dict(space: Any) -> dict:
     raise CheckpointError(f"Cannot store space {space!r} in a checkpoint.")
 
 
+#: Largest Box (in elements) a checkpoint may describe: a guard against a shape that would
+#: allocate gigabytes, far above any real observation space.
+_MAX_SPACE_SIZE = 10**8
+
+
 def space_from_dict(d: dict) -> Any:
     """Inverse of space_to_dict."""
     import gymnasium as gym
 
     kind = d["type"]
     if kind == "Box":
+        size = int(np.prod([int(n) for n in d["shape"]], dtype=np.float64))
+        if size > _MAX_SPACE_SIZE:
+            raise CheckpointError(f"A Box space of shape {d['shape']} in the checkpoint is larger than rlx accepts.")
         return gym.spaces.Box(np.asarray(d["low"], dtype=d["dtype"]), np.asarray(d["high"], dtype=d["dtype"]),
                               tuple(d["shape"]), dtype=d["dtype"])
     if kind == "Discrete":
@@ -216,43 +250,6 @@ def unflatten_optimizer_state(tensors: dict[str, np.ndarray], meta: dict[str, An
     return {"state": state, "param_groups": meta["param_groups"]}
 
 
-class AtomicDirectory:
-    """Context manager yielding a temp directory that replaces `target` on success.
-
-    `target` must be new, empty, or an earlier rlx checkpoint: a directory holding other
-    files is refused before anything is written, so saving never deletes user files.
-    """
-
-    def __init__(self, target: str | os.PathLike):
-        self.target = Path(target).expanduser().resolve()
-
-    def __enter__(self) -> Path:
-        if self.target.exists():
-            if not self.target.is_dir():
-                raise CheckpointError(f"Cannot save a checkpoint to {self.target}: it is a file.")
-            if any(self.target.iterdir()) and not (self.target / METADATA_FILE).is_file():
-                raise CheckpointError(
-                    f"Cannot save a checkpoint to {self.target}: the directory holds other files and is not an rlx "
-                    "checkpoint, and saving replaces the whole directory. Give a new or empty directory, "
-                    f"e.g. {self.target / 'checkpoint'}."
-                )
-        self.target.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.tmp-", dir=self.target.parent))
-        return self.tmp
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is not None:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            return
-        if self.target.exists():
-            old = self.target.with_name(f".{self.target.name}.old-{os.getpid()}")
-            os.replace(self.target, old)
-            os.replace(self.tmp, self.target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(self.tmp, self.target)
-
-
 def checkpoint_dir(checkpoint: Any) -> Path:
     """The local directory of a checkpoint, given as a path or as a checkpoint object.
 
@@ -302,12 +299,15 @@ def read_metadata(path: Any) -> dict[str, Any]:
     object, see `checkpoint_dir`)."""
     root = checkpoint_dir(path)
     if not root.exists():
+        recover_interrupted_save(root)  # a save killed between its two renames left it hidden
+    if not root.exists():
         raise CheckpointError(f"Checkpoint directory does not exist: {root}.")
     if not root.is_dir():
         raise CheckpointError(f"Checkpoint path {root} is a file; give the checkpoint directory.")
     meta = read_json(root / METADATA_FILE)
-    if meta.get("format") != FORMAT_NAME:
-        raise CheckpointError(f"{root / METADATA_FILE} does not describe an rlx checkpoint (format={meta.get('format')!r}).")
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
+        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise CheckpointError(f"{root / METADATA_FILE} does not describe an rlx checkpoint (format={found!r}).")
     version = meta.get("format_version")
     if version != FORMAT_VERSION:
         raise CheckpointError(

@@ -4,6 +4,11 @@ EnvRunner processes and learner processes both work this way: each call is one p
 message, the worker answers them in order (see `rlx.utils.spawn.send_reply`), and a
 reader thread resolves one `concurrent.futures.Future` per call. When the process ends,
 every unanswered call fails with the error `_died_error()` describes.
+
+`stop()` releases everything the handle holds in this process: the pipe end, the reader
+thread, and the `multiprocessing.Process` with its two pipe fds (closed with
+`Process.close()`, which multiprocessing otherwise leaves to garbage collection). A
+stopped handle keeps only the worker's pid and exit code, for its error messages.
 """
 from __future__ import annotations
 
@@ -32,7 +37,8 @@ class WorkerProcess:
         self._conn = parent
         self.ready: Future = Future()
         self._pending.append(("start", self.ready))
-        self._process = start_process(target, (child, *args), name=name, daemon=daemon)
+        self._process: Any = start_process(target, (child, *args), name=name, daemon=daemon)
+        self._pid: int | None = self._process.pid
         child.close()
         self._reader = threading.Thread(target=self._read_loop, name=f"{name}-reader", daemon=True)
         self._reader.start()
@@ -40,7 +46,7 @@ class WorkerProcess:
     @property
     def pid(self) -> int | None:
         """The worker process id."""
-        return self._process.pid
+        return self._pid
 
     @property
     def busy(self) -> bool:
@@ -118,7 +124,8 @@ class WorkerProcess:
                 pass
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Ask the worker to exit; kill it when it has not within `timeout` seconds."""
+        """Ask the worker to exit, kill it when it has not within `timeout` seconds, and release
+        the pipe, the reader thread and the process's file descriptors. Safe to call twice."""
         self.request_stop()
         self._process.join(timeout=timeout)
         if self._process.is_alive():
@@ -126,12 +133,47 @@ class WorkerProcess:
             # SIGKILL cannot be ignored: wait until it is reaped, however loaded the machine is,
             # so no stopped worker outlives stop().
             self._process.join()
+        self._release()
+
+    def _release(self) -> None:
+        """Free what the handle holds in this process once the worker is gone."""
+        # The reader ends at EOF, which the worker's exit delivers; closing the pipe under a
+        # reader still in recv() could hand its fd number to a file opened meanwhile.
+        if self._reader is not threading.current_thread():
+            self._reader.join(timeout=5)
+        if self._reader.is_alive():
+            return  # the worker is somehow still connected: left to garbage collection
         try:
             self._conn.close()
         except OSError:
             pass
+        if not isinstance(self._process, _ReapedProcess) and not self._process.is_alive():
+            reaped = _ReapedProcess(self._process)
+            self._process.close()  # closes its sentinel pipes and drops it from multiprocessing's list
+            self._process = reaped
 
     def kill(self) -> None:
         """Kill the worker at once (SIGKILL), as a crash would; its calls then fail."""
         if self._process.is_alive():
             self._process.kill()
+
+
+class _ReapedProcess:
+    """What a stopped handle keeps of its `multiprocessing.Process` after `Process.close()`:
+    the pid and exit code, with the Process methods its callers use (all no-ops now)."""
+
+    def __init__(self, process: Any):
+        self.pid: int | None = process.pid
+        self.exitcode: int | None = process.exitcode
+        self.name: str = process.name
+
+    def is_alive(self) -> bool:
+        return False
+
+    def join(self, timeout: float | None = None) -> None:
+        return None
+
+    def kill(self) -> None:
+        return None
+
+    terminate = kill
