@@ -19,33 +19,12 @@ import numpy as np
 import pytest
 
 from envs_for_remote_tests import FailingEnv, WhereAmIEnv
+from process_helpers import child_processes, open_fds
 from rlx.algorithms.algorithm import Algorithm
 from rlx.algorithms.ppo import PPOConfig
 from rlx.utils.errors import CheckpointError, EnvError
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts fds and children in /proc")
-
-
-def open_fds() -> int:
-    """File descriptors this process holds."""
-    return len(os.listdir("/proc/self/fd"))
-
-
-def child_processes() -> list[int]:
-    """Pids of this process's children that have not been reaped (zombies included)."""
-    me, pids = os.getpid(), []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:  # ended meanwhile
-            continue
-        # Fields after the parenthesised name: state, ppid, ...
-        if int(stat.rsplit(")", 1)[1].split()[1]) == me:
-            pids.append(int(entry))
-    return pids
 
 
 def settled(count, expected: int, timeout: float = 10.0) -> int:

@@ -30,6 +30,7 @@ from rlx.core.models import ActorCriticModule
 from rlx.core.rl_module import RLModuleSpec
 
 from conftest import small_config
+from process_helpers import process_gone
 
 OBS_SPACE = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 ACT_SPACE = gym.spaces.Discrete(2)
@@ -226,14 +227,6 @@ def test_ppo_update_with_two_learners_matches_one_learner():
 # ---------------------------------------------------------------------- inside an Algorithm
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 def test_ppo_trains_with_two_learners_checkpoints_and_stops(tmp_path):
     config = small_config(train_batch_size=256, minibatch_size=64, num_epochs=2).learners(num_learners=2)
     algo = config.build()
@@ -264,7 +257,7 @@ def test_ppo_trains_with_two_learners_checkpoints_and_stops(tmp_path):
         algo.stop()
         if restored is not None:
             restored.stop()
-    assert all(_gone(pid) for pid in pids)
+    assert all(process_gone(pid) for pid in pids)
     with pytest.raises(LearnerGroupError, match="stopped"):
         algo.learner.update_from_batch({"rewards": np.zeros((2, 2))}, timestep=0)
 
@@ -290,9 +283,9 @@ def test_a_learner_process_that_dies_raises_a_clear_error():
             group.update_from_batch(regression_batch((64,)), timestep=1)
         assert not group.is_healthy
         deadline = time.monotonic() + 10
-        while not _gone(group.pids[0]) and time.monotonic() < deadline:
+        while not process_gone(group.pids[0]) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert _gone(group.pids[0])  # the survivor cannot go on alone: it is stopped too
+        assert process_gone(group.pids[0])  # the survivor cannot go on alone: it is stopped too
         # The next call restarts the learners from the driver's state (tests/test_learner_restart.py).
         assert group.get_extra_state()["num_grad_updates"] == 0
         assert group.is_healthy

@@ -18,14 +18,7 @@ from rlx.algorithms.algorithm import Algorithm
 from rlx.core.learner_group import LearnerDiedError, LearnerGroup, LearnerGroupError
 
 from conftest import small_config
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+from process_helpers import child_processes, open_fds, process_gone
 
 
 def _wait_until(predicate, timeout: float = 10.0) -> None:
@@ -35,29 +28,10 @@ def _wait_until(predicate, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
 def _learner_children() -> list[int]:
-    """Pids of this process's spawned worker children, alive or zombie (the tests start no
+    """Spawned worker children of this process, alive or zombie (the tests start no
     EnvRunner processes, so these are learners)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read()
-        except OSError:
-            continue
-        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
-        # A spawned worker (its cmdline runs spawn_main), or a zombie nobody reaped (no cmdline).
-        if int(ppid) == os.getpid() and (b"spawn_main" in cmdline or state == "Z"):
-            pids.append(int(entry))
-    return pids
+    return child_processes(spawned_only=True)
 
 
 def _config():
@@ -103,7 +77,7 @@ def test_save_after_a_learner_death_saves_the_driver_state_and_training_goes_on(
         assert len(warnings_of_rlx()) == 1
         message = warnings_of_rlx()[0].getMessage()
         assert "driver's weights" in message and "SIGKILL" in message and "optimizer state" in message
-        assert all(_gone(pid) for pid in pids)  # the survivor was stopped and reaped
+        assert all(process_gone(pid) for pid in pids)  # the survivor was stopped and reaped
         _assert_same_weights(group.module.get_state(), weights)
         for learner_weights in group.foreach_learner(lambda learner: learner.get_weights()):
             _assert_same_weights(learner_weights, weights)
@@ -125,7 +99,7 @@ def test_save_after_a_learner_death_saves_the_driver_state_and_training_goes_on(
         algo.stop()
         if restored is not None:
             restored.stop()
-    assert all(_gone(pid) for pid in pids)
+    assert all(process_gone(pid) for pid in pids)
     assert _learner_children() == []
 
 
@@ -154,7 +128,7 @@ def test_a_death_during_train_is_raised_once_then_save_and_train_work(tmp_path, 
         finally:
             restored.stop()
         assert algo.train()["training_iteration"] >= 3
-        assert all(_gone(pid) for pid in old_pids)
+        assert all(process_gone(pid) for pid in old_pids)
     finally:
         algo.stop()
     assert _learner_children() == []
@@ -188,7 +162,7 @@ def test_restart_of_a_healthy_group_keeps_weights_and_extra_state_and_leaks_noth
         state = group.get_extra_state()
         target = group.foreach_learner(lambda learner: float(learner.kl_coeff))[0]
         assert target == state["kl_coeff"]
-        fds = _open_fds()
+        fds = open_fds()
         old_pids = list(group.pids)
 
         group.restart()
@@ -196,8 +170,8 @@ def test_restart_of_a_healthy_group_keeps_weights_and_extra_state_and_leaks_noth
 
         assert len(warnings_of_rlx()) == 2  # one per restart
         assert group.is_healthy and set(group.pids).isdisjoint(old_pids)
-        assert all(_gone(pid) for pid in old_pids)
-        assert _open_fds() == fds  # the old pipes and sentinels are closed
+        assert all(process_gone(pid) for pid in old_pids)
+        assert open_fds() == fds  # the old pipes and sentinels are closed
         assert sorted(_learner_children()) == sorted(group.pids)
         _assert_same_weights(group.get_weights(), weights)
         for learner_weights, extra in group.foreach_learner(lambda l: (l.get_weights(), l.get_extra_state())):
