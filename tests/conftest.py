@@ -24,3 +24,14 @@ def small_config(env="CartPole-v1", seed=0, **training) -> PPOConfig:
     opts = dict(train_batch_size=BATCH, minibatch_size=64, num_epochs=2)
     opts.update(training)
     return PPOConfig().environment(env).training(**opts).debugging(seed=seed)
+
+
+def save_trained_checkpoint(config: PPOConfig, path: Path) -> Path:
+    """Build `config`, train one iteration, save a checkpoint to `path` and stop; returns `path`."""
+    algo = config.build()
+    try:
+        algo.train()
+        algo.save(str(path))
+    finally:
+        algo.stop()
+    return path

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import save_trained_checkpoint
 from rlx.algorithms.algorithm import Algorithm
 from rlx.algorithms.ppo import PPOConfig
 from rlx.utils.errors import CheckpointError
@@ -22,14 +23,7 @@ def ppo_config() -> PPOConfig:
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A PPO CartPole checkpoint after one iteration (tests damage copies of it)."""
-    path = tmp_path_factory.mktemp("integrity") / "pristine"
-    algo = ppo_config().build()
-    try:
-        algo.train()
-        algo.save(str(path))
-    finally:
-        algo.stop()
-    return path
+    return save_trained_checkpoint(ppo_config(), tmp_path_factory.mktemp("integrity") / "pristine")
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import run_rlx
+from conftest import save_trained_checkpoint
 from rlx.algorithms.algorithm import Algorithm
 from rlx.algorithms.ppo import PPOConfig
 from rlx.utils.checkpoint_trust import check_kind, kind_of
@@ -26,15 +27,9 @@ from rlx.utils.errors import CheckpointError
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small PPO CartPole checkpoint (tests copy it before tampering with it)."""
-    path = tmp_path_factory.mktemp("security") / "pristine"
-    algo = (PPOConfig().environment("CartPole-v1").env_runners(num_env_runners=0)
-            .training(train_batch_size=64, minibatch_size=32, num_epochs=1).build())
-    try:
-        algo.train()
-        algo.save(str(path))
-    finally:
-        algo.stop()
-    return path
+    config = (PPOConfig().environment("CartPole-v1").env_runners(num_env_runners=0)
+              .training(train_batch_size=64, minibatch_size=32, num_epochs=1))
+    return save_trained_checkpoint(config, tmp_path_factory.mktemp("security") / "pristine")
 
 
 def tampered(checkpoint: Path, tmp_path: Path, edit) -> Path:
