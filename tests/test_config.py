@@ -333,7 +333,7 @@ def test_dict_style_write_is_validated():
     [
         ("debugging", "log_sys_usage", True, False),
         ("offline_data", "output", "/tmp/out", None),
-        ("multi_agent", "policy_mapping_fn", lambda agent_id: "p", None),
+        ("multi_agent", "replay_mode", "lockstep", "independent"),
         ("env_runners", "remote_env_batch_wait_ms", 10.0, 0.0),
         ("learners", "num_gpus_per_learner", 1, 0),
     ],

@@ -269,7 +269,6 @@ DEFAULTS_ANCHOR = "defaults-each-algorithm-changes"
 # rejected, the status to print). The generator fails if a probe value becomes accepted.
 STATUS_OVERRIDES: dict[str, tuple[Any, str]] = {
     "framework": ("tf2", "supported ('torch' only)"),
-    "policies": ({"p0": None, "p1": None}, "not supported yet: multi-agent training (only the default policy)"),
     "_enable_learner_api": (False, "only True"),
     "enable_rl_module_and_learner": (False, "only True"),
     "enable_env_runner_and_connector_v2": (False, "only True"),

@@ -58,6 +58,8 @@ class Algorithm:
 
     _config_class: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig
     _learner_class: ClassVar[Any] = None
+    #: Whether this Algorithm trains several policies on a multi-agent env (set by setup()).
+    is_multi_agent: bool = False
 
     # ------------------------------------------------------------------ construction
 
@@ -173,22 +175,64 @@ class Algorithm:
         """Create the EnvRunnerGroup and the Learner (they share the local module)."""
         from rlx.env.env_runner_group import EnvRunnerGroup
 
-        self.env_runner_group = EnvRunnerGroup(config, module_spec=self._module_spec(), remote_backend=None)
+        self.is_multi_agent = self._detect_multi_agent(config)
+        self.env_runner_group = EnvRunnerGroup(config, module_spec=self._module_spec(), remote_backend=None,
+                                               runner_cls=self._env_runner_cls())
         # The runners resolved rlx's adaptive sub-env default (AlgorithmConfig.
         # resolve_num_envs_per_env_runner); the frozen config reports what they use.
         config._values["num_envs_per_env_runner"] = self.env_runner_group.num_envs_per_env_runner
         module = self.env_runner_group.local_env_runner.module
-        learner_cls = config.learner_class or self._learner_class
-        if isinstance(learner_cls, str):
-            from rlx.env.registry import import_object
+        learner_cls = self._resolved_learner_class()
+        if self.is_multi_agent:
+            from rlx.core.multi_agent_learner import MultiAgentLearner
 
-            learner_cls = import_object(learner_cls)
-        if config.num_learners > 0:
+            if config.num_learners > 0:
+                from rlx.utils.errors import NotSupportedYetError
+
+                raise NotSupportedYetError("num_learners > 0 with multi-agent training",
+                                           "learner processes train one module",
+                                           fix="Set config.learners(num_learners=0) for multi-agent runs.")
+            self.learner = MultiAgentLearner(config, learner_cls, module)
+        elif config.num_learners > 0:
             from rlx.core.learner_group import LearnerGroup
 
             self.learner = LearnerGroup(config, learner_cls, module)
         else:
             self.learner = learner_cls(config, module)
+
+    def _resolved_learner_class(self) -> Any:
+        learner_cls = self.config.learner_class or self._learner_class
+        if isinstance(learner_cls, str):
+            from rlx.env.registry import import_object
+
+            learner_cls = import_object(learner_cls)
+        return learner_cls
+
+    @staticmethod
+    def _detect_multi_agent(config: AlgorithmConfig) -> bool:
+        if config.is_multi_agent:
+            return True
+        from rlx.env.multi_agent_env import env_is_multi_agent
+
+        return env_is_multi_agent(config.env, config.env_config)
+
+    def _env_runner_cls(self) -> Any:
+        """The EnvRunner class: the config's env_runner_cls, else the multi- or single-agent runner."""
+        if self.config.env_runner_cls is not None:
+            return self.config.env_runner_cls
+        if getattr(self, "is_multi_agent", False):
+            from rlx.env.multi_agent_env_runner import MultiAgentEnvRunner
+
+            return MultiAgentEnvRunner
+        from rlx.env.env_runner import SingleAgentEnvRunner
+
+        return SingleAgentEnvRunner
+
+    def learner_by_module(self) -> dict[str, Any]:
+        """{module_id: the Learner (or LearnerGroup) of that module}; one entry when single-agent."""
+        if self.is_multi_agent:
+            return self.learner.by_module()
+        return {DEFAULT_POLICY_ID: self.learner}
 
     def get_default_rl_module_spec(self) -> Any:
         """The RLModuleSpec of this algorithm's default module."""
@@ -258,32 +302,51 @@ class Algorithm:
         return self._result_logger
 
     def get_module(self, module_id: str = DEFAULT_POLICY_ID) -> Any:
-        """The RLModule being trained."""
+        """The RLModule of `module_id` being trained."""
         self._check_policy_id(module_id)
+        if self.is_multi_agent:
+            return self.learner.module[module_id]
         return self.learner.module
 
     def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Any:
-        """The Policy view (old API) of the local EnvRunner's module."""
+        """The Policy view (old API) of the local EnvRunner's module of `policy_id`."""
         self._check_policy_id(policy_id)
         return self.env_runner.get_policy(policy_id)
 
     def get_weights(self, policies: list[str] | None = None) -> dict[str, dict[str, np.ndarray]]:
-        """{policy_id: weights} of the trained module."""
+        """{policy_id: weights} of the trained modules (all, or those in `policies`)."""
         for pid in policies or []:
             self._check_policy_id(pid)
+        if self.is_multi_agent:
+            return self.learner.get_weights(list(policies) if policies else None)
         return {DEFAULT_POLICY_ID: self.learner.get_weights()}
 
     def set_weights(self, weights: dict[str, Any]) -> None:
-        """Load weights given as {policy_id: weights} (or plain weights) and sync the runners."""
-        if DEFAULT_POLICY_ID in weights and isinstance(weights[DEFAULT_POLICY_ID], dict):
-            weights = weights[DEFAULT_POLICY_ID]
-        self.learner.set_weights(weights)
-        self.env_runner_group.sync_weights(from_worker_or_learner_group=self.learner)
+        """Load weights given as {policy_id: weights} (or plain weights, single-agent) and sync the runners."""
+        if self.is_multi_agent:
+            for pid in weights:
+                self._check_policy_id(pid)
+            self.learner.set_weights(weights)
+        else:
+            if DEFAULT_POLICY_ID in weights and isinstance(weights[DEFAULT_POLICY_ID], dict):
+                weights = weights[DEFAULT_POLICY_ID]
+            self.learner.set_weights(weights)
+        self.weights_version += 1
+        self.env_runner_group.sync_weights(from_worker_or_learner_group=self.learner,
+                                           weights_seq_no=self.weights_version)
 
-    @staticmethod
-    def _check_policy_id(policy_id: str) -> None:
-        if policy_id != DEFAULT_POLICY_ID:
-            raise KeyError(f"Unknown policy/module id '{policy_id}': single-agent algorithms have only '{DEFAULT_POLICY_ID}'.")
+    @property
+    def policy_ids(self) -> list[str]:
+        """The ids of the policies (modules) this Algorithm holds."""
+        return list(self.learner.module.keys()) if self.is_multi_agent else [DEFAULT_POLICY_ID]
+
+    def _check_policy_id(self, policy_id: str) -> None:
+        ids = self.policy_ids
+        if policy_id not in ids:
+            from rlx.utils.errors import did_you_mean
+
+            raise KeyError(f"Unknown policy/module id {policy_id!r}; this Algorithm has {', '.join(ids)}."
+                           f"{did_you_mean(str(policy_id), ids)}")
 
     # ------------------------------------------------------------------ training
 
@@ -395,6 +458,11 @@ class Algorithm:
                 "num_env_steps_trained": self._counters["num_env_steps_trained_lifetime"],
             },
         }
+        if self.is_multi_agent:
+            for key in ("num_agent_steps_sampled_lifetime", "num_agent_steps_trained_lifetime"):
+                result[key] = self._counters.get(key, 0)
+            # The old name of the per-policy mean returns.
+            result["policy_reward_mean"] = dict(env_runners.get("module_episode_returns_mean") or {})
         return result
 
     def _smoothed_episodes(self, returns: list[float], lengths: list[int]) -> tuple[list[float], list[int]]:
@@ -416,23 +484,60 @@ class Algorithm:
                 result["env_runners"].setdefault(key, value)
         deep_update(result, reduced)
 
-    def learn_on_batch(self, batch: dict[str, Any], timestep: int) -> dict[str, Any]:
+    def learn_on_batch(self, batch: Any, timestep: int) -> dict[str, Any]:
         """Update the learner on `batch`, after the old-API `on_learn_on_batch` callbacks saw it.
 
         The callbacks get the batch as a SampleBatch (the same arrays, so in-place changes reach
-        the loss) and a `result` dict whose entries are added to the returned learner metrics.
+        the loss; once per policy in multi-agent runs) and a `result` dict whose entries are added
+        to the returned learner metrics. Returns the learner's metrics: {module_id: metrics} in
+        multi-agent runs.
         """
         extra: dict[str, Any] = {}
         if self._on_learn_on_batch is not None:
             from rlx.policy.sample_batch import SampleBatch
 
-            batch = SampleBatch(batch)
-            self._on_learn_on_batch(policy=self.get_policy(), train_batch=batch, result=extra)
+            if self.is_multi_agent:
+                batches = getattr(batch, "policy_batches", batch)
+                for pid in list(batches):
+                    batches[pid] = SampleBatch(batches[pid])
+                    self._on_learn_on_batch(policy=self.get_policy(pid), train_batch=batches[pid], result=extra)
+            else:
+                batch = SampleBatch(batch)
+                self._on_learn_on_batch(policy=self.get_policy(), train_batch=batch, result=extra)
         metrics = self.learner.update_from_batch(batch, timestep=timestep)
         self.weights_version += 1
         if extra:
-            metrics = {**metrics, **extra}
+            metrics = {mid: {**m, **extra} for mid, m in metrics.items()} if self.is_multi_agent else \
+                {**metrics, **extra}
         return metrics
+
+    def module_results(self, metrics: dict[str, Any]) -> dict[str, Any]:
+        """Learner metrics as {module_id: metrics}: a single-agent learner's metrics under
+        'default_policy', a multi-agent learner's as they are."""
+        return metrics if self.is_multi_agent else {DEFAULT_POLICY_ID: metrics}
+
+    def count_sampled(self, batch: Any) -> int:
+        """Add a sampled batch to the lifetime counters; return its step count for train-batch
+        and reporting purposes (agent steps with count_steps_by='agent_steps')."""
+        from rlx.env.env_runner_group import num_sampled_steps
+
+        env_steps = num_sampled_steps(batch)
+        self._counters["num_env_steps_sampled_lifetime"] += env_steps
+        if self.is_multi_agent:
+            agent_steps = batch.agent_steps()
+            self._counters["num_agent_steps_sampled_lifetime"] = \
+                self._counters.get("num_agent_steps_sampled_lifetime", 0) + agent_steps
+            if self.config.count_steps_by == "agent_steps":
+                return agent_steps
+        return env_steps
+
+    def count_trained(self, batch: Any, steps: int) -> None:
+        """Add a trained batch (`steps` as count_sampled returned) to the lifetime counters."""
+        env_steps = batch.env_steps() if self.is_multi_agent and hasattr(batch, "env_steps") else steps
+        self._counters["num_env_steps_trained_lifetime"] += env_steps
+        if self.is_multi_agent and hasattr(batch, "agent_steps"):
+            self._counters["num_agent_steps_trained_lifetime"] = \
+                self._counters.get("num_agent_steps_trained_lifetime", 0) + batch.agent_steps()
 
     # ------------------------------------------------------------------ evaluation
 

@@ -476,8 +476,39 @@ class AlgorithmConfig:
 
     @property
     def is_multi_agent(self) -> bool:
-        """rlx configs are single-agent for now."""
+        """Whether the config names policies (multi_agent(policies=...)) or its env is a
+        MultiAgentEnv class. An env creator that returns a MultiAgentEnv is found when the
+        Algorithm builds (see rlx.env.multi_agent_env.env_is_multi_agent)."""
+        if self._values["policies"] is not None:
+            return True
+        env = self._values["env"]
+        if isinstance(env, type):
+            from rlx.env.multi_agent_env import MultiAgentEnv
+
+            return issubclass(env, MultiAgentEnv)
         return False
+
+    def get_config_for_module(self, module_id: str) -> "AlgorithmConfig":
+        """This config with the overrides of module `module_id` applied: its PolicySpec's config,
+        then `algorithm_config_overrides_per_module[module_id]` (this config itself without any)."""
+        overrides: dict[str, Any] = {}
+        spec = (self._values["policies"] or {}).get(module_id)
+        if spec is not None and spec.config:
+            overrides.update(spec.config)
+        overrides.update(self._values["algorithm_config_overrides_per_module"].get(module_id, {}))
+        if not overrides:
+            return self
+        cache = self.__dict__.setdefault("_module_configs", {})
+        if module_id not in cache:
+            module_config = self.copy(copy_frozen=False)
+            try:
+                module_config.update_from_dict(overrides)
+            except ConfigError as err:
+                raise ConfigError(f"In the config overrides of module {module_id!r}: {err}") from err
+            if self._frozen:
+                module_config.freeze()
+            cache[module_id] = module_config
+        return cache[module_id]
 
     @property
     def model_config(self) -> dict:
@@ -495,6 +526,27 @@ class AlgorithmConfig:
             if self._values.get(f"callbacks_{event}") is not None
         }
         return CallbackDispatcher(callbacks_class=self._values["callbacks_class"], event_callables=callables)
+
+    def _validate_multi_agent(self) -> None:
+        v = self._values
+        policies = v["policies"]
+        ids = list(policies) if policies is not None else ["default_policy"]
+        for module_id in v["algorithm_config_overrides_per_module"]:
+            if module_id not in ids:
+                raise ConfigError(f"algorithm_config_overrides_per_module names module {module_id!r}, which is not a "
+                                  f"policy; the policies are {', '.join(ids)}.{did_you_mean(module_id, ids)}")
+        to_train = v["policies_to_train"]
+        if isinstance(to_train, list):
+            for pid in to_train:
+                if pid not in ids:
+                    raise ConfigError(f"policies_to_train names {pid!r}, which is not a policy; the policies are "
+                                      f"{', '.join(ids)}.{did_you_mean(pid, ids)}")
+        if policies is not None:
+            from rlx.algorithms.multi_agent_options import AgentMapper
+
+            AgentMapper(v["policy_mapping_fn"], ids)  # raises when several policies have no mapping
+            for module_id in ids:
+                self.get_config_for_module(module_id)
 
     def get_evaluation_config_object(self) -> "AlgorithmConfig":
         """The (unfrozen) config of evaluation EnvRunners: this one with `evaluation_config`
@@ -535,6 +587,7 @@ class AlgorithmConfig:
             )
         if v["evaluation_config"]:
             self.get_evaluation_config_object()
+        self._validate_multi_agent()
         if v["env"] is None and (v["observation_space"] is None or v["action_space"] is None):
             raise ConfigError(
                 "No environment is configured. Call config.environment('CartPole-v1') "

@@ -3,13 +3,17 @@
     rlx_checkpoint.json       format name/version, rlx version, algorithm class, file list
     config.json               the config (classes and functions as import paths)
     algorithm_state.json      counters, metrics window, learner extras, env-runner state
-    policies/default_policy/module.safetensors      module weights
-    policies/default_policy/optimizer.safetensors   optimizer tensors (+ optimizer.json); extra
-                                                    optimizers as optimizer_<name>.safetensors/.json
-    policies/default_policy/learner.safetensors     learner tensors outside the module (target
-                                                    networks, SAC's log-alpha), when there are any
+    policies/<policy_id>/module.safetensors      module weights (one folder per policy;
+                                                 single-agent: policies/default_policy)
+    policies/<policy_id>/optimizer.safetensors   optimizer tensors (+ optimizer.json); extra
+                                                 optimizers as optimizer_<name>.safetensors/.json
+    policies/<policy_id>/learner.safetensors     learner tensors outside the module (target
+                                                 networks, SAC's log-alpha), when there are any
     replay_buffer.safetensors (+ replay_buffer.json) only with store_buffer_in_checkpoints
-    policies/default_policy/model.pt                 only with export_native_model_files
+    policies/<policy_id>/model.pt                only with export_native_model_files
+
+rlx_checkpoint.json lists the stored policies in `policy_ids` (and `trainable_policies_only`
+when only the trainable ones were written); a config with fewer policies restores just those.
 
 `checkpoint_version` 1.1 (format version 1 still) adds `env_source` to rlx_checkpoint.json:
 what rebuilds the env besides config.json, as plain JSON (no code is stored):
@@ -58,7 +62,6 @@ from rlx.utils.checkpoints import (
 from rlx.utils.checkpoint_trust import check_string_paths
 from rlx.utils.errors import CheckpointError, ConfigError
 
-POLICY_DIR = "policies/default_policy"
 #: Key of algorithm_state.json naming the Algorithm class that wrote it.
 STATE_CLASS_KEY = "algorithm_class"
 #: Version of what rlx_checkpoint.json holds within FORMAT_VERSION (1.1: `env_source`; 1.2:
@@ -164,30 +167,14 @@ def write_algorithm_checkpoint(algo: Any, path: Path) -> str:
     """Write `algo` into the checkpoint directory `path` atomically; return the path."""
     import rlx
 
-    learner = algo.learner
-    files = ["config.json", "algorithm_state.json", f"{POLICY_DIR}/module.safetensors"]
+    learners = _learners_to_save(algo)
+    files = ["config.json", "algorithm_state.json"]
     with AtomicDirectory(path) as tmp:
-        (tmp / POLICY_DIR).mkdir(parents=True)
         write_json(tmp / "config.json", _encoded_config(algo.config))
         write_json(tmp / "algorithm_state.json", {**algo.get_state(), STATE_CLASS_KEY: _class_path(type(algo))})
-        write_tensors(tmp / POLICY_DIR / "module.safetensors", learner.module.state_dict())
-        for name, optimizer in learner.optimizers.items():
-            stem = _optimizer_stem(name)
-            tensors, meta = flatten_optimizer_state(optimizer.state_dict())
-            write_tensors(tmp / POLICY_DIR / f"{stem}.safetensors", tensors)
-            write_json(tmp / POLICY_DIR / f"{stem}.json", meta)
-            files += [f"{POLICY_DIR}/{stem}.safetensors", f"{POLICY_DIR}/{stem}.json"]
-        extra = learner.get_extra_tensors()
-        if extra:
-            write_tensors(tmp / POLICY_DIR / "learner.safetensors", extra)
-            files.append(f"{POLICY_DIR}/learner.safetensors")
-        buffer_files = algo.write_checkpoint_extras(tmp)
-        files += buffer_files
-        if algo.config.export_native_model_files:
-            import torch
-
-            torch.save(learner.module.state_dict(), tmp / POLICY_DIR / "model.pt")
-            files.append(f"{POLICY_DIR}/model.pt")
+        for module_id, learner in learners.items():
+            files += _write_module_files(tmp, module_id, learner, algo.config.export_native_model_files)
+        files += algo.write_checkpoint_extras(tmp)
         cls = type(algo)
         write_json(tmp / METADATA_FILE, {
             "format": FORMAT_NAME,
@@ -197,7 +184,8 @@ def write_algorithm_checkpoint(algo: Any, path: Path) -> str:
             "algorithm_class": f"{cls.__module__}:{cls.__qualname__}",
             "env": algo.config.env if isinstance(algo.config.env, str) else None,
             "env_source": env_source(algo.config),
-            "policy_ids": ["default_policy"],
+            "policy_ids": list(learners),
+            "trainable_policies_only": bool(algo.config.checkpoint_trainable_policies_only),
             "training_iteration": algo.iteration,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "files": files,
@@ -205,6 +193,46 @@ def write_algorithm_checkpoint(algo: Any, path: Path) -> str:
             "checksums": {name: _sha256(tmp / name) for name in files if not name.endswith(".json")},
         })
     return str(Path(path).expanduser().resolve())
+
+
+def policy_dir(module_id: str) -> str:
+    """The checkpoint directory of one module: policies/<module_id>."""
+    if not isinstance(module_id, str) or not module_id or module_id in (".", "..") or "/" in module_id \
+            or "\\" in module_id or "\0" in module_id:
+        raise CheckpointError(f"Policy id {module_id!r} cannot name a checkpoint directory; use ids without "
+                              "path separators.")
+    return f"policies/{module_id}"
+
+
+def _learners_to_save(algo: Any) -> dict[str, Any]:
+    learners = algo.learner_by_module()
+    if algo.config.checkpoint_trainable_policies_only and algo.is_multi_agent:
+        learners = {mid: l for mid, l in learners.items() if algo.learner.is_trainable(mid)}
+    return learners
+
+
+def _write_module_files(tmp: Path, module_id: str, learner: Any, native: bool) -> list[str]:
+    """Write one module's weights, optimizer states and extra learner tensors; their names."""
+    folder = policy_dir(module_id)
+    (tmp / folder).mkdir(parents=True)
+    write_tensors(tmp / folder / "module.safetensors", learner.module.state_dict())
+    files = [f"{folder}/module.safetensors"]
+    for name, optimizer in learner.optimizers.items():
+        stem = _optimizer_stem(name)
+        tensors, meta = flatten_optimizer_state(optimizer.state_dict())
+        write_tensors(tmp / folder / f"{stem}.safetensors", tensors)
+        write_json(tmp / folder / f"{stem}.json", meta)
+        files += [f"{folder}/{stem}.safetensors", f"{folder}/{stem}.json"]
+    extra = learner.get_extra_tensors()
+    if extra:
+        write_tensors(tmp / folder / "learner.safetensors", extra)
+        files.append(f"{folder}/learner.safetensors")
+    if native:
+        import torch
+
+        torch.save(learner.module.state_dict(), tmp / folder / "model.pt")
+        files.append(f"{folder}/model.pt")
+    return files
 
 
 def _encoded_config(config: Any) -> dict:
@@ -307,11 +335,18 @@ def algorithm_from_checkpoint(root: Path, overrides: dict) -> Any:
 class LoadedCheckpoint:
     """Everything a checkpoint holds for an Algorithm, read and checked but not yet applied."""
 
+    modules: dict[str, "LoadedModule"]
+    state: dict[str, Any]
+    extras: Any
+
+
+@dataclass
+class LoadedModule:
+    """One module's weights, optimizer states and extra learner tensors from a checkpoint."""
+
     weights: dict[str, Any]
     optimizers: dict[str, dict[str, Any]]
     extra_tensors: dict[str, Any] | None
-    state: dict[str, Any]
-    extras: Any
 
 
 def read_algorithm_checkpoint(algo: Any, root: Path, meta: dict | None = None) -> None:
@@ -327,40 +362,18 @@ def load_checkpoint_files(algo: Any, root: Path, meta: dict) -> LoadedCheckpoint
     """Read and check every file of checkpoint `root` that `algo` loads, changing nothing."""
     _check_files(root, meta)
     _check_algorithm_class(algo, meta.get("algorithm_class"), root / METADATA_FILE, "algorithm_class")
-    weights_file = root / POLICY_DIR / "module.safetensors"
-    weights = read_tensors(weights_file)
-    _check_finite(weights, weights_file)
-    _check_fits(weights, algo.learner.module.state_dict(), weights_file,
-                "Was the checkpoint written with a different model config?")
-    optimizers = {}
-    for name in algo.learner.optimizers:
-        stem = _optimizer_stem(name)
-        if not (root / POLICY_DIR / f"{stem}.json").is_file():
+    stored = meta.get("policy_ids", ["default_policy"])
+    if not isinstance(stored, list) or not all(isinstance(p, str) for p in stored):
+        raise CheckpointError(f"{root / METADATA_FILE}: field 'policy_ids' must be a list of policy ids.")
+    modules = {}
+    for module_id, learner in algo.learner_by_module().items():
+        if module_id not in stored:
+            if meta.get("trainable_policies_only"):
+                continue  # written with checkpoint_trainable_policies_only: this one keeps its weights
             raise CheckpointError(
-                f"Checkpoint {root} has no state for the '{name}' optimizer ({POLICY_DIR}/{stem}.json): "
-                "it was written by a different algorithm or config."
-            )
-        opt_meta = read_json(root / POLICY_DIR / f"{stem}.json")
-        opt_file = root / POLICY_DIR / f"{stem}.safetensors"
-        opt_tensors = read_tensors(opt_file)
-        _check_finite(opt_tensors, opt_file)
-        _check_param_groups(opt_meta, root / POLICY_DIR / f"{stem}.json")
-        try:
-            optimizers[name] = unflatten_optimizer_state(opt_tensors, opt_meta)
-        except CheckpointError as err:
-            raise CheckpointError(f"{root / POLICY_DIR / stem}.json: {err}") from err
-        except (KeyError, TypeError, ValueError, AttributeError, OverflowError, RuntimeError) as err:
-            raise CheckpointError(f"{root / POLICY_DIR / stem}.json is not a valid optimizer state: "
-                                  f"{type(err).__name__}: {err}.") from err
-    extra_tensors = None
-    learner_file = root / POLICY_DIR / "learner.safetensors"
-    own_extra = algo.learner.get_extra_tensors()
-    if learner_file.is_file() or own_extra:
-        if not learner_file.is_file():
-            raise CheckpointError(f"Checkpoint {root} is missing {POLICY_DIR}/learner.safetensors (target networks).")
-        extra_tensors = read_tensors(learner_file)
-        _check_finite(extra_tensors, learner_file)
-        _check_fits(extra_tensors, own_extra, learner_file, "")
+                f"Checkpoint {root} has no policy {module_id!r} (it has {', '.join(stored)}). Restore it into a "
+                "config whose policies are among those, e.g. config.multi_agent(policies=...) naming fewer.")
+        modules[module_id] = _load_module_files(root, module_id, learner)
     state_file = root / "algorithm_state.json"
     state = read_json(state_file)
     if not isinstance(state, dict):
@@ -373,21 +386,64 @@ def load_checkpoint_files(algo: Any, root: Path, meta: dict) -> LoadedCheckpoint
     except Exception as err:
         raise CheckpointError(f"The algorithm-specific files of checkpoint {root} cannot be read: "
                               f"{type(err).__name__}: {err}.") from err
-    return LoadedCheckpoint(weights, optimizers, extra_tensors, state, extras)
+    return LoadedCheckpoint(modules, state, extras)
+
+
+def _load_module_files(root: Path, module_id: str, learner: Any) -> LoadedModule:
+    """Read and check one module's files (weights, optimizers, extra tensors) for `learner`."""
+    folder = root / policy_dir(module_id)
+    weights_file = folder / "module.safetensors"
+    weights = read_tensors(weights_file)
+    _check_finite(weights, weights_file)
+    _check_fits(weights, learner.module.state_dict(), weights_file,
+                "Was the checkpoint written with a different model config?")
+    optimizers = {}
+    for name in learner.optimizers:
+        stem = _optimizer_stem(name)
+        if not (folder / f"{stem}.json").is_file():
+            raise CheckpointError(
+                f"Checkpoint {root} has no state for the '{name}' optimizer ({policy_dir(module_id)}/{stem}.json): "
+                "it was written by a different algorithm or config."
+            )
+        opt_meta = read_json(folder / f"{stem}.json")
+        opt_file = folder / f"{stem}.safetensors"
+        opt_tensors = read_tensors(opt_file)
+        _check_finite(opt_tensors, opt_file)
+        _check_param_groups(opt_meta, folder / f"{stem}.json")
+        try:
+            optimizers[name] = unflatten_optimizer_state(opt_tensors, opt_meta)
+        except CheckpointError as err:
+            raise CheckpointError(f"{folder / stem}.json: {err}") from err
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError, RuntimeError) as err:
+            raise CheckpointError(f"{folder / stem}.json is not a valid optimizer state: "
+                                  f"{type(err).__name__}: {err}.") from err
+    extra_tensors = None
+    learner_file = folder / "learner.safetensors"
+    own_extra = learner.get_extra_tensors()
+    if learner_file.is_file() or own_extra:
+        if not learner_file.is_file():
+            raise CheckpointError(f"Checkpoint {root} is missing {policy_dir(module_id)}/learner.safetensors "
+                                  "(target networks).")
+        extra_tensors = read_tensors(learner_file)
+        _check_finite(extra_tensors, learner_file)
+        _check_fits(extra_tensors, own_extra, learner_file, "")
+    return LoadedModule(weights, optimizers, extra_tensors)
 
 
 def apply_checkpoint(algo: Any, loaded: LoadedCheckpoint, root: Path) -> None:
     """Apply a LoadedCheckpoint to `algo`; when a part fails, restore what was there before."""
     from rlx.algorithms.algorithm import StateFieldError
 
-    learner = algo.learner
+    learners = algo.learner_by_module()
     before = _snapshot(algo)
     try:
-        learner.module.set_state(loaded.weights)
-        for name, optimizer in learner.optimizers.items():
-            optimizer.load_state_dict(loaded.optimizers[name])
-        if loaded.extra_tensors is not None:
-            learner.set_extra_tensors(loaded.extra_tensors)
+        for module_id, module in loaded.modules.items():
+            learner = learners[module_id]
+            learner.module.set_state(module.weights)
+            for name, optimizer in learner.optimizers.items():
+                optimizer.load_state_dict(module.optimizers[name])
+            if module.extra_tensors is not None:
+                learner.set_extra_tensors(module.extra_tensors)
         state = {k: v for k, v in loaded.state.items() if k != STATE_CLASS_KEY}
         algo.set_state(state)
         algo.apply_checkpoint_extras(loaded.extras)
@@ -405,23 +461,26 @@ def apply_checkpoint(algo: Any, loaded: LoadedCheckpoint, root: Path) -> None:
 def _snapshot(algo: Any) -> dict[str, Any]:
     import copy
 
-    learner = algo.learner
-    return {
-        "weights": {k: v.detach().clone() for k, v in learner.module.state_dict().items()},
-        "optimizers": {name: copy.deepcopy(opt.state_dict()) for name, opt in learner.optimizers.items()},
-        "extra_tensors": {k: v.detach().clone() if hasattr(v, "detach") else v
-                          for k, v in learner.get_extra_tensors().items()},
-        "state": copy.deepcopy(algo.get_state()),
-    }
+    modules = {}
+    for module_id, learner in algo.learner_by_module().items():
+        modules[module_id] = {
+            "weights": {k: v.detach().clone() for k, v in learner.module.state_dict().items()},
+            "optimizers": {name: copy.deepcopy(opt.state_dict()) for name, opt in learner.optimizers.items()},
+            "extra_tensors": {k: v.detach().clone() if hasattr(v, "detach") else v
+                              for k, v in learner.get_extra_tensors().items()},
+        }
+    return {"modules": modules, "state": copy.deepcopy(algo.get_state())}
 
 
 def _restore(algo: Any, before: dict[str, Any]) -> None:
-    learner = algo.learner
-    learner.module.set_state(before["weights"])
-    for name, optimizer in learner.optimizers.items():
-        optimizer.load_state_dict(before["optimizers"][name])
-    if before["extra_tensors"]:
-        learner.set_extra_tensors(before["extra_tensors"])
+    learners = algo.learner_by_module()
+    for module_id, saved in before["modules"].items():
+        learner = learners[module_id]
+        learner.module.set_state(saved["weights"])
+        for name, optimizer in learner.optimizers.items():
+            optimizer.load_state_dict(saved["optimizers"][name])
+        if saved["extra_tensors"]:
+            learner.set_extra_tensors(saved["extra_tensors"])
     algo.set_state(before["state"])
 
 

@@ -22,11 +22,11 @@ from rlx.algorithms.config_options import (
     space_or_none,
     string,
 )
+from rlx.algorithms.multi_agent_options import check_overrides_per_module, check_policies, check_policies_to_train
 from rlx.callbacks.callbacks import CALLBACK_EVENTS
 from rlx.utils.errors import ConfigError
 
 EVAL = "evaluation during training (evaluation_interval and friends)"
-MULTI = "multi-agent training"
 OFFLINE = "offline data (input/output)"
 CONNECTORS = "custom ConnectorV2 pipelines"
 COMPILE = "torch.compile of modules"
@@ -104,14 +104,6 @@ def _log_level(name: str, value):
     if upper == "WARNING":
         upper = "WARN"
     return choice("DEBUG", "INFO", "WARN", "ERROR", "CRITICAL")(name, upper)
-
-
-def _policies(name: str, value):
-    if value is None or value == {"default_policy"} or value == ["default_policy"]:
-        return None
-    from rlx.utils.errors import NotSupportedYetError
-
-    raise NotSupportedYetError("policies", MULTI)
 
 
 T = ("training",)
@@ -260,17 +252,27 @@ COMMON_OPTIONS: list[Option] = [
     Option("output_max_file_size", 64 * 1024 * 1024, O, integer(1), later=OFFLINE),
     Option("offline_sampling", False, O, boolean, later=OFFLINE),
     # --- multi-agent
-    Option("policies", None, M, _policies),
-    Option("algorithm_config_overrides_per_module", {}, M, dictionary(), later=MULTI),
-    Option("policy_map_capacity", 100, M, integer(1), later=MULTI),
-    Option("policy_mapping_fn", None, M, callable_or_none, later=MULTI),
-    Option("policies_to_train", None, M, any_value, later=MULTI),
-    Option("policy_states_are_swappable", False, M, boolean, later=MULTI),
-    Option("observation_fn", None, M, callable_or_none, later=MULTI),
+    Option("policies", None, M, check_policies,
+           doc="Policy ids (a set) or {policy_id: PolicySpec(policy_class, observation_space, action_space, "
+               "config)}; None: one 'default_policy' for every agent."),
+    Option("algorithm_config_overrides_per_module", {}, M, check_overrides_per_module,
+           doc="{module_id: {config key: value}}: per-policy lr, gamma, ... for the learner of that module."),
+    Option("policy_map_capacity", 100, M, integer(1),
+           no_effect="rlx keeps every policy in memory, so no policy is ever swapped out to make room"),
+    Option("policy_mapping_fn", None, M, callable_or_none,
+           doc="fn(agent_id, episode, worker=None, **kwargs) -> policy_id, called once per agent per episode."),
+    Option("policies_to_train", None, M, check_policies_to_train,
+           doc="Policy ids to train (None: all), or a callable (policy_id, batch) -> bool."),
+    Option("policy_states_are_swappable", False, M, boolean,
+           no_effect="rlx keeps every policy in memory, so no policy state is ever swapped"),
+    Option("observation_fn", None, M, callable_or_none,
+           doc="fn(agent_obs, worker, base_env, policies, episode) -> agent_obs: rewrites each step's observation "
+               "dict before the policies see it."),
     Option("count_steps_by", "env_steps", M, choice("env_steps", "agent_steps"),
-           no_effect="env steps and agent steps are the same count with single-agent envs, all rlx runs today"),
-    Option("replay_mode", "independent", M, choice("independent", "lockstep"), later=MULTI),
-    Option("policy_map_cache", None, M, any_value, later=MULTI),
+           doc="What train_batch_size, rollout_fragment_length and the step counters count in multi-agent runs."),
+    Option("replay_mode", "independent", M, choice("independent", "lockstep"),
+           later="lockstep replay (one replay of all policies' steps at once)"),
+    Option("policy_map_cache", None, M, any_value, later="the old on-disk policy cache (rlx keeps every policy in memory)"),
     # --- reporting
     Option("keep_per_episode_custom_metrics", False, REP, boolean,
            doc="Report episode.custom_metrics as per-episode lists instead of _mean/_min/_max."),
@@ -284,7 +286,8 @@ COMMON_OPTIONS: list[Option] = [
     # --- checkpointing
     Option("export_native_model_files", False, CK, boolean),
     Option("checkpoint_trainable_policies_only", False, CK, boolean,
-           no_effect="rlx trains one policy, which is always trainable, so both values store the same checkpoint"),
+           doc="Write only the policies in policies_to_train into checkpoints (the others keep their weights "
+               "when restored)."),
     # --- debugging
     Option("logger_creator", None, D, callable_or_none),
     Option("logger_config", None, D, dictionary(allow_none=True)),

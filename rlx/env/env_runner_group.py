@@ -19,6 +19,7 @@ import numpy as np
 from rlx.core.rl_module import RLModule, RLModuleSpec
 from rlx.env.env_runner import SingleAgentEnvRunner
 from rlx.env.threaded_env_runner import ThreadedEnvRunner
+from rlx.policy.sample_batch import MultiAgentBatch
 from rlx.utils.errors import ConfigError, RLXError
 
 logger = logging.getLogger("rlx")
@@ -36,10 +37,12 @@ def resolve_backend(name: str) -> str:
     return name
 
 
-def concat_batches(batches: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+def concat_batches(batches: list[Any]) -> Any:
     """Join time-major batches of the same sub-envs along the time axis."""
     if len(batches) == 1:
         return batches[0]
+    if isinstance(batches[0], MultiAgentBatch):
+        return MultiAgentBatch.concat_time(batches)
     keys = set().union(*batches)
     out = {}
     for k in keys:
@@ -78,10 +81,11 @@ class EnvRunnerGroup:
         module: RLModule | None = None,
         local_env_runner: bool = True,
         remote_backend: str | None = "thread",
+        runner_cls: Any = None,
     ):
         self.config = config
         self._module_spec = module_spec
-        runner_cls = config.env_runner_cls or SingleAgentEnvRunner
+        runner_cls = runner_cls or config.env_runner_cls or SingleAgentEnvRunner
         if isinstance(runner_cls, str):
             from rlx.env.registry import import_object
 
@@ -299,7 +303,7 @@ class EnvRunnerGroup:
                                      what="sample()")
             for index, (batch, resets) in results.items():
                 per_runner.setdefault(index, []).append(batch)
-                collected += _num_steps(batch)
+                collected += num_sampled_steps(batch, self.config.count_steps_by)
                 if self._runner_resets.get(index, resets) != resets:
                     self.num_resets += 1
                 self._runner_resets[index] = resets
@@ -323,7 +327,7 @@ class EnvRunnerGroup:
                 collected = 0
                 while collected < num_timesteps:
                     batches.append(runner.sample(explore=explore))
-                    collected += _num_steps(batches[-1])
+                    collected += num_sampled_steps(batches[-1], self.config.count_steps_by)
                 batch = concat_batches(batches)
         self.num_resets = runner.num_resets
         return batch
@@ -500,7 +504,8 @@ class EnvRunnerGroup:
             nonlocal weights
             if weights is None:
                 weights = from_worker_or_learner_group.get_weights()
-                if isinstance(weights, dict) and "default_policy" in weights:
+                if isinstance(weights, dict) and "default_policy" in weights and \
+                        not getattr(from_worker_or_learner_group, "is_multi_agent", False):
                     weights = weights["default_policy"]
             return weights
 
@@ -666,11 +671,20 @@ class _LocalSampleWatchdog:
             self._thread.join(timeout=5)
 
 
-def _num_steps(batch: dict[str, np.ndarray]) -> int:
+def _num_steps(batch: Any) -> int:
+    if isinstance(batch, MultiAgentBatch):
+        return batch.env_steps()
     return int(batch["valid"].sum()) if "valid" in batch else int(batch["rewards"].size)
 
 
-def join_runner_batches(batches: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+def num_sampled_steps(batch: Any, count_steps_by: str = "env_steps") -> int:
+    """Env steps in a sampled batch (agent steps of a MultiAgentBatch with count_steps_by='agent_steps')."""
+    if isinstance(batch, MultiAgentBatch) and count_steps_by == "agent_steps":
+        return batch.agent_steps()
+    return _num_steps(batch)
+
+
+def join_runner_batches(batches: list[Any]) -> Any:
     """Join time-major batches of different runners side by side (along the sub-env axis).
 
     Batches of different lengths are padded at the end with rows marked invalid, so every
@@ -678,6 +692,8 @@ def join_runner_batches(batches: list[dict[str, np.ndarray]]) -> dict[str, np.nd
     """
     if len(batches) == 1:
         return batches[0]
+    if isinstance(batches[0], MultiAgentBatch):
+        return MultiAgentBatch.join_side_by_side(batches)
     T = max(b["rewards"].shape[0] for b in batches)
     needs_valid = any("valid" in b for b in batches) or any(b["rewards"].shape[0] != T for b in batches)
     padded = []

@@ -1,4 +1,4 @@
-"""The Policy view of the old API."""
-from rlx.policy.policy import Policy
+"""The Policy view of the old API, and PolicySpec for multi-agent configs."""
+from rlx.policy.policy import Policy, PolicySpec
 
-__all__ = ["Policy"]
+__all__ = ["Policy", "PolicySpec"]

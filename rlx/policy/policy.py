@@ -6,12 +6,28 @@ use, so `policy.set_weights(w)` changes what is trained and sampled.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 import torch
 
 from rlx.core.columns import Columns
+
+
+@dataclasses.dataclass
+class PolicySpec:
+    """One policy of a multi-agent config: `config.multi_agent(policies={"p0": PolicySpec(...)})`.
+
+    Spaces left as None are taken from the env (the first agent mapped to the policy); `config`
+    overrides the algorithm config for this policy (lr, gamma, model, ...). `policy_class` may
+    only be None or rlx's own Policy: rlx builds every policy from its RLModule.
+    """
+
+    policy_class: Any = None
+    observation_space: Any = None
+    action_space: Any = None
+    config: dict | None = None
 
 
 def check_observation(obs: Any, space: Any) -> None:

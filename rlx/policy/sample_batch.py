@@ -68,3 +68,101 @@ def concat_samples(batches: list[SampleBatch]) -> SampleBatch:
         return SampleBatch()
     keys = list(batches[0].keys())
     return SampleBatch({k: np.concatenate([np.asarray(b[k]) for b in batches]) for k in keys})
+
+
+class MultiAgentBatch:
+    """Per-policy time-major batches of one sampling round (`ray.rllib.policy.sample_batch.MultiAgentBatch`).
+
+    `policy_batches[policy_id]` is a dict of `[T, C, ...]` arrays: the C columns are the (sub-env,
+    agent) slots mapped to that policy, each slot one agent's steps in order; rows a slot did not
+    fill are marked False in its `valid` column. `count` (= `env_steps()`) counts env steps,
+    `agent_steps()` the actions of all agents.
+    """
+
+    def __init__(self, policy_batches: dict[str, dict[str, np.ndarray]], env_steps: int,
+                 agent_steps: int | None = None):
+        self.policy_batches = policy_batches
+        self.count = int(env_steps)
+        self._agent_steps = int(agent_steps) if agent_steps is not None else \
+            sum(_num_rows(b) for b in policy_batches.values())
+
+    def env_steps(self) -> int:
+        """Env steps this batch holds."""
+        return self.count
+
+    def agent_steps(self) -> int:
+        """Agent steps (actions of all agents) this batch holds."""
+        return self._agent_steps
+
+    def __getitem__(self, policy_id: str) -> dict[str, np.ndarray]:
+        return self.policy_batches[policy_id]
+
+    def __contains__(self, policy_id: object) -> bool:
+        return policy_id in self.policy_batches
+
+    def __iter__(self) -> Any:
+        return iter(self.policy_batches)
+
+    def items(self) -> Any:
+        """(policy_id, batch) pairs."""
+        return self.policy_batches.items()
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{pid}: {_num_rows(b)} steps" for pid, b in self.policy_batches.items())
+        return f"MultiAgentBatch({{{inner}}}, env_steps={self.count})"
+
+    @staticmethod
+    def concat_time(batches: list["MultiAgentBatch"]) -> "MultiAgentBatch":
+        """Join batches of the same runner along the time axis (slots that appeared later pad the
+        earlier batches with invalid columns)."""
+        if len(batches) == 1:
+            return batches[0]
+        out: dict[str, dict[str, np.ndarray]] = {}
+        for pid in dict.fromkeys(p for b in batches for p in b.policy_batches):
+            parts = [b.policy_batches[pid] for b in batches if pid in b.policy_batches]
+            width = max(p[Columns.REWARDS].shape[1] for p in parts)
+            parts = [_with_valid(_pad_axis(p, 1, width)) for p in parts]
+            out[pid] = {k: np.concatenate([p[k] for p in parts], axis=0) for k in parts[0]}
+        return MultiAgentBatch(out, sum(b.count for b in batches), sum(b.agent_steps() for b in batches))
+
+    @staticmethod
+    def join_side_by_side(batches: list["MultiAgentBatch"]) -> "MultiAgentBatch":
+        """Join batches of different runners along the column axis."""
+        if len(batches) == 1:
+            return batches[0]
+        out: dict[str, dict[str, np.ndarray]] = {}
+        for pid in dict.fromkeys(p for b in batches for p in b.policy_batches):
+            parts = [b.policy_batches[pid] for b in batches if pid in b.policy_batches]
+            length = max(p[Columns.REWARDS].shape[0] for p in parts)
+            parts = [_with_valid(_pad_axis(p, 0, length)) for p in parts]
+            out[pid] = {k: np.concatenate([p[k] for p in parts], axis=1) for k in parts[0]}
+        return MultiAgentBatch(out, sum(b.count for b in batches), sum(b.agent_steps() for b in batches))
+
+
+def _num_rows(batch: dict[str, np.ndarray]) -> int:
+    valid = batch.get(Columns.VALID)
+    return int(valid.sum()) if valid is not None else int(batch[Columns.REWARDS].size)
+
+
+def _with_valid(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    if Columns.VALID not in batch:
+        batch = dict(batch)
+        batch[Columns.VALID] = np.ones(batch[Columns.REWARDS].shape, dtype=bool)
+    return batch
+
+
+def _pad_axis(batch: dict[str, np.ndarray], axis: int, size: int) -> dict[str, np.ndarray]:
+    """Pad every column with zeros (and `valid` False) along `axis` (0: time, 1: columns) to `size`."""
+    current = batch[Columns.REWARDS].shape[axis]
+    if current == size:
+        return batch
+    batch = _with_valid(batch)
+    out = {}
+    for key, value in batch.items():
+        shape = list(value.shape)
+        shape[axis] = size - current
+        out[key] = np.concatenate([value, np.zeros(shape, dtype=value.dtype)], axis=axis)
+    return out

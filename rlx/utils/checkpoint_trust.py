@@ -63,9 +63,10 @@ FIELD_KINDS: dict[str, Kind] = {
     "module_class": Kind("an RLModule subclass", ("rlx.core.rl_module:RLModule",)),
     "algorithm_class": Kind("an Algorithm subclass", ("rlx.algorithms.algorithm:Algorithm",)),
 }
+FIELD_KINDS["policy_class"] = Kind("rlx's Policy class", ("rlx.policy.policy:Policy",))
 #: Fields that hold a function (callbacks_on_* are matched by prefix). Function fields of
-#: features not built yet (multi-agent mapping, connectors) fall under the default kind.
-for _name in ("env_task_fn", "logger_creator"):
+#: features not built yet (connectors) fall under the default kind.
+for _name in ("env_task_fn", "logger_creator", "policy_mapping_fn", "policies_to_train", "observation_fn"):
     FIELD_KINDS[_name] = _FUNCTION
 
 #: Fields whose string values are import paths resolved at run time ('pkg.mod:Name', 'pkg.mod.Name').

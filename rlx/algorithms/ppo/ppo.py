@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlx.algorithms.algorithm import DEFAULT_POLICY_ID, Algorithm
+from rlx.algorithms.algorithm import Algorithm
 from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.config_options import Option, boolean, integer, number, schedule_or_number
 from rlx.utils.errors import ConfigError
@@ -89,12 +89,11 @@ class PPO(Algorithm):
     def training_step(self) -> dict[str, Any]:
         """Sample a train batch, run PPO's update on it, and push the new weights."""
         batch = self.env_runner_group.sample(num_timesteps=self.config.total_train_batch_size)
-        steps = int(batch["valid"].sum()) if "valid" in batch else int(batch["rewards"].size)
-        self._counters["num_env_steps_sampled_lifetime"] += steps
+        steps = self.count_sampled(batch)
         metrics = self.learn_on_batch(batch, timestep=self._counters["num_env_steps_sampled_lifetime"])
-        self._counters["num_env_steps_trained_lifetime"] += steps
+        self.count_trained(batch, steps)
         self.sync_env_runner_weights()
-        return {DEFAULT_POLICY_ID: metrics}
+        return self.module_results(metrics)
 
 
 # Old names (Trainer era).

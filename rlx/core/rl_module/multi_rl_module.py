@@ -1,0 +1,142 @@
+"""MultiRLModule: the modules of a multi-agent algorithm, keyed by module (policy) id.
+
+A single-agent algorithm is the one-module case: its MultiRLModule holds one module under
+`DEFAULT_MODULE_ID` ("default_policy").
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterator
+
+import numpy as np
+from torch import nn
+
+from rlx.core.rl_module.rl_module import RLModule, RLModuleSpec
+
+#: The id of a single-agent algorithm's only module.
+DEFAULT_MODULE_ID = "default_policy"
+
+
+class MultiRLModule(nn.Module):
+    """A dict of RLModules keyed by module id (RLlib's MultiRLModule, formerly MultiAgentRLModule).
+
+    `multi_module["p0"]` is one module; `get_state()`/`set_state()` take `{module_id: weights}`.
+    """
+
+    def __init__(self, modules: dict[str, RLModule] | None = None):
+        super().__init__()
+        self._rl_modules = nn.ModuleDict()
+        for module_id, module in (modules or {}).items():
+            self.add_module(module_id, module)
+
+    def add_module(self, module_id: str, module: RLModule, *, override: bool = False) -> None:  # type: ignore[override]
+        """Add `module` under `module_id` (ValueError when the id exists, unless `override`)."""
+        if not isinstance(module_id, str) or not module_id:
+            raise ValueError(f"Module ids are non-empty strings, got {module_id!r}.")
+        if module_id in self._rl_modules and not override:
+            raise ValueError(f"Module id {module_id!r} already exists; pass override=True to replace it.")
+        self._rl_modules[module_id] = module
+
+    def remove_module(self, module_id: str, *, raise_err_if_not_found: bool = True) -> None:
+        """Remove the module `module_id`."""
+        if module_id not in self._rl_modules:
+            if raise_err_if_not_found:
+                raise KeyError(self._unknown(module_id))
+            return
+        del self._rl_modules[module_id]
+
+    def _unknown(self, module_id: str) -> str:
+        return f"Unknown module id {module_id!r}; this MultiRLModule has {sorted(self._rl_modules)}."
+
+    def __getitem__(self, module_id: str) -> RLModule:
+        if module_id not in self._rl_modules:
+            raise KeyError(self._unknown(module_id))
+        return self._rl_modules[module_id]
+
+    def __contains__(self, module_id: object) -> bool:
+        return module_id in self._rl_modules
+
+    def __iter__(self) -> Iterator[str]:  # type: ignore[override]
+        return iter(list(self._rl_modules.keys()))
+
+    def __len__(self) -> int:
+        return len(self._rl_modules)
+
+    def keys(self) -> list[str]:
+        """The module ids."""
+        return list(self._rl_modules.keys())
+
+    def items(self) -> list[tuple[str, RLModule]]:
+        """(module id, module) pairs."""
+        return list(self._rl_modules.items())
+
+    def values(self) -> list[RLModule]:
+        """The modules."""
+        return list(self._rl_modules.values())
+
+    def get(self, module_id: str, default: Any = None) -> Any:
+        """The module `module_id`, or `default`."""
+        return self._rl_modules[module_id] if module_id in self._rl_modules else default
+
+    def forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:  # noqa: D102
+        return {mid: self[mid].forward_train(b, **kwargs) for mid, b in batch.items()}
+
+    def forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """forward_train of each module on its own batch ({module_id: batch} -> {module_id: out})."""
+        return {mid: self[mid].forward_train(b, **kwargs) for mid, b in batch.items()}
+
+    def forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """forward_exploration of each module on its own batch."""
+        return {mid: self[mid].forward_exploration(b, **kwargs) for mid, b in batch.items()}
+
+    def forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """forward_inference of each module on its own batch."""
+        return {mid: self[mid].forward_inference(b, **kwargs) for mid, b in batch.items()}
+
+    def get_state(self, module_ids: list[str] | None = None) -> dict[str, dict[str, np.ndarray]]:
+        """{module_id: weights as NumPy arrays} of all modules (or of `module_ids`)."""
+        ids = self.keys() if module_ids is None else list(module_ids)
+        return {mid: self[mid].get_state() for mid in ids}
+
+    def set_state(self, state: dict[str, dict[str, Any]]) -> None:
+        """Load {module_id: weights}; modules not in `state` keep theirs."""
+        for mid, weights in state.items():
+            self[mid].set_state(weights)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{mid}: {type(m).__name__}" for mid, m in self._rl_modules.items())
+        return f"MultiRLModule({{{inner}}})"
+
+
+@dataclasses.dataclass
+class MultiRLModuleSpec:
+    """Recipe for a MultiRLModule: one RLModuleSpec per module id (RLlib's MultiRLModuleSpec)."""
+
+    multi_rl_module_class: type = MultiRLModule
+    rl_module_specs: dict[str, RLModuleSpec] | RLModuleSpec | None = None
+    # RLlib's older name of rl_module_specs.
+    module_specs: dict[str, RLModuleSpec] | RLModuleSpec | None = None
+
+    def __post_init__(self) -> None:
+        if self.rl_module_specs is None:
+            self.rl_module_specs = self.module_specs
+        self.module_specs = self.rl_module_specs
+
+    def spec_for(self, module_id: str) -> RLModuleSpec | None:
+        """The spec of `module_id`: its own, or the one spec shared by every module."""
+        specs = self.rl_module_specs
+        if isinstance(specs, RLModuleSpec):
+            return specs
+        return (specs or {}).get(module_id)
+
+    def build(self) -> MultiRLModule:
+        """Build every module (their specs need spaces)."""
+        specs = self.rl_module_specs
+        if not isinstance(specs, dict):
+            raise ValueError("MultiRLModuleSpec.build() needs a dict of RLModuleSpecs keyed by module id.")
+        return self.multi_rl_module_class({mid: spec.build() for mid, spec in specs.items()})
+
+
+# RLlib's older names.
+MultiAgentRLModule = MultiRLModule
+MultiAgentRLModuleSpec = MultiRLModuleSpec

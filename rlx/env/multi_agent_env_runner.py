@@ -1,0 +1,813 @@
+"""MultiAgentEnvRunner: steps a vector of multi-agent envs with one module per policy.
+
+Each step, the observations of every acting agent in every sub-env are grouped by the module
+their agent is mapped to (policy_mapping_fn, once per agent per episode), and each module acts
+on its group in one batched forward pass. What the agents experience is written per module:
+a persistent slot (sub-env, agent) is one column of that module's time-major batch, and an
+agent's transition (obs, action, the rewards it received until it next observes, its next
+observation, done flags) becomes the next row of its column once it is complete. Agents that
+act in turns or leave early leave their columns shorter; `valid` marks the rows that hold data.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import secrets
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlx.core.columns import Columns
+from rlx.core.rl_module import MultiRLModule, RLModule, RLModuleSpec
+from rlx.env.env_context import EnvContext
+from rlx.env.env_runner import EPISODE_LENGTHS_KEY, EPISODE_RETURNS_KEY, ActionAdapter, _worker_seed, has_float_values
+from rlx.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv
+from rlx.env.multi_agent_episode import MultiAgentEpisode
+from rlx.env.registry import make_env_creator
+from rlx.models.preprocessors import NoPreprocessor, Preprocessor, get_preprocessor
+from rlx.policy.sample_batch import MultiAgentBatch
+from rlx.utils.errors import EnvError
+from rlx.utils.filters import make_filter
+from rlx.utils.metrics.metrics_logger import MetricsLogger
+
+logger = logging.getLogger("rlx")
+
+#: The agent id of a single-agent env run under a multi-agent config.
+DEFAULT_AGENT_ID = "default_agent"
+AGENT_RETURNS_KEY = "agent_episode_returns_mean"
+MODULE_RETURNS_KEY = "module_episode_returns_mean"
+
+_EPISODE_EVENTS = ("on_episode_created", "on_episode_start", "on_episode_step", "on_episode_end",
+                   "on_postprocess_trajectory")
+
+
+class SingleAgentAsMultiAgent(MultiAgentEnv):
+    """A single-agent Gymnasium env seen as a multi-agent env with one agent, DEFAULT_AGENT_ID."""
+
+    def __init__(self, env: Any):
+        super().__init__()
+        self.env = env
+        self.possible_agents = [DEFAULT_AGENT_ID]
+        self.agents = [DEFAULT_AGENT_ID]
+        self.observation_spaces = {DEFAULT_AGENT_ID: env.observation_space}
+        self.action_spaces = {DEFAULT_AGENT_ID: env.action_space}
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        return {DEFAULT_AGENT_ID: obs}, {DEFAULT_AGENT_ID: info}
+
+    def step(self, action_dict: dict) -> tuple[dict, ...]:
+        obs, reward, terminated, truncated, info = self.env.step(action_dict[DEFAULT_AGENT_ID])
+        a = DEFAULT_AGENT_ID
+        return ({a: obs}, {a: reward}, {a: terminated, ALL_AGENTS: terminated},
+                {a: truncated, ALL_AGENTS: truncated}, {a: info})
+
+    def render(self) -> Any:
+        return self.env.render()
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class ModuleSlot:
+    """One module's side of the runner: its module, preprocessor, observation filter, action
+    adapter and exploration. It offers what the Policy view reads from a runner."""
+
+    def __init__(self, runner: "MultiAgentEnvRunner", module_id: str, config: Any,
+                 observation_space: gym.Space, action_space: gym.Space):
+        self.module_id = module_id
+        self.config = config
+        self._runner = runner
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.preprocessor: Preprocessor = _make_preprocessor(config, observation_space)
+        self.filter = make_filter(config.observation_filter, self.preprocessor.shape)
+        self.actions = ActionAdapter(action_space, config.normalize_actions, config.clip_actions)
+        self.module_observation_space = self.preprocessor.observation_space
+        self.module: RLModule | None = None
+        self.exploration: Any = None
+        self._generator = runner._generator
+        self.float_obs = has_float_values(observation_space)
+        self.act_dtype = np.int64 if isinstance(action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)) \
+            else np.float32
+
+    @property
+    def module_action_space(self) -> gym.Space:
+        """The action space the module acts in: [-1, 1] boxes when actions are normalized."""
+        if self.actions.normalize:
+            return gym.spaces.Box(-1.0, 1.0, shape=self.action_space.shape, dtype=np.float32)
+        return self.action_space
+
+    @property
+    def num_env_steps_sampled_lifetime(self) -> int:
+        """The runner's env-step count (exploration schedules follow it)."""
+        return self._runner.num_env_steps_sampled_lifetime
+
+    def attach(self, module: RLModule, seed: int | None, num_workers: int, worker_index: int) -> None:
+        """Use `module` and build its exploration."""
+        from rlx.utils.exploration import make_exploration
+
+        self.module = module
+        self.dist_cls = module.get_exploration_action_dist_cls()
+        self.inference_dist_cls = module.get_inference_action_dist_cls()
+        self.exploration = make_exploration(
+            self.config.exploration_config, action_space=self.module_action_space, policy_config=self.config,
+            model=module, num_workers=num_workers, worker_index=worker_index,
+            seed=None if seed is None else seed + 7919)
+
+    def act(self, obs: np.ndarray, explore: bool, random_actions: bool,
+            timestep: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(actions, log-probabilities, distribution inputs) for a batch of filtered observations."""
+        batch = {Columns.OBS: torch.from_numpy(obs)}
+        out = self.module.forward_exploration(batch) if explore else self.module.forward_inference(batch)
+        dist_inputs = out[Columns.ACTION_DIST_INPUTS]
+        if random_actions:
+            acts = np.stack([self.action_space.sample() for _ in range(obs.shape[0])])
+            return acts, np.zeros(obs.shape[0], np.float32), dist_inputs.numpy()
+        dist = (self.dist_cls if explore else self.inference_dist_cls).from_logits(dist_inputs)
+        actions, logp = self.exploration.get_exploration_action(action_distribution=dist, timestep=timestep,
+                                                                explore=explore)
+        return actions.numpy(), logp.numpy(), dist_inputs.numpy()
+
+
+class _Columns:
+    """One module's columns: persistent (sub-env, agent) slots and this round's transitions."""
+
+    def __init__(self) -> None:
+        self.slot_index: dict[tuple[int, Any], int] = {}
+        self.rows: list[list[tuple]] = []
+
+    def column(self, slot: tuple[int, Any]) -> int:
+        index = self.slot_index.get(slot)
+        if index is None:
+            index = self.slot_index[slot] = len(self.slot_index)
+        while len(self.rows) <= index:
+            self.rows.append([])
+        return index
+
+
+class MultiAgentEnvRunner:
+    """Samples multi-agent envs (`num_envs_per_env_runner` copies) with one RLModule per policy.
+
+    Args mirror SingleAgentEnvRunner's: `module_spec` is the base spec every policy's module is
+    built from (spaces and model config per policy), `module` a MultiRLModule to share (the
+    local Learner's).
+    """
+
+    def __init__(self, config: Any, worker_index: int = 0, num_workers: int = 0,
+                 module_spec: RLModuleSpec | None = None, module: MultiRLModule | None = None,
+                 env_info: Any = None):
+        from rlx.algorithms.multi_agent_options import AgentMapper
+
+        self.config = config
+        self.worker_index = worker_index
+        self.num_workers = num_workers
+        self._seed = _worker_seed(config.seed, worker_index)
+        self.metrics = MetricsLogger()
+        self._smoothing = int(config.metrics_num_episodes_for_smoothing)
+        self.weights_seq_no = 0
+        self._callbacks = config.make_callback_dispatcher()
+        self._resolve_callbacks()
+        self._make_env, self.env_name = make_env_creator(config.env)
+        self._generator = torch.Generator()
+        self._generator.manual_seed(self._seed if self._seed is not None else secrets.randbits(62))
+        self.policies = dict(config.policies or {"default_policy": None})
+        self._mapper = AgentMapper(config.policy_mapping_fn, list(self.policies))
+        self.envs = self._create_envs()
+        self.num_envs = len(self.envs)
+        self.slots: dict[str, ModuleSlot] = {}
+        self.module = module if module is not None else MultiRLModule()
+        self._module_spec = module_spec
+        for pid in self.policies:
+            self._add_slot(pid, build=module is None or pid not in module)
+        self.num_env_steps_sampled_lifetime = 0
+        self.num_agent_steps_sampled_lifetime = 0
+        self.num_resets = 0
+        self.num_sub_env_restarts = 0
+        self._columns: dict[str, _Columns] = {}
+        self._policy_views: dict[str, Any] = {}
+        self._needs_reset = True
+        self._needs_seed = True
+        self._alloc_episode_state()
+        from rlx.evaluation.rollout_worker import _register_runner
+
+        _register_runner(self)
+        self._fire_environment_created()
+
+    # ------------------------------------------------------------------ setup
+
+    def _alloc_episode_state(self) -> None:
+        B = self.num_envs
+        self._episodes: list[MultiAgentEpisode | None] = [None] * B
+        self._obs: list[dict[Any, np.ndarray]] = [{} for _ in range(B)]  # preprocessed, per acting agent
+        self._pending: list[dict[Any, list]] = [{} for _ in range(B)]  # agent -> open transition
+        self._last_row: list[dict[Any, np.ndarray]] = [{} for _ in range(B)]
+        self._at_boundary = np.ones(B, dtype=bool)
+
+    def _resolve_callbacks(self) -> None:
+        cb = self._callbacks
+        self._on_episode_created = cb.get("on_episode_created")
+        self._on_episode_start = cb.get("on_episode_start")
+        self._on_episode_step = cb.get("on_episode_step")
+        self._on_episode_end = cb.get("on_episode_end")
+        self._on_sample_end = cb.get("on_sample_end")
+        self._on_postprocess_trajectory = cb.get("on_postprocess_trajectory")
+        self._record = any(cb.has(e) for e in _EPISODE_EVENTS)
+
+    @property
+    def callbacks(self) -> Any:
+        """This runner's CallbackDispatcher."""
+        return self._callbacks
+
+    @property
+    def policy_config(self) -> Any:
+        """Old name of `config`."""
+        return self.config
+
+    def _env_context(self, vector_index: int) -> EnvContext:
+        return EnvContext(self.config.env_config, worker_index=self.worker_index, vector_index=vector_index,
+                          remote=self.worker_index > 0, num_workers=self.num_workers)
+
+    def _create_envs(self) -> list[MultiAgentEnv]:
+        cfg = self.config
+        envs = []
+        count = int(cfg.num_envs_per_env_runner)
+        for i in range(count):
+            env = self._build_env(i)
+            if i == 0 and not cfg.disable_env_checking:
+                from rlx.env.multi_agent_env_checker import check_multi_agent_env
+
+                check_multi_agent_env(env, seed=self._seed)
+            envs.append(env)
+        return envs
+
+    def _build_env(self, i: int) -> MultiAgentEnv:
+        try:
+            env = self._make_env(self._env_context(i))
+        except EnvError:
+            raise
+        except Exception as err:
+            raise EnvError(f"Creating env '{self.env_name}' (worker_index={self.worker_index}, vector_index={i}) "
+                           f"failed: {type(err).__name__}: {err}") from err
+        if not isinstance(env, MultiAgentEnv):
+            if isinstance(env, gym.Env) or hasattr(env, "step"):
+                return SingleAgentAsMultiAgent(env)
+            raise EnvError(f"Env '{self.env_name}' created a {type(env).__name__}, which is neither a MultiAgentEnv "
+                           "nor a Gymnasium env.")
+        return env
+
+    def _agent_ids(self, env: MultiAgentEnv) -> list[Any]:
+        ids = list(getattr(env, "possible_agents", None) or getattr(env, "agents", None) or [])
+        if not ids:
+            ids = sorted(env.get_agent_ids(), key=str) if hasattr(env, "get_agent_ids") else []
+        if not ids:
+            obs, _ = env.reset(seed=self._seed)
+            ids = list(obs)
+            self._needs_reset = True
+        return ids
+
+    def _policy_spaces(self, pid: str) -> tuple[gym.Space, gym.Space]:
+        """The spaces of policy `pid`: its PolicySpec's, else those of the first agent mapped to it."""
+        spec = self.policies.get(pid)
+        obs_space = getattr(spec, "observation_space", None)
+        act_space = getattr(spec, "action_space", None)
+        if obs_space is not None and act_space is not None:
+            return obs_space, act_space
+        env = self.envs[0]
+        probe = MultiAgentEpisode("space-inference", env_index=0, worker_index=self.worker_index)
+        agents = self._agent_ids(env)
+        for aid in agents:
+            if self._mapper(aid, probe, worker=self) == pid:
+                return (obs_space or env.get_observation_space(aid), act_space or env.get_action_space(aid))
+        raise EnvError(
+            f"Cannot infer the spaces of policy {pid!r}: policy_mapping_fn maps none of the env's agents "
+            f"({', '.join(map(repr, agents))}) to it. Give them in the config: policies={{{pid!r}: "
+            "PolicySpec(observation_space=..., action_space=...)}.")
+
+    def _add_slot(self, pid: str, build: bool) -> ModuleSlot:
+        obs_space, act_space = self._policy_spaces(pid)
+        slot = ModuleSlot(self, pid, self.config.get_config_for_module(pid), obs_space, act_space)
+        if build:
+            self.module.add_module(pid, self._build_module(pid, slot), override=True)
+        slot.attach(self.module[pid], None if self._seed is None else self._seed + 31 * len(self.slots),
+                    self.num_workers, self.worker_index)
+        self.slots[pid] = slot
+        return slot
+
+    def _build_module(self, pid: str, slot: ModuleSlot) -> RLModule:
+        base = self._module_spec
+        if base is None:
+            raise ValueError("MultiAgentEnvRunner needs a module_spec or a module holding every policy.")
+        spec = RLModuleSpec(
+            module_class=base.module_class, observation_space=slot.module_observation_space,
+            action_space=slot.action_space, model_config=slot.config.model, inference_only=base.inference_only)
+        seeded = self.config.seed is not None
+        ctx = torch.random.fork_rng(devices=[]) if seeded else contextlib.nullcontext()
+        with ctx:
+            if seeded:
+                torch.manual_seed(int(self.config.seed) + sorted(self.policies).index(pid))
+            return spec.build()
+
+    def _fire_environment_created(self) -> None:
+        cb = self._callbacks
+        if not cb.has("on_environment_created"):
+            return
+        from rlx.evaluation.rollout_worker import acting_runner
+
+        with acting_runner(self):
+            cb.fire("on_environment_created", env_runner=self, metrics_logger=self.metrics, env=self.envs,
+                    env_context=self._env_context(0))
+
+    # ------------------------------------------------------------------ policies (self-play)
+
+    def add_policy(self, policy_id: str, spec: Any = None, weights: dict | None = None,
+                   policy_mapping_fn: Callable | None = None, module: RLModule | None = None) -> None:
+        """Add a policy (and its module, built or given) to this runner."""
+        from rlx.algorithms.multi_agent_options import AgentMapper
+        from rlx.policy.policy import PolicySpec
+
+        self.policies[policy_id] = spec if spec is not None else PolicySpec()
+        if policy_mapping_fn is not None:
+            self._mapper = AgentMapper(policy_mapping_fn, list(self.policies))
+        else:
+            self._mapper.policy_ids.add(policy_id)
+        if module is not None:
+            self.module.add_module(policy_id, module, override=True)
+        self._add_slot(policy_id, build=module is None and policy_id not in self.module)
+        if weights is not None:
+            self.module[policy_id].set_state(weights)
+
+    def remove_policy(self, policy_id: str, policy_mapping_fn: Callable | None = None) -> None:
+        """Remove a policy: its module, and its agents' open transitions."""
+        from rlx.algorithms.multi_agent_options import AgentMapper
+
+        self.policies.pop(policy_id, None)
+        self.slots.pop(policy_id, None)
+        self._columns.pop(policy_id, None)
+        self._policy_views.pop(policy_id, None)
+        if policy_id in self.module:
+            self.module.remove_module(policy_id)
+        self._mapper = AgentMapper(policy_mapping_fn or self._mapper.fn, list(self.policies))
+        # Episodes under way may map agents to the removed policy: start afresh.
+        self._needs_reset = True
+
+    def set_policy_mapping_fn(self, policy_mapping_fn: Callable) -> None:
+        """Use a new policy_mapping_fn from the next episode on."""
+        from rlx.algorithms.multi_agent_options import AgentMapper
+
+        self._mapper = AgentMapper(policy_mapping_fn, list(self.policies))
+
+    # ------------------------------------------------------------------ sampling
+
+    def sample(self, num_timesteps: int | None = None, num_episodes: int | None = None,
+               explore: bool | None = None, random_actions: bool = False,
+               force_reset: bool = False) -> MultiAgentBatch:
+        """Step the envs and return per-policy time-major batches (a MultiAgentBatch).
+
+        `num_timesteps` counts env steps (or agent steps with count_steps_by='agent_steps').
+        """
+        from rlx.evaluation.rollout_worker import acting_runner
+
+        with acting_runner(self):
+            batch = self._sample(num_timesteps, num_episodes, explore, random_actions, force_reset)
+            self.metrics.log_value("num_env_steps_sampled", batch.env_steps(), reduce="sum", clear_on_reduce=True)
+            self.metrics.log_value("num_agent_steps_sampled", batch.agent_steps(), reduce="sum",
+                                   clear_on_reduce=True)
+            if self._on_sample_end is not None:
+                self._on_sample_end(env_runner=self, metrics_logger=self.metrics, samples=batch, worker=self)
+        return batch
+
+    def _sample(self, num_timesteps: int | None, num_episodes: int | None, explore: bool | None,
+                random_actions: bool, force_reset: bool) -> MultiAgentBatch:
+        explore = self.config.explore if explore is None else bool(explore)
+        complete = self.config.batch_mode == "complete_episodes"
+        by_agent = self.config.count_steps_by == "agent_steps"
+        if num_episodes is not None:
+            self._reset_all()
+            return self._run(None, int(num_episodes), explore, random_actions, complete=True, by_agent=by_agent)
+        if num_timesteps is None:
+            target = self.config.get_rollout_fragment_length(self.worker_index) * self.num_envs
+        else:
+            target = int(num_timesteps)
+        if self._needs_reset or force_reset or (complete and not self._at_boundary.all()):
+            self._reset_all()
+        return self._run(max(1, target), None, explore, random_actions, complete, by_agent)
+
+    def _reset_all(self) -> None:
+        self.num_resets += 1
+        for b in range(self.num_envs):
+            seed = self._seed + b if self._seed is not None and self._needs_seed else None
+            self._start_episode(b, seed)
+        self._needs_seed = False
+        self._needs_reset = False
+
+    def _start_episode(self, b: int, seed: int | None = None) -> None:
+        # Open transitions of the previous episode were closed when it ended.
+        episode = MultiAgentEpisode(env_index=b, worker_index=self.worker_index, record=self._record)
+        self._episodes[b] = episode
+        self._pending[b] = {}
+        self._last_row[b] = {}
+        if self._on_episode_created is not None:
+            self._on_episode_created(**self._episode_kwargs(b))
+        try:
+            obs, infos = self.envs[b].reset(seed=seed)
+        except Exception as err:
+            raise EnvError(f"{self._sub_env_label(b)}: env.reset() raised {type(err).__name__}: {err}") from err
+        if not isinstance(obs, dict):
+            raise EnvError(f"{self._sub_env_label(b)}: reset() returned observations {type(obs).__name__}; a "
+                           "MultiAgentEnv returns (obs_dict, infos_dict) keyed by agent id.")
+        obs = self._apply_observation_fn(obs, b)
+        episode.add_env_reset(obs, infos if isinstance(infos, dict) else {})
+        self._obs[b] = {aid: self._preprocess(b, aid, o, "from reset()") for aid, o in obs.items()}
+        self._last_row[b] = dict(self._obs[b])
+        self._at_boundary[b] = True
+        if self._on_episode_start is not None:
+            self._on_episode_start(**self._episode_kwargs(b))
+
+    def _episode_kwargs(self, b: int) -> dict[str, Any]:
+        return {"episode": self._episodes[b], "env_runner": self, "metrics_logger": self.metrics,
+                "env": self.envs[b], "env_index": b, "rl_module": self.module, "worker": self,
+                "base_env": self.envs, "policies": self.policy_map}
+
+    def _module_of(self, b: int, aid: Any) -> str:
+        episode = self._episodes[b]
+        pid = episode.agent_to_module_map.get(aid)
+        if pid is None:
+            pid = episode.agent_to_module_map[aid] = self._mapper(aid, episode, worker=self)
+        return pid
+
+    def _apply_observation_fn(self, obs: dict, b: int) -> dict:
+        fn = self.config.observation_fn
+        if fn is None:
+            return obs
+        out = fn(agent_obs=obs, worker=self, base_env=self.envs, policies=self.policy_map,
+                 episode=self._episodes[b])
+        if not isinstance(out, dict):
+            raise EnvError(f"observation_fn returned {type(out).__name__}; it must return the dict of agent "
+                           "observations.")
+        return out
+
+    def _sub_env_label(self, b: int) -> str:
+        return f"Sub-env {b} of EnvRunner {self.worker_index} (env {self.env_name!r})"
+
+    def _preprocess(self, b: int, aid: Any, obs: Any, where: str) -> np.ndarray:
+        pid = self._module_of(b, aid)
+        slot = self.slots[pid]
+        try:
+            row = np.asarray(slot.preprocessor.transform(obs), dtype=np.float32)
+        except Exception as err:
+            raise EnvError(f"{self._sub_env_label(b)} returned observation {obs!r:.80} for agent {aid!r} {where}, "
+                           f"which policy {pid!r}'s observation space {slot.observation_space} does not fit "
+                           f"({type(err).__name__}: {err}).") from err
+        if row.shape != slot.preprocessor.shape:
+            raise EnvError(f"{self._sub_env_label(b)} returned an observation of shape {row.shape} for agent "
+                           f"{aid!r} {where}; policy {pid!r} expects {slot.preprocessor.shape} "
+                           f"({slot.observation_space}).")
+        if slot.float_obs and not math.isfinite(float(np.vdot(row, row))):
+            raise EnvError(f"{self._sub_env_label(b)} returned a NaN or infinite observation for agent {aid!r} "
+                           f"{where}; observations must be finite.")
+        return row
+
+    @torch.no_grad()
+    def _run(self, target: int | None, num_episodes: int | None, explore: bool, random_actions: bool,
+             complete: bool, by_agent: bool) -> MultiAgentBatch:
+        for cols in self._columns.values():
+            cols.rows = [[] for _ in cols.rows]
+        active = list(range(self.num_envs if num_episodes is None else min(self.num_envs, num_episodes)))
+        started = len(active) if num_episodes is not None else 0
+        done_episodes = 0
+        env_steps = agent_steps = 0
+        check = not self.config.disable_env_checking
+        while active:
+            actions = self._compute_actions(active, explore, random_actions)
+            finished = []
+            for b in active:
+                agent_steps += len(actions[b])
+                if self._step_env(b, actions[b], check):
+                    finished.append(b)
+            env_steps += len(active)
+            self.num_env_steps_sampled_lifetime += len(active)
+            for b in finished:
+                done_episodes += 1
+                if num_episodes is not None and started >= num_episodes:
+                    active.remove(b)
+                    continue
+                started += num_episodes is not None
+                self._start_episode(b)
+            if num_episodes is not None:
+                if done_episodes >= num_episodes:
+                    break
+                continue
+            if (agent_steps if by_agent else env_steps) >= target:
+                if not complete:
+                    break
+                active = [b for b in active if not self._at_boundary[b]]
+        self.num_agent_steps_sampled_lifetime += agent_steps
+        return self._build_batch(env_steps, agent_steps)
+
+    def _compute_actions(self, active: list[int], explore: bool, random_actions: bool) -> dict[int, dict]:
+        groups: dict[str, list[tuple[int, Any]]] = {}
+        for b in active:
+            for aid in self._obs[b]:
+                groups.setdefault(self._module_of(b, aid), []).append((b, aid))
+        actions: dict[int, dict] = {b: {} for b in active}
+        for pid, members in groups.items():
+            slot = self.slots[pid]
+            raw = np.stack([self._obs[b][aid] for b, aid in members])
+            if slot.filter.is_identity:
+                obs = raw
+            else:
+                slot.filter.update(raw)
+                obs = slot.filter.apply_batch(raw, update=False)
+            acts, logp, dist_inputs = slot.act(np.ascontiguousarray(obs, dtype=np.float32), explore,
+                                               random_actions, self.num_env_steps_sampled_lifetime)
+            env_actions = slot.actions.to_env(acts)
+            for k, (b, aid) in enumerate(members):
+                actions[b][aid] = env_actions[k]
+                self._pending[b][aid] = [pid, obs[k], acts[k], logp[k], dist_inputs[k], 0.0]
+        return actions
+
+    def _step_env(self, b: int, action_dict: dict, check: bool) -> bool:
+        """Step sub-env b; record completed transitions; True when its episode ended."""
+        try:
+            out = self.envs[b].step(action_dict)
+        except Exception as err:
+            raise EnvError(f"env.step() of {self._sub_env_label(b)} raised {type(err).__name__}: {err}") from err
+        if check:
+            from rlx.env.multi_agent_env_checker import check_step_output
+
+            check_step_output(self._sub_env_label(b), out, set(action_dict),
+                              set(self._episodes[b].agent_to_module_map) | set(self._obs[b]))
+        obs, rewards, terminateds, truncateds, infos = out
+        episode = self._episodes[b]
+        obs = self._apply_observation_fn(obs, b) if obs else obs
+        pending = self._pending[b]
+        for aid, reward in rewards.items():
+            if aid in pending:
+                pending[aid][5] += float(reward)
+        all_t = bool(terminateds.get(ALL_AGENTS, False))
+        all_tr = bool(truncateds.get(ALL_AGENTS, False))
+        rows = {aid: self._preprocess(b, aid, o, f"at step {episode.env_t + 1} of its episode")
+                for aid, o in obs.items()}
+        episode.add_env_step(obs, action_dict, rewards, terminateds, truncateds, infos)
+        for aid in list(pending):
+            done_t = bool(terminateds.get(aid, False)) or all_t
+            done_tr = (bool(truncateds.get(aid, False)) or all_tr) and not done_t
+            if aid in rows or done_t or done_tr or all_t or all_tr:
+                self._emit(b, aid, pending.pop(aid), rows.get(aid, self._last_row[b].get(aid)), done_t, done_tr)
+        self._last_row[b].update(rows)
+        acting = {}
+        for aid, row in rows.items():
+            if not (terminateds.get(aid, False) or truncateds.get(aid, False)):
+                acting[aid] = row
+        self._obs[b] = acting
+        self._at_boundary[b] = False
+        if self._on_episode_step is not None:
+            self._on_episode_step(**self._episode_kwargs(b))
+        if all_t or all_tr or not acting:
+            episode.finish(all_t, all_tr or not all_t)
+            if self._on_episode_end is not None:
+                self._on_episode_end(**self._episode_kwargs(b))
+            self._log_episode(episode)
+            self._at_boundary[b] = True
+            return True
+        return False
+
+    def _emit(self, b: int, aid: Any, transition: list, next_row: np.ndarray, terminated: bool,
+              truncated: bool) -> None:
+        pid = transition[0]
+        cols = self._columns.get(pid)
+        if cols is None:
+            cols = self._columns[pid] = _Columns()
+        col = cols.column((b, aid))
+        cols.rows[col].append((transition[1], transition[2], transition[3], transition[4], transition[5],
+                               terminated, truncated, next_row))
+
+    def _log_episode(self, episode: MultiAgentEpisode) -> None:
+        m = self.metrics
+        m.log_value(EPISODE_RETURNS_KEY, episode.get_return(), reduce=None)
+        m.log_value(EPISODE_LENGTHS_KEY, episode.env_steps(), reduce=None)
+        m.log_value("num_episodes", 1, reduce="sum", clear_on_reduce=True)
+        per_module: dict[str, float] = {}
+        for aid, ret in episode.agent_episode_returns.items():
+            m.log_value((AGENT_RETURNS_KEY, str(aid)), ret, window=self._smoothing)
+            pid = episode.agent_to_module_map.get(aid)
+            if pid is not None:
+                per_module[pid] = per_module.get(pid, 0.0) + ret
+        for pid, ret in per_module.items():
+            m.log_value((MODULE_RETURNS_KEY, pid), ret, window=self._smoothing)
+        for key, value in episode.custom_metrics.items():
+            m.log_value(("custom_metrics", str(key)), value, reduce=None, window=self._smoothing)
+        for key, values in episode.hist_data.items():
+            for value in values if isinstance(values, (list, tuple, np.ndarray)) else [values]:
+                m.log_value(("hist_stats", str(key)), value, reduce=None, window=self._smoothing)
+
+    def _build_batch(self, env_steps: int, agent_steps: int) -> MultiAgentBatch:
+        batches = {}
+        for pid, cols in self._columns.items():
+            if pid not in self.slots or not any(cols.rows):
+                continue
+            batches[pid] = self._module_batch(self.slots[pid], cols.rows)
+        return MultiAgentBatch(batches, env_steps, agent_steps)
+
+    def _module_batch(self, slot: ModuleSlot, rows: list[list[tuple]]) -> dict[str, np.ndarray]:
+        T, C = max(len(r) for r in rows), len(rows)
+        shape = slot.preprocessor.shape
+        obs = np.zeros((T, C) + shape, np.float32)
+        next_obs = np.zeros((T, C) + shape, np.float32)
+        act_shape = tuple(slot.action_space.shape or ())
+        actions = np.zeros((T, C) + act_shape, slot.act_dtype)
+        logp = np.zeros((T, C), np.float32)
+        first = next(r for r in rows if r)
+        dist = np.zeros((T, C) + np.shape(first[0][3]), np.float32)
+        rewards = np.zeros((T, C), np.float32)
+        term = np.zeros((T, C), bool)
+        trunc = np.zeros((T, C), bool)
+        valid = np.zeros((T, C), bool)
+        for c, column in enumerate(rows):
+            n = len(column)
+            if not n:
+                continue
+            o, a, lp, d, r, te, tr, no = zip(*column)
+            obs[:n, c] = o
+            actions[:n, c] = a
+            logp[:n, c] = lp
+            dist[:n, c] = d
+            rewards[:n, c] = r
+            term[:n, c] = te
+            trunc[:n, c] = tr
+            next_obs[:n, c] = no
+            valid[:n, c] = True
+        if not slot.filter.is_identity:
+            next_obs = slot.filter.apply_batch(next_obs.reshape((T * C,) + shape), update=False).reshape(next_obs.shape)
+        self._clip_rewards(rewards)
+        batch = {Columns.OBS: obs, Columns.NEXT_OBS: next_obs, Columns.ACTIONS: actions,
+                 Columns.ACTION_LOGP: logp, Columns.ACTION_DIST_INPUTS: dist, Columns.REWARDS: rewards,
+                 Columns.TERMINATEDS: term, Columns.TRUNCATEDS: trunc}
+        if not valid.all():
+            batch[Columns.VALID] = valid
+        return batch
+
+    def _clip_rewards(self, rewards: np.ndarray) -> None:
+        clip = self.config.clip_rewards
+        if clip is None or clip is False:
+            return
+        if clip is True:
+            np.sign(rewards, out=rewards)
+        elif isinstance(clip, tuple):
+            np.clip(rewards, clip[0], clip[1], out=rewards)
+        else:
+            np.clip(rewards, -clip, clip, out=rewards)
+
+    # ------------------------------------------------------------------ metrics, weights, state
+
+    def get_metrics(self) -> dict[str, Any]:
+        """Everything logged since the last call (see SingleAgentEnvRunner.get_metrics), plus
+        per-agent and per-module episode returns."""
+        out = self.metrics.reduce(return_stats_objects=True)
+        self.metrics.reset()
+        return out
+
+    def get_weights(self, policies: list[str] | None = None) -> dict[str, dict[str, np.ndarray]]:
+        """{policy_id: weights} of all (or the given) policies."""
+        return self.module.get_state(policies)
+
+    def set_weights(self, weights: dict[str, Any], global_vars: dict | None = None,
+                    weights_seq_no: int | None = None) -> None:
+        """Load {policy_id: weights} (policies not given keep theirs)."""
+        self.module.set_state({pid: w for pid, w in weights.items() if pid in self.module})
+        if weights_seq_no is not None:
+            self.weights_seq_no = int(weights_seq_no)
+        if global_vars and "timestep" in global_vars:
+            self.num_env_steps_sampled_lifetime = int(global_vars["timestep"])
+
+    def get_state(self) -> dict[str, Any]:
+        """Observation filters and exploration state per policy, and the sampling counters."""
+        return {
+            "filter": self.filter.get_state(),
+            "exploration": self.exploration.get_state(),
+            "num_env_steps_sampled_lifetime": int(self.num_env_steps_sampled_lifetime),
+            "num_agent_steps_sampled_lifetime": int(self.num_agent_steps_sampled_lifetime),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore get_state()."""
+        self.filter.set_state(state["filter"])
+        if "exploration" in state:
+            self.exploration.set_state(state["exploration"])
+        self.num_env_steps_sampled_lifetime = int(state.get("num_env_steps_sampled_lifetime", 0))
+        self.num_agent_steps_sampled_lifetime = int(state.get("num_agent_steps_sampled_lifetime", 0))
+
+    @property
+    def filter(self) -> "PerPolicy":
+        """The observation filters of all policies, as one object (state is {policy_id: state})."""
+        return PerPolicy({pid: s.filter for pid, s in self.slots.items()})
+
+    @property
+    def exploration(self) -> "PerPolicy":
+        """The explorations of all policies, as one object (state is {policy_id: state})."""
+        return PerPolicy({pid: s.exploration for pid, s in self.slots.items()})
+
+    # ------------------------------------------------------------------ envs
+
+    @property
+    def env(self) -> list[MultiAgentEnv]:
+        """The sub-environments."""
+        return self.envs
+
+    @property
+    def has_envs(self) -> bool:
+        """Whether this runner has built its sub-environments (always, for this runner)."""
+        return True
+
+    def foreach_env(self, func: Callable[[Any], Any]) -> list[Any]:
+        """Apply `func` to every sub-environment."""
+        return [func(env) for env in self.envs]
+
+    def foreach_env_with_context(self, func: Callable[[Any, EnvContext], Any]) -> list[Any]:
+        """Apply `func(env, env_context)` to every sub-environment."""
+        return [func(env, self._env_context(i)) for i, env in enumerate(self.envs)]
+
+    # ------------------------------------------------------------------ old API
+
+    def get_policy(self, policy_id: str = "default_policy") -> Any:
+        """The Policy view of policy `policy_id`'s module."""
+        if policy_id not in self.slots:
+            raise KeyError(f"Unknown policy {policy_id!r}; this runner has {sorted(self.slots)}.")
+        view = self._policy_views.get(policy_id)
+        if view is None or view.module is not self.module[policy_id]:
+            from rlx.policy.policy import Policy
+
+            view = self._policy_views[policy_id] = Policy.from_env_runner(self.slots[policy_id])
+        return view
+
+    @property
+    def policy_map(self) -> dict[str, Any]:
+        """{policy_id: Policy} (old API)."""
+        return {pid: self.get_policy(pid) for pid in self.slots}
+
+    @property
+    def preprocessors(self) -> dict[str, Preprocessor]:
+        """{policy_id: preprocessor} (old API)."""
+        return {pid: s.preprocessor for pid, s in self.slots.items()}
+
+    @property
+    def filters(self) -> dict[str, Any]:
+        """{policy_id: observation filter} (old API)."""
+        return {pid: s.filter for pid, s in self.slots.items()}
+
+    def stop(self) -> None:
+        """Close the envs."""
+        from rlx.evaluation.rollout_worker import _unregister_runner
+
+        _unregister_runner(self)
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception:  # closing must reach every sub-env
+                logger.warning("Closing a sub-env of EnvRunner %d failed.", self.worker_index, exc_info=True)
+
+
+class PerPolicy:
+    """Several policies' filters (or explorations) behind the one-object interface a runner
+    offers: get_state/set_state and filter deltas as {policy_id: ...}."""
+
+    def __init__(self, items: dict[str, Any]):
+        self.items = items
+
+    @property
+    def is_identity(self) -> bool:
+        """Whether every filter passes observations through unchanged."""
+        return all(getattr(f, "is_identity", False) for f in self.items.values())
+
+    def get_state(self) -> dict[str, Any]:
+        """{policy_id: state}."""
+        return {pid: f.get_state() for pid, f in self.items.items()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore {policy_id: state} (policies not given keep theirs)."""
+        for pid, value in state.items():
+            if pid in self.items:
+                self.items[pid].set_state(value)
+
+    def pop_delta(self) -> dict[str, Any]:
+        """{policy_id: filter delta since the last pop}."""
+        return {pid: f.pop_delta() for pid, f in self.items.items()}
+
+    def merge_delta(self, delta: dict[str, Any]) -> None:
+        """Add {policy_id: delta} into the filters."""
+        for pid, value in delta.items():
+            if pid in self.items:
+                self.items[pid].merge_delta(value)
+
+
+def _make_preprocessor(config: Any, space: gym.Space) -> Preprocessor:
+    if config.preprocessor_pref is None or config._disable_preprocessor_api:
+        if not isinstance(space, gym.spaces.Box):
+            raise EnvError(f"Observation space {space} needs a preprocessor (one-hot or flattening), but "
+                           "preprocessing is disabled (preprocessor_pref=None or _disable_preprocessor_api=True).")
+        return NoPreprocessor(space, config.model)
+    return get_preprocessor(space)(space, config.model)

@@ -1,0 +1,1 @@
+"""Wrappers that turn third-party multi-agent envs (PettingZoo) into rlx MultiAgentEnvs."""

@@ -1,0 +1,1 @@
+"""Example envs, models and scripts (RLlib's `ray.rllib.examples`)."""

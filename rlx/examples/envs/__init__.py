@@ -1,0 +1,1 @@
+"""Example environments (RLlib's `ray.rllib.examples.envs`)."""

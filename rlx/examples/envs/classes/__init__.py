@@ -1,0 +1,1 @@
+"""Example environment classes (RLlib's `ray.rllib.examples.envs.classes`)."""
