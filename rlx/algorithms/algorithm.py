@@ -335,6 +335,64 @@ class Algorithm:
         self.env_runner_group.sync_weights(from_worker_or_learner_group=self.learner,
                                            weights_seq_no=self.weights_version)
 
+    def add_policy(self, policy_id: str, policy_cls: Any = None, policy: Any = None, *,
+                   observation_space: Any = None, action_space: Any = None, config: Any = None,
+                   policy_state: dict | None = None, policy_mapping_fn: Any = None, policies_to_train: Any = None,
+                   evaluation_workers: bool = True, module_spec: Any = None, **kwargs: Any) -> Any:
+        """Add a policy to this (multi-agent) Algorithm and all its EnvRunners; return its Policy view.
+
+        Its weights come from `policy` (an existing Policy), `policy_state` (a Policy's get_state()
+        or plain weights), or a fresh initialisation. `policy_mapping_fn` and `policies_to_train`
+        replace the current ones when given.
+        """
+        from rlx.algorithms.policy_management import add_policy, policy_spec_from
+
+        if kwargs:
+            raise TypeError(f"add_policy() got unexpected arguments: {', '.join(kwargs)}.")
+        if module_spec is not None and observation_space is None and action_space is None:
+            from rlx.algorithms.policy_management import env_spaces_like
+
+            observation_space, action_space = env_spaces_like(self, module_spec)
+        spec = policy_spec_from(policy_cls, observation_space, action_space, config, module_spec)
+        weights = None
+        if policy is not None:
+            weights = policy.get_weights()
+        elif policy_state is not None:
+            weights = policy_state.get("weights", policy_state) if isinstance(policy_state, dict) else policy_state
+        return add_policy(self, policy_id, spec, weights, policy_mapping_fn, policies_to_train, evaluation_workers)
+
+    def remove_policy(self, policy_id: str = DEFAULT_POLICY_ID, *, policy_mapping_fn: Any = None,
+                      policies_to_train: Any = None, evaluation_workers: bool = True, **kwargs: Any) -> None:
+        """Remove a policy from this Algorithm and all its EnvRunners."""
+        from rlx.algorithms.policy_management import remove_policy
+
+        if kwargs:
+            raise TypeError(f"remove_policy() got unexpected arguments: {', '.join(kwargs)}.")
+        remove_policy(self, policy_id, policy_mapping_fn, policies_to_train, evaluation_workers)
+
+    def add_module(self, module_id: str, module_spec: Any = None, *, config_overrides: dict | None = None,
+                   new_agent_to_module_mapping_fn: Any = None, new_should_module_be_updated: Any = None,
+                   add_to_env_runners: bool = True, add_to_eval_env_runners: bool = True) -> Any:
+        """Add a module (new API name of add_policy): built from `module_spec`'s spaces and model
+        config; returns the new RLModule."""
+        from rlx.algorithms.policy_management import add_policy, env_spaces_like, policy_spec_from
+
+        if not add_to_env_runners:
+            raise ConfigError("add_module(add_to_env_runners=False): rlx's driver EnvRunner shares its modules with "
+                              "the learner, so a module is always added to the EnvRunners.")
+        spec = policy_spec_from(None, *env_spaces_like(self, module_spec), config_overrides, module_spec)
+        add_policy(self, module_id, spec, None, new_agent_to_module_mapping_fn, new_should_module_be_updated,
+                   add_to_eval_env_runners)
+        return self.get_module(module_id)
+
+    def remove_module(self, module_id: str, *, new_agent_to_module_mapping_fn: Any = None,
+                      new_should_module_be_updated: Any = None, remove_from_env_runners: bool = True,
+                      remove_from_eval_env_runners: bool = True) -> None:
+        """Remove a module (new API name of remove_policy)."""
+        self.remove_policy(module_id, policy_mapping_fn=new_agent_to_module_mapping_fn,
+                           policies_to_train=new_should_module_be_updated,
+                           evaluation_workers=remove_from_eval_env_runners)
+
     @property
     def policy_ids(self) -> list[str]:
         """The ids of the policies (modules) this Algorithm holds."""
@@ -568,7 +626,7 @@ class Algorithm:
             eval_config = self.evaluation_config
             self.eval_env_runner_group = EnvRunnerGroup(
                 eval_config, module_spec=self._module_spec(),
-                local_env_runner=eval_config.num_env_runners == 0,
+                local_env_runner=eval_config.num_env_runners == 0, runner_cls=self._env_runner_cls(),
             )
         return self.eval_env_runner_group
 
@@ -887,7 +945,18 @@ class Algorithm:
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore get_state(). A field that does not fit raises StateFieldError naming it; the
-        numbers are checked before anything changes."""
+        numbers are checked before anything changes.
+
+        RLlib's partial form `{"learner_group": {"learner": {"rl_module": {module_id: weights}}}}`
+        sets just those modules' weights (and syncs the EnvRunners).
+        """
+        if "learner_group" in state and "iteration" not in state:
+            with state_field("learner_group.learner.rl_module"):
+                weights = state["learner_group"]["learner"]["rl_module"]
+                if not self.is_multi_agent and DEFAULT_POLICY_ID not in weights:
+                    weights = {DEFAULT_POLICY_ID: weights}
+            self.set_weights(dict(weights))
+            return
         iteration = state_count(state, "iteration")
         with state_field("time_total_s"):
             time_total = float(state["time_total_s"])

@@ -130,15 +130,20 @@ class AgentMapper:
         return any(p.kind == p.VAR_KEYWORD or p.name == "worker" for p in params)
 
     def __call__(self, agent_id: Any, episode: Any, worker: Any = None) -> str:
+        pid = self.raw(agent_id, episode, worker)
+        if pid not in self.policy_ids:
+            raise ConfigError(
+                f"policy_mapping_fn mapped agent {agent_id!r} to {pid!r}, which is not one of the policies "
+                f"({', '.join(sorted(self.policy_ids))}); add it to config.multi_agent(policies=...) or fix the "
+                "mapping function.")
+        return pid
+
+    def raw(self, agent_id: Any, episode: Any, worker: Any = None) -> Any:
+        """What the mapping function returns, unchecked."""
         if not self._with_episode:
             pid = self.fn(agent_id)
         elif self._with_worker:
             pid = self.fn(agent_id, episode, worker=worker)
         else:
             pid = self.fn(agent_id, episode)
-        if pid not in self.policy_ids:
-            raise ConfigError(
-                f"policy_mapping_fn mapped agent {agent_id!r} to {pid!r}, which is not one of the policies "
-                f"({', '.join(sorted(self.policy_ids))}); add it to config.multi_agent(policies=...) or fix the "
-                "mapping function.")
         return pid

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx.algorithms.algorithm import DEFAULT_POLICY_ID, Algorithm
+from rlx.algorithms.algorithm import Algorithm
 from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.config_options import Option, boolean, dictionary, integer, number
 from rlx.utils.errors import CheckpointError, ConfigError
@@ -137,11 +137,23 @@ class OffPolicyAlgorithm(Algorithm):
 
         super().setup(config)
         seed = None if config.seed is None else int(config.seed) + 17
-        self.local_replay_buffer = make_replay_buffer(config.replay_buffer_config, seed=seed)
+        if self.is_multi_agent:
+            from rlx.utils.replay_buffers.multi_agent_replay_buffer import MultiAgentReplayBuffer
+
+            def make_buffer(policy_id: str) -> Any:
+                module_config = config.get_config_for_module(policy_id)
+                offset = sorted(self.policy_ids).index(policy_id) if policy_id in self.policy_ids else 0
+                return make_replay_buffer(module_config.replay_buffer_config,
+                                          seed=None if seed is None else seed + 1009 * offset)
+
+            self.local_replay_buffer: Any = MultiAgentReplayBuffer(make_buffer)
+            self._prioritized = "update_priorities" in dir(make_buffer(self.policy_ids[0]))
+        else:
+            self.local_replay_buffer = make_replay_buffer(config.replay_buffer_config, seed=seed)
+            self._prioritized = hasattr(self.local_replay_buffer, "update_priorities")
         self._n_step_rng = np.random.default_rng(seed)
         self._update_credit = 0.0
         self._runner_resets = 0
-        self._prioritized = hasattr(self.local_replay_buffer, "update_priorities")
 
     @property
     def replay_ratio(self) -> float:
@@ -156,8 +168,7 @@ class OffPolicyAlgorithm(Algorithm):
         """Sample a fragment into the buffer, then replay train batches and update."""
         cfg = self.config
         batch = self.env_runner_group.sample()
-        steps = int(batch["valid"].sum()) if "valid" in batch else int(batch["rewards"].size)
-        self._counters["num_env_steps_sampled_lifetime"] += steps
+        steps = self.count_sampled(batch)
         resets = self.env_runner_group.num_resets
         if resets != self._runner_resets:
             # The runner restarted its episodes: rows sampled before do not continue into this batch.
@@ -175,18 +186,40 @@ class OffPolicyAlgorithm(Algorithm):
         batch_size = cfg.total_train_batch_size
         for _ in range(num_updates):
             n = low if low == high else int(self._n_step_rng.integers(low, high + 1))
-            replay = self._replay_hook(self.local_replay_buffer.sample(batch_size, n_step=n, gamma=cfg.gamma))
-            metrics = self.learn_on_batch(replay, timestep=sampled)
-            td_error = metrics.pop("td_error", None)
-            if self._prioritized and td_error is not None:
-                self.local_replay_buffer.update_priorities(replay["batch_indexes"], td_error)
+            if self.is_multi_agent:
+                metrics = self._multi_agent_update(n, sampled)
+            else:
+                replay = self._replay_hook(self.local_replay_buffer.sample(batch_size, n_step=n, gamma=cfg.gamma))
+                metrics = self.learn_on_batch(replay, timestep=sampled)
+                td_error = metrics.pop("td_error", None)
+                if self._prioritized and td_error is not None:
+                    self.local_replay_buffer.update_priorities(replay["batch_indexes"], td_error)
             self._counters["num_env_steps_trained_lifetime"] += batch_size
         if num_updates:
             self.sync_env_runner_weights()
-            metrics = {k: float(v) for k, v in metrics.items()}
-            metrics["num_updates_this_step"] = num_updates
-            return {DEFAULT_POLICY_ID: metrics}
+            results = self.module_results(metrics)
+            results = {mid: {**{k: float(v) for k, v in m.items()}, "num_updates_this_step": num_updates}
+                       for mid, m in results.items()}
+            return results
         return {}
+
+    def _multi_agent_update(self, n_step: int, timestep: int) -> dict[str, Any]:
+        """One replayed train batch per trainable policy with data; {module_id: metrics}."""
+        replays = {}
+        for module_id in self.policy_ids:
+            buf = self.local_replay_buffer.replay_buffers.get(module_id)
+            if buf is None or not len(buf) or not self.learner.is_trainable(module_id):
+                continue
+            module_config = self.config.get_config_for_module(module_id)
+            replays[module_id] = self._replay_hook(buf.sample(module_config.total_train_batch_size, n_step=n_step,
+                                                              gamma=module_config.gamma))
+        metrics = self.learn_on_batch(replays, timestep=timestep) if replays else {}
+        for module_id, module_metrics in metrics.items():
+            td_error = module_metrics.pop("td_error", None)
+            if self._prioritized and td_error is not None:
+                self.local_replay_buffer.replay_buffers[module_id].update_priorities(
+                    replays[module_id]["batch_indexes"], td_error)
+        return metrics
 
     def _replay_hook(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Transform a replayed batch before the update (DQN's before_learn_on_batch); identity here."""

@@ -52,10 +52,16 @@ class MultiAgentLearner:
 
     def update_from_batch(self, batch: Any, timestep: int) -> dict[str, dict[str, Any]]:
         """Update every trainable module on its batch; {module_id: metrics}."""
+        from rlx.policy.sample_batch import SampleBatch
+
         results = {}
         for module_id, module_batch in batch.items():
             learner = self.learners.get(module_id)
-            if learner is None or not self.is_trainable(module_id, module_batch):
+            if learner is None:
+                continue
+            if callable(self.policies_to_train):
+                module_batch = SampleBatch(module_batch)  # what RLlib's predicate receives
+            if not self.is_trainable(module_id, module_batch):
                 continue
             results[module_id] = learner.update_from_batch(module_batch, timestep=timestep)
         return results

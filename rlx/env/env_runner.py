@@ -247,6 +247,11 @@ class SingleAgentEnvRunner:
         i = 0
         while i < count:
             env = self._build_env(i)
+            if i == 0 and _is_multi_agent_env(env):
+                raise EnvError(
+                    f"Env {self.env_name!r} is a MultiAgentEnv ({type(env).__name__}), which {type(self).__name__} "
+                    "cannot step. Leave env_runner_cls unset: Algorithms sample MultiAgentEnvs with "
+                    "MultiAgentEnvRunner.")
             if i == 0:
                 count = cfg.resolve_num_envs_per_env_runner(episode_step_limit(env))
             if i == 0 and not cfg.disable_env_checking:
@@ -1012,6 +1017,12 @@ class EnvInfo:
     action_space: gym.Space
     num_envs: int
     is_atari: bool
+
+
+def _is_multi_agent_env(env: Any) -> bool:
+    from rlx.env.multi_agent_env import MultiAgentEnv
+
+    return isinstance(env, MultiAgentEnv)
 
 
 def all_finite(array: np.ndarray) -> bool:

@@ -280,7 +280,7 @@ class MultiAgentEnvRunner:
         probe = MultiAgentEpisode("space-inference", env_index=0, worker_index=self.worker_index)
         agents = self._agent_ids(env)
         for aid in agents:
-            if self._mapper(aid, probe, worker=self) == pid:
+            if self._mapper.raw(aid, probe, worker=self) == pid:
                 return (obs_space or env.get_observation_space(aid), act_space or env.get_action_space(aid))
         raise EnvError(
             f"Cannot infer the spaces of policy {pid!r}: policy_mapping_fn maps none of the env's agents "
@@ -584,7 +584,7 @@ class MultiAgentEnvRunner:
             cols = self._columns[pid] = _Columns()
         col = cols.column((b, aid))
         cols.rows[col].append((transition[1], transition[2], transition[3], transition[4], transition[5],
-                               terminated, truncated, next_row))
+                               terminated, truncated, next_row, self._episodes[b], aid))
 
     def _log_episode(self, episode: MultiAgentEpisode) -> None:
         m = self.metrics
@@ -631,7 +631,7 @@ class MultiAgentEnvRunner:
             n = len(column)
             if not n:
                 continue
-            o, a, lp, d, r, te, tr, no = zip(*column)
+            o, a, lp, d, r, te, tr, no, _, _ = zip(*column)
             obs[:n, c] = o
             actions[:n, c] = a
             logp[:n, c] = lp
@@ -649,7 +649,38 @@ class MultiAgentEnvRunner:
                  Columns.TERMINATEDS: term, Columns.TRUNCATEDS: trunc}
         if not valid.all():
             batch[Columns.VALID] = valid
+        if self._on_postprocess_trajectory is not None:
+            self._postprocess_trajectories(slot.module_id, batch, rows)
         return batch
+
+    def _postprocess_trajectories(self, policy_id: str, batch: dict[str, np.ndarray], rows: list[list[tuple]]) -> None:
+        """Call on_postprocess_trajectory once per (agent, episode) stretch of a module's batch,
+        writing back what the callback changed (see SingleAgentEnvRunner._postprocess_trajectories)."""
+        from rlx.policy.sample_batch import SampleBatch
+
+        policies = self.policy_map
+        for c, column in enumerate(rows):
+            t = 0
+            while t < len(column):
+                episode, aid = column[t][8], column[t][9]
+                end = t + 1
+                while end < len(column) and column[end][8] is episode:
+                    end += 1
+                span = slice(t, end)
+                segment = SampleBatch({k: v[span, c] for k, v in batch.items() if k != Columns.VALID})
+                segment["dones"] = segment[Columns.TERMINATEDS] | segment[Columns.TRUNCATEDS]
+                segment["eps_id"] = np.full(end - t, episode.episode_id, np.int64)
+                segment["agent_index"] = np.full(end - t, c, np.int64)
+                views = dict(segment)
+                original = {policy_id: (policies[policy_id], segment.copy())}
+                self._on_postprocess_trajectory(
+                    worker=self, episode=episode, agent_id=aid, policy_id=policy_id, policies=policies,
+                    postprocessed_batch=segment, original_batches=original, env_runner=self,
+                    metrics_logger=self.metrics)
+                for key, value in segment.items():
+                    if key in batch and value is not views.get(key):
+                        batch[key][span, c] = value
+                t = end
 
     def _clip_rewards(self, rewards: np.ndarray) -> None:
         clip = self.config.clip_rewards

@@ -102,9 +102,9 @@ class MultiAgentEpisode:
         return self.is_terminated or self.is_truncated
 
     @property
-    def episode_id(self) -> str:
-        """Old name of `id_`."""
-        return self.id_
+    def episode_id(self) -> int:
+        """The old API's integer episode id (derived from `id_`)."""
+        return int(self.id_[:15], 16) if _is_hex(self.id_) else abs(hash(self.id_))
 
     @property
     def env_id(self) -> int:
@@ -191,16 +191,23 @@ class MultiAgentEpisode:
             return dict(self._last_obs)
         return self._agent_episode(agent_id).get_observations()
 
-    def get_actions(self, agent_id: Any) -> Any:
-        """Actions `agent_id` took (recorded episodes)."""
+    def get_actions(self, agent_id: Any = None) -> Any:
+        """Actions `agent_id` took, or {agent_id: actions} (recorded episodes)."""
+        if agent_id is None:
+            return {aid: episode.get_actions() for aid, episode in self.agent_episodes.items()}
         return self._agent_episode(agent_id).get_actions()
 
-    def get_rewards(self, agent_id: Any) -> Any:
-        """Rewards `agent_id` received per step it acted (recorded episodes)."""
+    def get_rewards(self, agent_id: Any = None) -> Any:
+        """Rewards `agent_id` received per step it acted, or {agent_id: rewards} of every agent
+        (recorded episodes)."""
+        if agent_id is None:
+            return {aid: episode.get_rewards() for aid, episode in self.agent_episodes.items()}
         return self._agent_episode(agent_id).get_rewards()
 
-    def get_infos(self, agent_id: Any) -> Any:
-        """Infos `agent_id` received (recorded episodes)."""
+    def get_infos(self, agent_id: Any = None) -> Any:
+        """Infos `agent_id` received, or {agent_id: infos} (recorded episodes)."""
+        if agent_id is None:
+            return {aid: episode.get_infos() for aid, episode in self.agent_episodes.items()}
         return self._agent_episode(agent_id).get_infos()
 
     def _agent_episode(self, agent_id: Any) -> SingleAgentEpisode:
@@ -213,3 +220,11 @@ class MultiAgentEpisode:
     def __repr__(self) -> str:
         return (f"MultiAgentEpisode(id_={self.id_!r}, env_index={self.env_index}, env_steps={self._env_t}, "
                 f"agents={self.agent_ids!r}, return={self.get_return():.3f})")
+
+
+def _is_hex(text: str) -> bool:
+    try:
+        int(text[:15], 16)
+    except ValueError:
+        return False
+    return True

@@ -70,6 +70,27 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _policy_only_overrides(root: Any, policy_ids: list[str] | None) -> dict[str, Any]:
+    """Config overrides that build only `policy_ids` of a checkpoint, with no remote or
+    evaluation EnvRunners."""
+    from rlx.utils.checkpoints import read_json
+
+    overrides: dict[str, Any] = {"num_env_runners": 0, "evaluation_interval": None, "num_learners": 0}
+    if policy_ids is not None:
+        config = read_json(root / "config.json")
+        if config.get("policies") is not None:
+            from rlx.utils.checkpoints import decode_value
+
+            stored = decode_value(config["policies"], "policies", root / "config.json")
+            missing = [pid for pid in policy_ids if pid not in stored]
+            if missing:
+                from rlx.utils.errors import CheckpointError
+
+                raise CheckpointError(f"Checkpoint {root} has no policies {missing}; it has {sorted(stored)}.")
+            overrides["policies"] = {pid: stored[pid] for pid in policy_ids}
+    return overrides
+
+
 class ModelView:
     """Callable like an old ModelV2: `logits, state = model({"obs": batch})`, then `value_function()`."""
 
@@ -155,6 +176,39 @@ class Policy:
             exploration=runner.exploration,
             timestep_fn=lambda: runner.num_env_steps_sampled_lifetime,
         )
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: Any, policy_ids: list[str] | None = None) -> Any:
+        """Load policies from a checkpoint without training state.
+
+        `checkpoint` is an Algorithm checkpoint (returns {policy_id: Policy} for `policy_ids`,
+        default all) or one policy's folder inside it, `<checkpoint>/policies/<policy_id>`
+        (returns that Policy). Only the named policies are built; the env is created once to
+        build their preprocessors and is closed again.
+        """
+        from pathlib import Path
+
+        from rlx.algorithms.algorithm import Algorithm
+        from rlx.utils.atomic_directory import METADATA_FILE
+        from rlx.utils.checkpoints import checkpoint_dir
+        from rlx.utils.errors import CheckpointError
+
+        path = Path(checkpoint_dir(checkpoint))
+        single = None
+        if not (path / METADATA_FILE).is_file() and path.parent.name == "policies" and \
+                (path.parent.parent / METADATA_FILE).is_file():
+            single, path = path.name, path.parent.parent
+        if not (path / METADATA_FILE).is_file():
+            raise CheckpointError(f"{path} is neither an rlx checkpoint nor a policies/<policy_id> folder of one "
+                                  f"(no {METADATA_FILE}).")
+        wanted = [single] if single is not None else policy_ids
+        algo = Algorithm.from_checkpoint(path, config_overrides=_policy_only_overrides(path, wanted))
+        try:
+            ids = wanted if wanted is not None else algo.policy_ids
+            policies = {pid: algo.get_policy(pid) for pid in ids}
+        finally:
+            algo.stop()
+        return policies[single] if single is not None else policies
 
     @property
     def dist_class(self) -> Any:

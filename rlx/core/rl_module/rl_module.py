@@ -143,6 +143,13 @@ class RLModuleSpec:
             inference_only=self.inference_only,
         )
 
+    @classmethod
+    def from_module(cls, module: RLModule) -> "RLModuleSpec":
+        """The spec that builds a module like `module` (its class, spaces and model config)."""
+        return cls(module_class=type(module), observation_space=module.observation_space,
+                   action_space=module.action_space, model_config=getattr(module, "model_config", None),
+                   inference_only=bool(getattr(module, "inference_only", False)))
+
     # Older name used by RLlib's docs.
     @property
     def model_config_dict(self) -> dict | None:

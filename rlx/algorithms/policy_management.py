@@ -1,0 +1,135 @@
+"""Adding and removing policies of a running multi-agent Algorithm (self-play, leagues).
+
+`add_policy` / `add_module` build the new module on the driver's runner (whose modules the
+learner trains), give it a Learner, and add it to every remote and evaluation runner with the
+same weights; `remove_policy` / `remove_module` undo that. The mapping function and
+`policies_to_train` can change in the same call.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from rlx.utils.errors import ConfigError
+
+
+def _require_multi_agent(algo: Any, what: str) -> None:
+    if not algo.is_multi_agent:
+        raise ConfigError(f"{what} needs a multi-agent Algorithm: configure it with config.multi_agent(policies=...) "
+                          "(or a MultiAgentEnv).")
+
+
+def _groups(algo: Any, evaluation: bool) -> list[Any]:
+    groups = [algo.env_runner_group]
+    if evaluation and algo.eval_env_runner_group is not None:
+        groups.append(algo.eval_env_runner_group)
+    return groups
+
+
+def _set_training_options(algo: Any, policies: dict, policy_mapping_fn: Callable | None,
+                          policies_to_train: Any) -> None:
+    # The config is frozen for users; the Algorithm keeps its own settings current (as it does
+    # for the resolved number of sub-envs).
+    from rlx.algorithms.multi_agent_options import check_policies_to_train
+
+    values = algo.config._values
+    values["policies"] = policies
+    algo.config.__dict__.pop("_module_configs", None)
+    if policy_mapping_fn is not None:
+        values["policy_mapping_fn"] = policy_mapping_fn
+    if policies_to_train is not None:
+        values["policies_to_train"] = check_policies_to_train("policies_to_train", policies_to_train)
+        algo.learner.policies_to_train = values["policies_to_train"]
+
+
+def add_policy(algo: Any, policy_id: str, spec: Any, weights: dict | None,
+               policy_mapping_fn: Callable | None, policies_to_train: Any, evaluation: bool) -> Any:
+    """Add policy `policy_id` (a PolicySpec) with `weights` (default: freshly initialised)."""
+    from rlx.algorithms.multi_agent_options import check_policies
+
+    _require_multi_agent(algo, "add_policy()")
+    if policy_id in algo.policy_ids:
+        raise ValueError(f"Policy {policy_id!r} already exists; remove it first or pick another id.")
+    policies = dict(algo.config.policies or {"default_policy": None})
+    policies[policy_id] = spec
+    policies = check_policies("policies", policies)
+    _set_training_options(algo, policies, policy_mapping_fn, policies_to_train)
+    local = algo.env_runner
+    local.add_policy(policy_id, policies[policy_id], policy_mapping_fn=policy_mapping_fn)
+    algo.learner.add_module(policy_id)
+    if weights is not None:
+        algo.learner.module[policy_id].set_state(weights)
+    new_weights = algo.learner.module[policy_id].get_state()
+    call = _AddPolicyCall(policy_id, policies[policy_id], new_weights, policy_mapping_fn)
+    algo.env_runner_group.foreach_env_runner(call, local_env_runner=False)
+    for group in _groups(algo, evaluation)[1:]:
+        group.foreach_env_runner(call)
+    algo.weights_version += 1
+    return algo.get_policy(policy_id)
+
+
+def remove_policy(algo: Any, policy_id: str, policy_mapping_fn: Callable | None, policies_to_train: Any,
+                  evaluation: bool) -> None:
+    """Remove policy `policy_id` from the learner and every runner."""
+    _require_multi_agent(algo, "remove_policy()")
+    algo._check_policy_id(policy_id)
+    if len(algo.policy_ids) == 1:
+        raise ValueError(f"Policy {policy_id!r} is the only policy; an Algorithm needs at least one.")
+    policies = {pid: spec for pid, spec in (algo.config.policies or {}).items() if pid != policy_id}
+    to_train = algo.config.policies_to_train
+    if policies_to_train is None and isinstance(to_train, list) and policy_id in to_train:
+        policies_to_train = [pid for pid in to_train if pid != policy_id]
+    _set_training_options(algo, policies, policy_mapping_fn, policies_to_train)
+    call = _RemovePolicyCall(policy_id, policy_mapping_fn)
+    algo.env_runner_group.foreach_env_runner(call)
+    for group in _groups(algo, evaluation)[1:]:
+        group.foreach_env_runner(call)
+    algo.learner.remove_module(policy_id)
+    buffers = getattr(algo, "local_replay_buffer", None)
+    if hasattr(buffers, "remove"):
+        buffers.remove(policy_id)
+
+
+def policy_spec_from(policy_cls: Any, observation_space: Any, action_space: Any, config: Any,
+                     module_spec: Any = None) -> Any:
+    """The PolicySpec of add_policy's arguments (an AlgorithmConfig as `config` means: no overrides)."""
+    from rlx.algorithms.algorithm_config import AlgorithmConfig
+    from rlx.policy.policy import PolicySpec
+
+    if isinstance(config, AlgorithmConfig):
+        config = None
+    if module_spec is not None and module_spec.model_config:
+        config = {**(config or {}), "model": dict(module_spec.model_config)}
+    return PolicySpec(policy_cls, observation_space, action_space, config)
+
+
+def env_spaces_like(algo: Any, module_spec: Any) -> tuple[Any, Any]:
+    """The env spaces of an existing policy whose module has `module_spec`'s spaces (a module
+    spec holds the module's spaces, which preprocessing may have changed); (None, None) if none."""
+    if module_spec is None:
+        return None, None
+    for slot in algo.env_runner.slots.values():
+        module = slot.module
+        if module.observation_space == module_spec.observation_space and \
+                module.action_space == module_spec.action_space:
+            return slot.observation_space, slot.action_space
+    return module_spec.observation_space, module_spec.action_space
+
+
+class _AddPolicyCall:
+    """Adds a policy to one runner (shipped to remote runners)."""
+
+    def __init__(self, policy_id: str, spec: Any, weights: dict, mapping_fn: Callable | None):
+        self.policy_id, self.spec, self.weights, self.mapping_fn = policy_id, spec, weights, mapping_fn
+
+    def __call__(self, runner: Any) -> None:
+        runner.add_policy(self.policy_id, self.spec, weights=self.weights, policy_mapping_fn=self.mapping_fn)
+
+
+class _RemovePolicyCall:
+    """Removes a policy from one runner (shipped to remote runners)."""
+
+    def __init__(self, policy_id: str, mapping_fn: Callable | None):
+        self.policy_id, self.mapping_fn = policy_id, mapping_fn
+
+    def __call__(self, runner: Any) -> None:
+        runner.remove_policy(self.policy_id, policy_mapping_fn=self.mapping_fn)
