@@ -175,9 +175,19 @@ class Algorithm:
         """Create the EnvRunnerGroup and the Learner (they share the local module)."""
         from rlx.env.env_runner_group import EnvRunnerGroup
 
+        from rlx.env.env_runner import MultiAgentEnvFoundError
+
         self.is_multi_agent = self._detect_multi_agent(config)
-        self.env_runner_group = EnvRunnerGroup(config, module_spec=self._module_spec(), remote_backend=None,
-                                               runner_cls=self._env_runner_cls())
+        try:
+            self.env_runner_group = EnvRunnerGroup(config, module_spec=self._module_spec(), remote_backend=None,
+                                                   runner_cls=self._env_runner_cls())
+        except MultiAgentEnvFoundError:
+            # An env creator returned a MultiAgentEnv: known only once one was built.
+            if self.is_multi_agent or config.env_runner_cls is not None:
+                raise
+            self.is_multi_agent = True
+            self.env_runner_group = EnvRunnerGroup(config, module_spec=self._module_spec(), remote_backend=None,
+                                                   runner_cls=self._env_runner_cls())
         # The runners resolved rlx's adaptive sub-env default (AlgorithmConfig.
         # resolve_num_envs_per_env_runner); the frozen config reports what they use.
         config._values["num_envs_per_env_runner"] = self.env_runner_group.num_envs_per_env_runner
@@ -210,11 +220,13 @@ class Algorithm:
 
     @staticmethod
     def _detect_multi_agent(config: AlgorithmConfig) -> bool:
+        """Whether the config or its env's class says multi-agent; an env creator that returns a
+        MultiAgentEnv is found when the first runner builds its env (see setup)."""
         if config.is_multi_agent:
             return True
-        from rlx.env.multi_agent_env import env_is_multi_agent
+        from rlx.env.multi_agent_env import env_class_is_multi_agent
 
-        return env_is_multi_agent(config.env, config.env_config)
+        return env_class_is_multi_agent(config.env)
 
     def _env_runner_cls(self) -> Any:
         """The EnvRunner class: the config's env_runner_cls, else the multi- or single-agent runner."""

@@ -248,7 +248,8 @@ class SingleAgentEnvRunner:
         while i < count:
             env = self._build_env(i)
             if i == 0 and _is_multi_agent_env(env):
-                raise EnvError(
+                env.close()
+                raise MultiAgentEnvFoundError(
                     f"Env {self.env_name!r} is a MultiAgentEnv ({type(env).__name__}), which {type(self).__name__} "
                     "cannot step. Leave env_runner_cls unset: Algorithms sample MultiAgentEnvs with "
                     "MultiAgentEnvRunner.")
@@ -1017,6 +1018,10 @@ class EnvInfo:
     action_space: gym.Space
     num_envs: int
     is_atari: bool
+
+
+class MultiAgentEnvFoundError(EnvError):
+    """A SingleAgentEnvRunner was given a MultiAgentEnv (the Algorithm then builds MultiAgentEnvRunners)."""
 
 
 def _is_multi_agent_env(env: Any) -> bool:

@@ -169,42 +169,19 @@ def make_multi_agent(env_name_or_creator: str | Callable[[Any], Any]) -> type[Mu
     return MultiEnv
 
 
-def env_is_multi_agent(env: Any, env_config: dict | None = None) -> bool:
-    """Whether `config.environment(env)` makes MultiAgentEnvs: a MultiAgentEnv class, or a
-    registered name, creator or import path whose env is one (created once to find out).
-    Gymnasium ids are single-agent envs."""
-    import gymnasium as gym
-
-    if env is None:
-        return False
+def env_class_is_multi_agent(env: Any) -> bool:
+    """Whether `config.environment(env)` names a MultiAgentEnv class (directly or by import path).
+    Creators and registered names are not called here: what they return is known once built."""
     if isinstance(env, type):
         return issubclass(env, MultiAgentEnv)
-    if isinstance(env, str):
+    if isinstance(env, str) and (":" in env or "." in env):
         from rlx.env.registry import get_registered_creator, import_object
 
-        if get_registered_creator(env) is None:
-            if env in gym.envs.registry:
-                return False
-            if ":" in env or "." in env:
-                try:
-                    target = import_object(env)
-                except Exception:  # not an import path: env creation reports what it is
-                    return False
-                if isinstance(target, type):
-                    return issubclass(target, MultiAgentEnv)
-            else:
-                return False
-    from rlx.env.env_context import EnvContext
-    from rlx.env.registry import make_env_creator
-
-    create, _ = make_env_creator(env)
-    probe = create(EnvContext(dict(env_config or {}), worker_index=0))
-    try:
-        return isinstance(probe, MultiAgentEnv)
-    finally:
-        close = getattr(probe, "close", None)
-        if close is not None:
-            try:
-                close()
-            except Exception:  # the probe's only job was its type
-                pass
+        if get_registered_creator(env) is not None:
+            return False
+        try:
+            target = import_object(env)
+        except Exception:  # not an import path: env creation reports what it is
+            return False
+        return isinstance(target, type) and issubclass(target, MultiAgentEnv)
+    return False
