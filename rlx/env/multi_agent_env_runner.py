@@ -40,6 +40,9 @@ DEFAULT_AGENT_ID = "default_agent"
 AGENT_RETURNS_KEY = "agent_episode_returns_mean"
 MODULE_RETURNS_KEY = "module_episode_returns_mean"
 
+#: Episodes the mapping function is asked about to find the agents of each policy.
+_SPACE_PROBES = 16
+
 _EPISODE_EVENTS = ("on_episode_created", "on_episode_start", "on_episode_step", "on_episode_end",
                    "on_postprocess_trajectory")
 
@@ -91,6 +94,9 @@ class ModuleSlot:
         self.exploration: Any = None
         self._generator = runner._generator
         self.float_obs = has_float_values(observation_space)
+        self.direct = type(self.preprocessor) is NoPreprocessor
+        self.obs_dtype = getattr(observation_space, "dtype", None)
+        self.obs_shape = self.preprocessor.shape
         self.act_dtype = np.int64 if isinstance(action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)) \
             else np.float32
 
@@ -206,6 +212,7 @@ class MultiAgentEnvRunner:
         self._pending: list[dict[Any, list]] = [{} for _ in range(B)]  # agent -> open transition
         self._last_row: list[dict[Any, np.ndarray]] = [{} for _ in range(B)]
         self._at_boundary = np.ones(B, dtype=bool)
+        self._check_steps = [True] * B  # check what step() returns (first episode of each sub-env)
 
     def _resolve_callbacks(self) -> None:
         cb = self._callbacks
@@ -233,15 +240,19 @@ class MultiAgentEnvRunner:
 
     def _create_envs(self) -> list[MultiAgentEnv]:
         cfg = self.config
-        envs = []
+        envs: list[MultiAgentEnv] = []
         count = int(cfg.num_envs_per_env_runner)
-        for i in range(count):
+        i = 0
+        while i < count:
             env = self._build_env(i)
-            if i == 0 and not cfg.disable_env_checking:
-                from rlx.env.multi_agent_env_checker import check_multi_agent_env
+            if i == 0:
+                count = cfg.resolve_num_envs_per_env_runner(_episode_step_limit(env))
+                if not cfg.disable_env_checking:
+                    from rlx.env.multi_agent_env_checker import check_multi_agent_env
 
-                check_multi_agent_env(env, seed=self._seed)
+                    check_multi_agent_env(env, seed=self._seed)
             envs.append(env)
+            i += 1
         return envs
 
     def _build_env(self, i: int) -> MultiAgentEnv:
@@ -277,11 +288,14 @@ class MultiAgentEnvRunner:
         if obs_space is not None and act_space is not None:
             return obs_space, act_space
         env = self.envs[0]
-        probe = MultiAgentEpisode("space-inference", env_index=0, worker_index=self.worker_index)
         agents = self._agent_ids(env)
-        for aid in agents:
-            if self._mapper.raw(aid, probe, worker=self) == pid:
-                return (obs_space or env.get_observation_space(aid), act_space or env.get_action_space(aid))
+        # Mappings may depend on the episode (e.g. who moves first): ask for a few episodes.
+        for _ in range(_SPACE_PROBES):
+            probe = MultiAgentEpisode(env_index=0, worker_index=self.worker_index)
+            probe.is_space_probe = True
+            for aid in agents:
+                if self._mapper.raw(aid, probe, worker=self) == pid:
+                    return (obs_space or env.get_observation_space(aid), act_space or env.get_action_space(aid))
         raise EnvError(
             f"Cannot infer the spaces of policy {pid!r}: policy_mapping_fn maps none of the env's agents "
             f"({', '.join(map(repr, agents))}) to it. Give them in the config: policies={{{pid!r}: "
@@ -456,6 +470,11 @@ class MultiAgentEnvRunner:
     def _preprocess(self, b: int, aid: Any, obs: Any, where: str) -> np.ndarray:
         pid = self._module_of(b, aid)
         slot = self.slots[pid]
+        if slot.direct and type(obs) is np.ndarray and obs.dtype == slot.obs_dtype and \
+                obs.shape == slot.obs_shape:
+            # What Box envs usually return: stored as is (finiteness is checked per module batch
+            # in _compute_actions).
+            return obs
         try:
             row = np.asarray(slot.preprocessor.transform(obs), dtype=np.float32)
         except Exception as err:
@@ -517,6 +536,8 @@ class MultiAgentEnvRunner:
         for pid, members in groups.items():
             slot = self.slots[pid]
             raw = np.stack([self._obs[b][aid] for b, aid in members])
+            if slot.float_obs and not math.isfinite(float(np.vdot(raw, raw))):
+                self._raise_nonfinite(raw, members)
             if slot.filter.is_identity:
                 obs = raw
             else:
@@ -530,13 +551,24 @@ class MultiAgentEnvRunner:
                 self._pending[b][aid] = [pid, obs[k], acts[k], logp[k], dist_inputs[k], 0.0]
         return actions
 
+    def _raise_nonfinite(self, raw: np.ndarray, members: list[tuple[int, Any]]) -> None:
+        """EnvError naming the first agent whose observation holds NaN or inf (an overflowing
+        sum of squares alone is not an error)."""
+        for k, (b, aid) in enumerate(members):
+            if not np.isfinite(raw[k]).all():
+                raise EnvError(f"{self._sub_env_label(b)} returned a NaN or infinite observation for agent {aid!r} "
+                               f"(at step {self._episodes[b].env_t} of its episode): {raw[k]!r:.200}; observations "
+                               "must be finite.")
+
     def _step_env(self, b: int, action_dict: dict, check: bool) -> bool:
         """Step sub-env b; record completed transitions; True when its episode ended."""
         try:
             out = self.envs[b].step(action_dict)
         except Exception as err:
             raise EnvError(f"env.step() of {self._sub_env_label(b)} raised {type(err).__name__}: {err}") from err
-        if check:
+        if check and self._check_steps[b]:
+            # Every step of each sub-env's first episode; later ones skip the check (it costs
+            # about a tenth of a step).
             from rlx.env.multi_agent_env_checker import check_step_output
 
             check_step_output(self._sub_env_label(b), out, set(action_dict),
@@ -568,6 +600,7 @@ class MultiAgentEnvRunner:
         if self._on_episode_step is not None:
             self._on_episode_step(**self._episode_kwargs(b))
         if all_t or all_tr or not acting:
+            self._check_steps[b] = False
             episode.finish(all_t, all_tr or not all_t)
             if self._on_episode_end is not None:
                 self._on_episode_end(**self._episode_kwargs(b))
@@ -833,6 +866,17 @@ class PerPolicy:
         for pid, value in delta.items():
             if pid in self.items:
                 self.items[pid].merge_delta(value)
+
+
+def _episode_step_limit(env: Any) -> int | None:
+    """The time limit of a multi-agent env's episodes, when it is made of limited single-agent
+    envs (make_multi_agent, SingleAgentAsMultiAgent); None otherwise."""
+    from rlx.env.env_runner import episode_step_limit
+
+    inner = [env.env] if isinstance(env, SingleAgentAsMultiAgent) else list(getattr(env, "envs", None) or [])
+    limits = [episode_step_limit(e) for e in inner if isinstance(e, gym.Env)]
+    limits = [x for x in limits if x]
+    return max(limits) if limits else None
 
 
 def _make_preprocessor(config: Any, space: gym.Space) -> Preprocessor:

@@ -34,6 +34,9 @@ class MultiAgentEpisode:
         #: {agent_id: SingleAgentEpisode} when recording (an episode callback is defined).
         self.agent_episodes: dict[Any, SingleAgentEpisode] = {}
         self._record = record
+        #: True for the episodes a runner makes up to ask policy_mapping_fn which policy each
+        #: agent uses when it infers the policies' spaces (never stepped).
+        self.is_space_probe = False
         self._agent_returns: dict[Any, float] = {}
         self._agent_steps: dict[Any, int] = {}
         self._last_obs: dict[Any, Any] = {}
@@ -54,6 +57,9 @@ class MultiAgentEpisode:
     def add_env_step(self, observations: dict, actions: dict, rewards: dict, terminateds: dict,
                      truncateds: dict, infos: dict, count_step: bool = True) -> None:
         """Record one env step: the actions of the agents that acted and what the env returned."""
+        if not self._record and count_step:
+            self._fast_step(observations, actions, rewards, infos)
+            return
         if count_step:
             self._env_t += 1
         for aid, action in actions.items():
@@ -87,6 +93,23 @@ class MultiAgentEpisode:
                 episode = SingleAgentEpisode(env_index=self.env_index, worker_index=self.worker_index)
                 episode.add_env_reset(observations[aid], info)
                 self.agent_episodes[aid] = episode
+
+    def _fast_step(self, observations: dict, actions: dict, rewards: dict, infos: Any) -> None:
+        """add_env_step when nothing needs the per-agent episodes: counters, returns, last values."""
+        self._env_t += 1
+        steps, returns = self._agent_steps, self._agent_returns
+        for aid in actions:
+            steps[aid] = steps.get(aid, 0) + 1
+        for aid, reward in rewards.items():
+            returns[aid] = returns.get(aid, 0.0) + float(reward)
+        for aid in observations:
+            if aid not in returns:
+                returns[aid] = 0.0
+                steps.setdefault(aid, 0)
+        self._last_obs.update(observations)
+        self._last_actions.update(actions)
+        if isinstance(infos, dict):
+            self._last_infos.update(infos)
 
     def finish(self, terminated: bool, truncated: bool) -> None:
         """Mark the episode done (the env returned "__all__")."""
