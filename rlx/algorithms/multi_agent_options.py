@@ -85,6 +85,23 @@ def check_overrides_per_module(name: str, value: Any) -> dict:
     return {str(k): dict(v) for k, v in value.items()}
 
 
+def resolve_callable(value: Any, name: str) -> Any:
+    """A function given as an import path string ('module:function', as YAML files give it)
+    imported; anything else as it is."""
+    if not isinstance(value, str):
+        return value
+    from rlx.env.registry import import_object
+
+    try:
+        target = import_object(value)
+    except Exception as err:
+        raise ConfigError(f"{name}={value!r} is not an importable function ('package.module:function'): "
+                          f"{type(err).__name__}: {err}") from err
+    if not callable(target):
+        raise ConfigError(f"{name}={value!r} names {type(target).__name__}, not a function.")
+    return target
+
+
 def is_trainable(policies_to_train: Any, policy_id: str, batch: Any = None) -> bool:
     """Whether `policy_id` trains: every policy when policies_to_train is None."""
     if policies_to_train is None:
@@ -107,7 +124,8 @@ class AgentMapper:
     """Calls `policy_mapping_fn` as RLlib does: `fn(agent_id, episode, worker=..., **kw)`, or the
     old one-argument `fn(agent_id)`; checks that the answer is a known policy."""
 
-    def __init__(self, mapping_fn: Callable | None, policy_ids: list[str]):
+    def __init__(self, mapping_fn: Callable | str | None, policy_ids: list[str]):
+        mapping_fn = resolve_callable(mapping_fn, "policy_mapping_fn")
         if mapping_fn is None:
             if len(policy_ids) != 1 and DEFAULT_POLICY_ID not in policy_ids:
                 raise ConfigError(

@@ -247,15 +247,21 @@ def run_episodes(
     done: list[Episode] = []
     steps_left = steps
     reset_seed = seed
+    act_and_step = _multi_agent_stepper(algo, env, explore) if getattr(algo, "is_multi_agent", False) else None
     while (episodes is None or len(done) < episodes) and (steps_left is None or steps_left > 0):
         episode = Episode(number=len(done) + 1)
         obs, _ = env.reset(seed=reset_seed)
         reset_seed = None
+        if act_and_step is not None:
+            act_and_step.new_episode()
         if render is not None:
             render(env)
         while steps_left is None or steps_left > 0:
-            action = algo.compute_single_action(obs, explore=explore)
-            next_obs, reward, terminated, truncated, _ = env.step(action)
+            if act_and_step is not None:
+                action, next_obs, reward, terminated, truncated = act_and_step(obs)
+            else:
+                action = algo.compute_single_action(obs, explore=explore)
+                next_obs, reward, terminated, truncated, _ = env.step(action)
             if render is not None:
                 render(env)
             _record_step(episode, obs, action, float(reward), keep_steps)
@@ -269,6 +275,43 @@ def run_episodes(
         if on_episode is not None:
             on_episode(episode)
     return done
+
+
+class _multi_agent_stepper:
+    """Acts for every agent of a MultiAgentEnv with the policy policy_mapping_fn picks for it
+    (once per agent per episode); a step's reward is the sum over agents, and the episode ends
+    with "__all__" (or when no agent is left to act)."""
+
+    def __init__(self, algo: Any, env: Any, explore: bool):
+        from rlx.algorithms.multi_agent_options import AgentMapper
+
+        self.algo, self.env, self.explore = algo, env, explore
+        self.mapper = AgentMapper(algo.config.policy_mapping_fn, algo.policy_ids)
+        self.episode: Any = None
+
+    def new_episode(self) -> None:
+        from rlx.env.multi_agent_episode import MultiAgentEpisode
+
+        self.episode = MultiAgentEpisode()
+        self.done_agents: set = set()
+
+    def __call__(self, obs: dict) -> tuple[dict, dict, float, bool, bool]:
+        actions = {}
+        for agent_id, observation in obs.items():
+            if agent_id in self.done_agents:
+                continue  # its final observation: it acts no more
+            policy_id = self.episode.agent_to_module_map.get(agent_id)
+            if policy_id is None:
+                policy_id = self.episode.agent_to_module_map[agent_id] = self.mapper(agent_id, self.episode)
+            actions[agent_id] = self.algo.compute_single_action(observation, policy_id=policy_id,
+                                                                explore=self.explore)
+        next_obs, rewards, terminateds, truncateds, _ = self.env.step(actions)
+        for flags in (terminateds, truncateds):
+            self.done_agents.update(agent for agent, flag in flags.items() if flag)
+        terminated = bool(terminateds.get("__all__", False))
+        left = [a for a in next_obs if a not in self.done_agents]
+        truncated = bool(truncateds.get("__all__", False)) or (not left and not terminated)
+        return actions, next_obs, float(sum(rewards.values())), terminated, truncated
 
 
 def _record_step(episode: Episode, obs: Any, action: Any, reward: float, keep_steps: bool) -> None:

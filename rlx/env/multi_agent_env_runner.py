@@ -166,7 +166,7 @@ class MultiAgentEnvRunner:
     def __init__(self, config: Any, worker_index: int = 0, num_workers: int = 0,
                  module_spec: RLModuleSpec | None = None, module: MultiRLModule | None = None,
                  env_info: Any = None):
-        from rlx.algorithms.multi_agent_options import AgentMapper
+        from rlx.algorithms.multi_agent_options import AgentMapper, resolve_callable
 
         self.config = config
         self.worker_index = worker_index
@@ -182,6 +182,7 @@ class MultiAgentEnvRunner:
         self._generator.manual_seed(self._seed if self._seed is not None else secrets.randbits(62))
         self.policies = dict(config.policies or {"default_policy": None})
         self._mapper = AgentMapper(config.policy_mapping_fn, list(self.policies))
+        self._observation_fn = resolve_callable(config.observation_fn, "observation_fn")
         self.envs = self._create_envs()
         self.num_envs = len(self.envs)
         self.slots: dict[str, ModuleSlot] = {}
@@ -454,7 +455,7 @@ class MultiAgentEnvRunner:
         return pid
 
     def _apply_observation_fn(self, obs: dict, b: int) -> dict:
-        fn = self.config.observation_fn
+        fn = self._observation_fn
         if fn is None:
             return obs
         out = fn(agent_obs=obs, worker=self, base_env=self.envs, policies=self.policy_map,

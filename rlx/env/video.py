@@ -126,6 +126,14 @@ def make_env(config: Any, render_mode: str | None = None, feature: str = "") -> 
             check_rgb_array_env(env, feature, "Create the env with render_mode='rgb_array', e.g. from a "
                                 "'render_mode' key of env_config (--config '{\"env_config\": "
                                 "{\"render_mode\": \"rgb_array\"}}').")
+    from rlx.env.multi_agent_env import MultiAgentEnv
+
+    if isinstance(env, MultiAgentEnv):
+        if not config.disable_env_checking:
+            from rlx.env.multi_agent_env_checker import check_multi_agent_env
+
+            check_multi_agent_env(env)
+        return env
     if not config.disable_env_checking:
         return check_env(env, config.auto_wrap_old_gym_envs)
     if config.auto_wrap_old_gym_envs and looks_like_old_gym_api(env):
