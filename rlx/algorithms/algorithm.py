@@ -254,16 +254,34 @@ class Algorithm:
         return RLModuleSpec(module_class=ActorCriticModule)
 
     def _module_spec(self) -> Any:
+        """The RLModuleSpec every module is built from, or (for a MultiRLModuleSpec in the config)
+        a MultiRLModuleSpec of one completed spec per module id, with the default for others."""
+        from rlx.core.rl_module import MultiRLModuleSpec, RLModuleSpec
+
+        user = self.config.rl_module_spec
+        if isinstance(user, MultiRLModuleSpec):
+            if not self.is_multi_agent:
+                raise ConfigError("rl_module_spec is a MultiRLModuleSpec, but the env and config are single-agent; "
+                                  "give an RLModuleSpec, or configure policies with config.multi_agent(...).")
+            specs = user.rl_module_specs
+            if isinstance(specs, RLModuleSpec):
+                return self._completed_spec(specs)
+            return MultiRLModuleSpec(rl_module_specs={mid: self._completed_spec(s) for mid, s in (specs or {}).items()},
+                                     default_spec=self._completed_spec(None))
+        return self._completed_spec(user)
+
+    def _completed_spec(self, user: Any) -> Any:
+        """The user's RLModuleSpec (or RLModule class) with the algorithm's defaults filled in."""
         from rlx.core.rl_module import RLModuleSpec
 
         spec = self.get_default_rl_module_spec()
-        user = self.config.rl_module_spec
         if user is None:
             return spec
         if isinstance(user, type):
             user = RLModuleSpec(module_class=user)
         if not isinstance(user, RLModuleSpec):
-            raise ConfigError(f"rl_module_spec must be an RLModuleSpec or an RLModule class, got {user!r}.")
+            raise ConfigError(f"rl_module_spec must be an RLModuleSpec, a MultiRLModuleSpec or an RLModule class, "
+                              f"got {user!r}.")
         return RLModuleSpec(
             module_class=user.module_class or spec.module_class,
             observation_space=user.observation_space,

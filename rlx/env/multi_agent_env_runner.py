@@ -313,12 +313,19 @@ class MultiAgentEnvRunner:
         return slot
 
     def _build_module(self, pid: str, slot: ModuleSlot) -> RLModule:
+        from rlx.core.rl_module import MultiRLModuleSpec
+
         base = self._module_spec
+        if isinstance(base, MultiRLModuleSpec):
+            base = base.spec_for(pid)
         if base is None:
             raise ValueError("MultiAgentEnvRunner needs a module_spec or a module holding every policy.")
         spec = RLModuleSpec(
-            module_class=base.module_class, observation_space=slot.module_observation_space,
-            action_space=slot.action_space, model_config=slot.config.model, inference_only=base.inference_only)
+            module_class=base.module_class,
+            observation_space=base.observation_space or slot.module_observation_space,
+            action_space=base.action_space or slot.module_action_space,
+            model_config=slot.config.model if base.model_config is None else base.model_config,
+            inference_only=base.inference_only)
         seeded = self.config.seed is not None
         ctx = torch.random.fork_rng(devices=[]) if seeded else contextlib.nullcontext()
         with ctx:
@@ -813,6 +820,20 @@ class MultiAgentEnvRunner:
     def policy_map(self) -> dict[str, Any]:
         """{policy_id: Policy} (old API)."""
         return {pid: self.get_policy(pid) for pid in self.slots}
+
+    def is_policy_to_train(self, policy_id: str, batch: Any = None) -> bool:
+        """Whether `policy_id` is trained (the config's policies_to_train)."""
+        from rlx.algorithms.multi_agent_options import is_trainable
+
+        return is_trainable(self.config.policies_to_train, policy_id, batch)
+
+    def foreach_policy(self, func: Callable[..., Any]) -> list[Any]:
+        """[func(policy, policy_id) for every policy] (old API)."""
+        return [func(policy, pid) for pid, policy in self.policy_map.items()]
+
+    def foreach_policy_to_train(self, func: Callable[..., Any]) -> list[Any]:
+        """[func(policy, policy_id) for every trained policy] (old API)."""
+        return [func(policy, pid) for pid, policy in self.policy_map.items() if self.is_policy_to_train(pid)]
 
     @property
     def preprocessors(self) -> dict[str, Preprocessor]:

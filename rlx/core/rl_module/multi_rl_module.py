@@ -116,6 +116,8 @@ class MultiRLModuleSpec:
     rl_module_specs: dict[str, RLModuleSpec] | RLModuleSpec | None = None
     # RLlib's older name of rl_module_specs.
     module_specs: dict[str, RLModuleSpec] | RLModuleSpec | None = None
+    #: The spec of module ids not in rl_module_specs (rlx fills it with the algorithm's default).
+    default_spec: RLModuleSpec | None = None
 
     def __post_init__(self) -> None:
         if self.rl_module_specs is None:
@@ -127,7 +129,7 @@ class MultiRLModuleSpec:
         specs = self.rl_module_specs
         if isinstance(specs, RLModuleSpec):
             return specs
-        return (specs or {}).get(module_id)
+        return (specs or {}).get(module_id, self.default_spec)
 
     def build(self) -> MultiRLModule:
         """Build every module (their specs need spaces)."""
