@@ -129,8 +129,9 @@ def test_mapping_fn_called_once_per_episode_and_agent_with_the_runner_as_worker(
     workers = []
 
     def mapping(agent_id, episode, worker=None, **kwargs):
-        calls.append((episode.id_, agent_id))
-        workers.append(worker)
+        if not episode.is_space_probe:
+            calls.append((episode.id_, agent_id))
+            workers.append(worker)
         return f"p{agent_id}"
 
     ended = []
@@ -140,7 +141,7 @@ def test_mapping_fn_called_once_per_episode_and_agent_with_the_runner_as_worker(
         del calls[:], workers[:]  # what the build did (space inference) is not sampling
         algo.train()
         algo.train()
-        sampled = [c for c in calls if c[0] != "space-inference"]
+        sampled = list(calls)
         counts = collections.Counter(sampled)
         assert counts and max(counts.values()) == 1, [c for c, n in counts.items() if n > 1][:5]
         by_episode = collections.defaultdict(set)
@@ -149,7 +150,7 @@ def test_mapping_fn_called_once_per_episode_and_agent_with_the_runner_as_worker(
         # Both agents act from the first step of every episode: each was mapped once.
         assert all(agents == {0, 1} for agents in by_episode.values())
         assert ended and set(ended) <= set(by_episode)
-        assert all(w is algo.env_runner for w, c in zip(workers, calls) if c[0] != "space-inference")
+        assert all(w is algo.env_runner for w in workers)
     finally:
         algo.stop()
 
@@ -349,6 +350,39 @@ def test_policies_as_a_dict_of_policy_specs_with_given_and_inferred_spaces():
         algo.stop()
 
 
+class HeteroEnv(ScriptedEnv):
+    """ScriptedEnv whose agent 'b' observes a Box(3,) and picks among 4 actions."""
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.observation_spaces["b"] = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+        self.action_spaces["b"] = gym.spaces.Discrete(4)
+
+    def _obs(self, aid):
+        if aid == "b":
+            return np.array([self.t / 5.0, -1.0, 0.5], np.float32)
+        return super()._obs(aid)
+
+
+def test_spaces_are_inferred_per_policy_from_its_agents():
+    config = scripted_config().environment(HeteroEnv)
+    algo = config.build()
+    try:
+        env = HeteroEnv()
+        for aid in ("a", "b"):
+            policy = algo.get_policy(f"p{aid}")
+            assert policy.observation_space == env.observation_spaces[aid]
+            assert policy.action_space == env.action_spaces[aid]
+        batch = algo.env_runner.sample(num_timesteps=20)
+        assert np.shape(batch.policy_batches["pb"]["obs"])[2:] == (3,)
+        assert set(np.unique(batch.policy_batches["pb"]["actions"])) <= {0, 1, 2, 3}
+        assert np.shape(batch.policy_batches["pb"]["action_dist_inputs"])[-1] == 4
+        result = algo.train()
+        assert set(result["learners"]) == {"pa", "pb"}
+    finally:
+        algo.stop()
+
+
 def test_policies_as_old_four_tuples():
     config = ma_config().multi_agent(policies={
         "p0": (None, CARTPOLE_OBS, CARTPOLE_ACT, {}),
@@ -521,14 +555,28 @@ def test_cartpole_batch_rows_match_each_policys_agent_steps():
 def test_on_episode_end_gets_a_multi_agent_episode():
     ended = []
     steps = collections.Counter()
-    config = scripted_config().callbacks(
-        on_episode_end=lambda episode, **kw: ended.append(episode),
-        on_episode_step=lambda episode, **kw: steps.update([episode.id_]),
-    )
+
+    def on_episode_start(episode, **kw):
+        episode.user_data["steps"] = 0
+
+    def on_episode_step(episode, **kw):
+        steps.update([episode.id_])
+        episode.user_data["steps"] += 1
+
+    def on_episode_end(episode, **kw):
+        ended.append(episode)
+        episode.custom_metrics["steps_seen"] = episode.user_data["steps"]
+        episode.custom_metrics["return_b"] = episode.agent_episode_returns["b"]
+
+    config = scripted_config().callbacks(on_episode_start=on_episode_start, on_episode_step=on_episode_step,
+                                         on_episode_end=on_episode_end)
     algo = config.build()
     try:
-        algo.train()
+        result = algo.train()
         assert ended
+        custom = result["env_runners"]["custom_metrics"]
+        assert custom["steps_seen_mean"] == pytest.approx(5.0)
+        assert custom["return_b_mean"] == pytest.approx(6.0) and custom["return_b_max"] == pytest.approx(6.0)
         for episode in ended:
             assert isinstance(episode, MultiAgentEpisode)
             assert sorted(episode.get_agents()) == ["a", "b"]
@@ -539,6 +587,10 @@ def test_on_episode_end_gets_a_multi_agent_episode():
             assert episode.env_steps() == 5
             assert episode.is_terminated and episode.is_done
             assert steps[episode.id_] == 5
+            # Per-agent records: rewards per step each agent acted, and old-API views.
+            assert episode.get_rewards("a") == [1.0] * 5 and episode.get_rewards("b") == [2.0] * 3
+            assert len(episode.get_actions("b")) == 3 and len(episode.get_observations("a")) == 6
+            assert episode.agent_rewards == pytest.approx({("a", "pa"): 5.0, ("b", "pb"): 6.0})
         assert len({e.id_ for e in ended}) == len(ended)
     finally:
         algo.stop()
@@ -660,6 +712,40 @@ def test_policy_from_checkpoint_one_folder_or_all(tmp_path):
         assert_same_weights(policies[pid].get_weights(), saved[pid])
 
 
+def test_policy_from_checkpoint_ignores_the_other_policies_settings(tmp_path):
+    # The stored config trains only p0 and gives p0 its own lr; loading p1 alone needs neither.
+    config = ma_config(policies_to_train=["p0"]).multi_agent(
+        algorithm_config_overrides_per_module={"p0": {"lr": 1e-5}})
+    algo = config.build()
+    try:
+        algo.train()
+        path = algo.save(str(tmp_path / "ckpt")).checkpoint.path
+        saved = algo.get_weights()
+    finally:
+        algo.stop()
+    policy = Policy.from_checkpoint(path + "/policies/p1")
+    assert_same_weights(policy.get_weights(), saved["p1"])
+    policies = Policy.from_checkpoint(path, policy_ids=["p1"])
+    assert sorted(policies) == ["p1"]
+    assert_same_weights(policies["p1"].get_weights(), saved["p1"])
+
+
+def test_policy_from_checkpoint_with_a_lambda_mapping_fn(tmp_path):
+    # RLlib's usual config: a lambda mapping. Loading policies needs no mapping function.
+    algo = ma_config(mapping=lambda agent_id, episode, worker, **kw: f"p{agent_id}").build()
+    try:
+        algo.train()
+        path = algo.save(str(tmp_path / "ckpt")).checkpoint.path
+        saved = algo.get_weights()
+    finally:
+        algo.stop()
+    policy = Policy.from_checkpoint(path + "/policies/p1")
+    assert_same_weights(policy.get_weights(), saved["p1"])
+    policies = Policy.from_checkpoint(path)
+    for pid in ("p0", "p1"):
+        assert_same_weights(policies[pid].get_weights(), saved[pid])
+
+
 def test_checkpoint_trainable_policies_only(tmp_path):
     config = ma_config(policies_to_train=["p0"]).checkpointing(checkpoint_trainable_policies_only=True)
     algo = config.build()
@@ -725,6 +811,9 @@ def test_self_play_add_policy_in_on_train_result_reaches_the_remote_runner():
 
         algo.remove_policy("main_v1", policy_mapping_fn=lambda agent_id, episode, **kw: "main")
         assert algo.policy_ids == ["main"]
+        with pytest.raises(KeyError, match="main_v1"):
+            algo.get_policy("main_v1")
+        assert list(algo.get_weights()) == ["main"]
         assert _remote(algo, lambda r: sorted(r.module.keys())) == [["main"]]
         assert sorted(algo.env_runner.module.keys()) == ["main"]
         algo.train()

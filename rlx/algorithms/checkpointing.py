@@ -186,6 +186,7 @@ def write_algorithm_checkpoint(algo: Any, path: Path) -> str:
             "env_source": env_source(algo.config),
             "policy_ids": list(learners),
             "trainable_policies_only": bool(algo.config.checkpoint_trainable_policies_only),
+            "policy_spaces": _policy_spaces(algo, learners),
             "training_iteration": algo.iteration,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "files": files,
@@ -202,6 +203,17 @@ def policy_dir(module_id: str) -> str:
         raise CheckpointError(f"Policy id {module_id!r} cannot name a checkpoint directory; use ids without "
                               "path separators.")
     return f"policies/{module_id}"
+
+
+def _policy_spaces(algo: Any, module_ids: Any) -> dict[str, Any]:
+    """{policy_id: {"observation_space": ..., "action_space": ...}}: each policy's env spaces
+    (encoded), so one policy loads without the mapping function that found them."""
+    slots = getattr(algo.env_runner, "slots", None)
+    if not slots:
+        return {}
+    return {mid: {"observation_space": encode_value(slots[mid].observation_space),
+                  "action_space": encode_value(slots[mid].action_space)}
+            for mid in module_ids if mid in slots}
 
 
 def _learners_to_save(algo: Any) -> dict[str, Any]:

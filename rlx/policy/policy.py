@@ -72,22 +72,41 @@ def _short(value: Any) -> str:
 
 def _policy_only_overrides(root: Any, policy_ids: list[str] | None) -> dict[str, Any]:
     """Config overrides that build only `policy_ids` of a checkpoint, with no remote or
-    evaluation EnvRunners."""
-    from rlx.utils.checkpoints import read_json
+    evaluation EnvRunners and nothing to train. The policies' env spaces come from the
+    checkpoint's metadata, so the stored mapping function (perhaps a lambda, which a
+    checkpoint cannot hold) is not needed."""
+    from rlx.utils.atomic_directory import METADATA_FILE
+    from rlx.utils.checkpoints import decode_value, read_json
+    from rlx.utils.errors import CheckpointError
 
-    overrides: dict[str, Any] = {"num_env_runners": 0, "evaluation_interval": None, "num_learners": 0}
-    if policy_ids is not None:
-        config = read_json(root / "config.json")
-        if config.get("policies") is not None:
-            from rlx.utils.checkpoints import decode_value
-
-            stored = decode_value(config["policies"], "policies", root / "config.json")
-            missing = [pid for pid in policy_ids if pid not in stored]
-            if missing:
-                from rlx.utils.errors import CheckpointError
-
-                raise CheckpointError(f"Checkpoint {root} has no policies {missing}; it has {sorted(stored)}.")
-            overrides["policies"] = {pid: stored[pid] for pid in policy_ids}
+    overrides: dict[str, Any] = {"num_env_runners": 0, "evaluation_interval": None, "num_learners": 0,
+                                 "policies_to_train": None}
+    config = read_json(root / "config.json")
+    if config.get("policies") is None:
+        return overrides
+    source = root / "config.json"
+    stored = decode_value(config["policies"], "policies", source)
+    ids = list(stored) if policy_ids is None else list(policy_ids)
+    missing = [pid for pid in ids if pid not in stored]
+    if missing:
+        raise CheckpointError(f"Checkpoint {root} has no policies {missing}; it has {sorted(stored)}.")
+    spaces = read_json(root / METADATA_FILE).get("policy_spaces") or {}
+    policies = {}
+    for pid in ids:
+        spec = stored[pid] if isinstance(stored[pid], PolicySpec) else PolicySpec()
+        known = spaces.get(pid) or {}
+        policies[pid] = PolicySpec(
+            spec.policy_class,
+            spec.observation_space or decode_value(known.get("observation_space"), "policy_spaces", root / METADATA_FILE),
+            spec.action_space or decode_value(known.get("action_space"), "policy_spaces", root / METADATA_FILE),
+            spec.config)
+    overrides["policies"] = policies
+    per_module = decode_value(config.get("algorithm_config_overrides_per_module") or {},
+                              "algorithm_config_overrides_per_module", source)
+    overrides["algorithm_config_overrides_per_module"] = {k: v for k, v in per_module.items() if k in ids}
+    if all(p.observation_space is not None and p.action_space is not None for p in policies.values()):
+        first = ids[0]
+        overrides["policy_mapping_fn"] = lambda agent_id, episode, **kwargs: first  # never samples
     return overrides
 
 
