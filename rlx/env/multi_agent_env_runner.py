@@ -573,7 +573,12 @@ class MultiAgentEnvRunner:
         try:
             out = self.envs[b].step(action_dict)
         except Exception as err:
-            raise EnvError(f"env.step() of {self._sub_env_label(b)} raised {type(err).__name__}: {err}") from err
+            if not self.config.restart_failed_sub_environments:
+                raise EnvError(f"env.step() of {self._sub_env_label(b)} raised {type(err).__name__}: {err}. With "
+                               "config.fault_tolerance(restart_failed_sub_environments=True), a sub-env that does "
+                               "this is rebuilt and its episode dropped instead.") from err
+            self._restart_sub_env(b, err)
+            return True
         if check and self._check_steps[b]:
             # Every step of each sub-env's first episode; later ones skip the check (it costs
             # about a tenth of a step).
@@ -616,6 +621,26 @@ class MultiAgentEnvRunner:
             self._at_boundary[b] = True
             return True
         return False
+
+    def _restart_sub_env(self, b: int, err: BaseException) -> None:
+        """Replace sub-env b, whose step() raised, by a new one (restart_failed_sub_environments).
+        Its episode is dropped: not logged, and its agents' last rows end as truncated."""
+        logger.warning("Sub-env %d of EnvRunner %d failed (%s: %s); restarting it and dropping its episode.",
+                       b, self.worker_index, type(err).__name__, err)
+        try:
+            self.envs[b].close()
+        except Exception:  # a broken env may not close cleanly; it is discarded either way
+            pass
+        self.envs[b] = self._build_env(b)
+        self.num_sub_env_restarts += 1
+        self._pending[b] = {}
+        for cols in self._columns.values():
+            for (env_index, _), col in cols.slot_index.items():
+                rows = cols.rows[col] if col < len(cols.rows) else None
+                if env_index == b and rows:
+                    last = rows[-1]
+                    rows[-1] = last[:5] + (last[5], True) + last[7:]
+        self._at_boundary[b] = True
 
     def _emit(self, b: int, aid: Any, transition: list, next_row: np.ndarray, terminated: bool,
               truncated: bool) -> None:
