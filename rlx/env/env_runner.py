@@ -417,13 +417,7 @@ class SingleAgentEnvRunner:
             self._log_episode_extras(episode)
 
     def _log_episode_extras(self, episode: Any) -> None:
-        """Queue the episode's custom_metrics and hist_data for the results."""
-        m, window = self.metrics, self._smoothing
-        for key, value in episode.custom_metrics.items():
-            m.log_value(("custom_metrics", str(key)), value, reduce=None, window=window)
-        for key, values in episode.hist_data.items():
-            for value in values if isinstance(values, (list, tuple, np.ndarray)) else [values]:
-                m.log_value(("hist_stats", str(key)), value, reduce=None, window=window)
+        log_episode_extras(self.metrics, episode, self._smoothing)
 
     def _log_episode(self, episode_return: float, length: int) -> None:
         # Raw per-episode values since the last get_metrics(); the Algorithm smooths them over
@@ -879,16 +873,7 @@ class SingleAgentEnvRunner:
 
     def _clip_rewards(self, rewards: np.ndarray) -> None:
         clip = self.config.clip_rewards
-        if clip is None:
-            clip = self.is_atari
-        if clip is True:
-            np.sign(rewards, out=rewards)
-        elif clip is False:
-            return
-        elif isinstance(clip, tuple):
-            np.clip(rewards, clip[0], clip[1], out=rewards)
-        else:
-            np.clip(rewards, -clip, clip, out=rewards)
+        clip_rewards(rewards, self.is_atari if clip is None else clip)
 
     # ------------------------------------------------------------------ metrics and state
 
@@ -1018,6 +1003,27 @@ class EnvInfo:
     action_space: gym.Space
     num_envs: int
     is_atari: bool
+
+
+def log_episode_extras(metrics: MetricsLogger, episode: Any, window: int) -> None:
+    """Queue a finished episode's custom_metrics and hist_data for the results."""
+    for key, value in episode.custom_metrics.items():
+        metrics.log_value(("custom_metrics", str(key)), value, reduce=None, window=window)
+    for key, values in episode.hist_data.items():
+        for value in values if isinstance(values, (list, tuple, np.ndarray)) else [values]:
+            metrics.log_value(("hist_stats", str(key)), value, reduce=None, window=window)
+
+
+def clip_rewards(rewards: np.ndarray, clip: Any) -> None:
+    """Clip rewards in place as `clip_rewards` says: True (sign), False, a bound or a (low, high) pair."""
+    if clip is True:
+        np.sign(rewards, out=rewards)
+    elif clip is False or clip is None:
+        return
+    elif isinstance(clip, tuple):
+        np.clip(rewards, clip[0], clip[1], out=rewards)
+    else:
+        np.clip(rewards, -clip, clip, out=rewards)
 
 
 class MultiAgentEnvFoundError(EnvError):

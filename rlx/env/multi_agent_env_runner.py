@@ -23,7 +23,8 @@ import torch
 from rlx.core.columns import Columns
 from rlx.core.rl_module import MultiRLModule, RLModule, RLModuleSpec
 from rlx.env.env_context import EnvContext
-from rlx.env.env_runner import EPISODE_LENGTHS_KEY, EPISODE_RETURNS_KEY, ActionAdapter, _worker_seed, has_float_values
+from rlx.env.env_runner import (EPISODE_LENGTHS_KEY, EPISODE_RETURNS_KEY, ActionAdapter, _worker_seed, clip_rewards,
+                                has_float_values, log_episode_extras)
 from rlx.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv
 from rlx.env.multi_agent_episode import MultiAgentEpisode
 from rlx.env.registry import make_env_creator
@@ -665,11 +666,7 @@ class MultiAgentEnvRunner:
                 per_module[pid] = per_module.get(pid, 0.0) + ret
         for pid, ret in per_module.items():
             m.log_value((MODULE_RETURNS_KEY, pid), ret, window=self._smoothing)
-        for key, value in episode.custom_metrics.items():
-            m.log_value(("custom_metrics", str(key)), value, reduce=None, window=self._smoothing)
-        for key, values in episode.hist_data.items():
-            for value in values if isinstance(values, (list, tuple, np.ndarray)) else [values]:
-                m.log_value(("hist_stats", str(key)), value, reduce=None, window=self._smoothing)
+        log_episode_extras(m, episode, self._smoothing)
 
     def _build_batch(self, env_steps: int, agent_steps: int) -> MultiAgentBatch:
         batches = {}
@@ -709,7 +706,7 @@ class MultiAgentEnvRunner:
             valid[:n, c] = True
         if not slot.filter.is_identity:
             next_obs = slot.filter.apply_batch(next_obs.reshape((T * C,) + shape), update=False).reshape(next_obs.shape)
-        self._clip_rewards(rewards)
+        clip_rewards(rewards, self.config.clip_rewards)
         batch = {Columns.OBS: obs, Columns.NEXT_OBS: next_obs, Columns.ACTIONS: actions,
                  Columns.ACTION_LOGP: logp, Columns.ACTION_DIST_INPUTS: dist, Columns.REWARDS: rewards,
                  Columns.TERMINATEDS: term, Columns.TRUNCATEDS: trunc}
@@ -747,17 +744,6 @@ class MultiAgentEnvRunner:
                     if key in batch and value is not views.get(key):
                         batch[key][span, c] = value
                 t = end
-
-    def _clip_rewards(self, rewards: np.ndarray) -> None:
-        clip = self.config.clip_rewards
-        if clip is None or clip is False:
-            return
-        if clip is True:
-            np.sign(rewards, out=rewards)
-        elif isinstance(clip, tuple):
-            np.clip(rewards, clip[0], clip[1], out=rewards)
-        else:
-            np.clip(rewards, -clip, clip, out=rewards)
 
     # ------------------------------------------------------------------ metrics, weights, state
 
