@@ -549,8 +549,8 @@ class Algorithm:
         if self.is_multi_agent:
             for key in ("num_agent_steps_sampled_lifetime", "num_agent_steps_trained_lifetime"):
                 result[key] = self._counters.get(key, 0)
-            # The old name of the per-policy mean returns.
-            result["policy_reward_mean"] = dict(env_runners.get("module_episode_returns_mean") or {})
+        # The old name of the per-policy mean returns.
+        result["policy_reward_mean"] = dict(env_runners.get("module_episode_returns_mean") or {})
         return result
 
     def _smoothed_episodes(self, returns: list[float], lengths: list[int]) -> tuple[list[float], list[int]]:

@@ -35,6 +35,12 @@ logger = logging.getLogger("rlx")
 EPISODE_RETURNS_KEY = ("hist_stats", "episode_reward")
 EPISODE_LENGTHS_KEY = ("hist_stats", "episode_lengths")
 
+#: Where runners log windowed mean returns per agent and per module (policy).
+AGENT_RETURNS_KEY = ("agent_episode_returns_mean",)
+MODULE_RETURNS_KEY = ("module_episode_returns_mean",)
+#: The agent id of a single-agent env (in multi-agent terms).
+DEFAULT_AGENT_ID = "default_agent"
+
 #: Reward types envs usually return: the sampling loop stores them without the full check.
 _REWARD_TYPES = frozenset({float, int, np.float64, np.float32, np.int64, np.int32})
 _RESTART_HINT = (" With config.fault_tolerance(restart_failed_sub_environments=True), a sub-env that does this is "
@@ -426,6 +432,9 @@ class SingleAgentEnvRunner:
         m.log_value(EPISODE_RETURNS_KEY, episode_return, reduce=None)
         m.log_value(EPISODE_LENGTHS_KEY, length, reduce=None)
         m.log_value("num_episodes", 1, reduce="sum", clear_on_reduce=True)
+        # The one-agent, one-module case of the multi-agent runner's per-agent and per-module returns.
+        m.log_value(AGENT_RETURNS_KEY + (DEFAULT_AGENT_ID,), episode_return, window=self._smoothing)
+        m.log_value(MODULE_RETURNS_KEY + ("default_policy",), episode_return, window=self._smoothing)
 
     def _restart_sub_env(self, i: int, err: BaseException) -> None:
         """Replace sub-env `i`, whose step() raised or returned what rlx cannot use, by a new one

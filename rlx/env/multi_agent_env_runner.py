@@ -23,8 +23,9 @@ import torch
 from rlx.core.columns import Columns
 from rlx.core.rl_module import MultiRLModule, RLModule, RLModuleSpec
 from rlx.env.env_context import EnvContext
-from rlx.env.env_runner import (EPISODE_LENGTHS_KEY, EPISODE_RETURNS_KEY, ActionAdapter, _worker_seed, clip_rewards,
-                                has_float_values, log_episode_extras)
+from rlx.env.env_runner import (AGENT_RETURNS_KEY, DEFAULT_AGENT_ID, EPISODE_LENGTHS_KEY, EPISODE_RETURNS_KEY,
+                                MODULE_RETURNS_KEY, ActionAdapter, _worker_seed, clip_rewards, has_float_values,
+                                log_episode_extras)
 from rlx.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv
 from rlx.env.multi_agent_episode import MultiAgentEpisode
 from rlx.env.registry import make_env_creator
@@ -36,10 +37,6 @@ from rlx.utils.metrics.metrics_logger import MetricsLogger
 
 logger = logging.getLogger("rlx")
 
-#: The agent id of a single-agent env run under a multi-agent config.
-DEFAULT_AGENT_ID = "default_agent"
-AGENT_RETURNS_KEY = "agent_episode_returns_mean"
-MODULE_RETURNS_KEY = "module_episode_returns_mean"
 
 #: Episodes the mapping function is asked about to find the agents of each policy.
 _SPACE_PROBES = 16
@@ -660,12 +657,12 @@ class MultiAgentEnvRunner:
         m.log_value("num_episodes", 1, reduce="sum", clear_on_reduce=True)
         per_module: dict[str, float] = {}
         for aid, ret in episode.agent_episode_returns.items():
-            m.log_value((AGENT_RETURNS_KEY, str(aid)), ret, window=self._smoothing)
+            m.log_value(AGENT_RETURNS_KEY + (str(aid),), ret, window=self._smoothing)
             pid = episode.agent_to_module_map.get(aid)
             if pid is not None:
                 per_module[pid] = per_module.get(pid, 0.0) + ret
         for pid, ret in per_module.items():
-            m.log_value((MODULE_RETURNS_KEY, pid), ret, window=self._smoothing)
+            m.log_value(MODULE_RETURNS_KEY + (pid,), ret, window=self._smoothing)
         log_episode_extras(m, episode, self._smoothing)
 
     def _build_batch(self, env_steps: int, agent_steps: int) -> MultiAgentBatch:
