@@ -301,9 +301,13 @@ def test_every_legacy_stop_key_reads_the_value_rlx_reports(results_dir):
     keys = legacy_keys()
     for key in ("sampler_results/episode_reward_mean", "evaluation/sampler_results/episode_reward_mean",
                 "env_runners/episode_reward_mean", "evaluation/episode_reward_mean", "info/num_env_steps_sampled",
-                "timesteps_total", "episodes_total", "agent_timesteps_total", "num_agent_steps_sampled_lifetime",
-                "policy_reward_mean/default_policy", "episodes_this_iter", "timesteps_this_iter"):
+                "timesteps_total", "episodes_total", "agent_timesteps_total", "episodes_this_iter",
+                "timesteps_this_iter"):
         assert key in keys
+    # Reported under these names themselves (agent steps are env steps with one agent).
+    assert lookup(result, "num_agent_steps_sampled_lifetime") == result["num_env_steps_sampled_lifetime"]
+    assert lookup(result, "policy_reward_mean/default_policy") == \
+        result["env_runners"]["module_episode_returns_mean"]["default_policy"]
     criteria = StopCriteria({key: 0 for key in keys})
     for key in keys:
         rlx_key = canonical_key(key)

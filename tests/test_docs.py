@@ -253,3 +253,69 @@ def test_install_hints_work_from_a_checkout():
                  for n, line in enumerate(p.read_text().splitlines(), 1)
                  if re.search(r"pip install[^`\n]*\brlx\[", line) or re.search(r"'rlx\[\w+\]'", line)]
     assert not offenders, "install hints that only work once rlx is on PyPI:\n" + "\n".join(offenders)
+
+
+# ----------------------------------------------------------------------------- the multi-agent page
+
+MULTI_AGENT_DOC = DOCS / "multi-agent.md"
+
+
+def test_multi_agent_page_names_every_multi_agent_option():
+    """docs/multi-agent.md covers the whole multi_agent() section (seed 003), plus
+    checkpoint_trainable_policies_only."""
+    text = MULTI_AGENT_DOC.read_text()
+    names = [opt.name for opt in COMMON_OPTIONS if "multi_agent" in opt.sections]
+    names.append("checkpoint_trainable_policies_only")
+    assert len(names) > 5
+    # In a code span (`name`, `name="value"`, `section(name=...)`) or as a heading.
+    missing = [n for n in names if not re.search(rf"`[^`\n]*\b{n}\b[^`\n]*`|^#+ {n}$", text, flags=re.M)]
+    assert not missing, f"not in docs/multi-agent.md: {missing}"
+
+
+def test_multi_agent_page_is_linked_from_the_index():
+    assert "](multi-agent.md)" in (DOCS / "index.md").read_text()
+
+
+def test_multi_agent_page_quotes_the_real_env_checker_message():
+    import gymnasium as gym
+
+    from rlx.env.multi_agent_env import MultiAgentEnv
+    from rlx.env.multi_agent_env_checker import check_multi_agent_env
+    from rlx.utils.errors import EnvError
+
+    class NoAll(MultiAgentEnv):
+        """The page's example of an env whose step() leaves out "__all__"."""
+
+        def __init__(self, config=None):
+            super().__init__()
+            self.possible_agents = self.agents = ["a", "b"]
+            self.observation_spaces = {aid: gym.spaces.Discrete(2) for aid in self.agents}
+            self.action_spaces = {aid: gym.spaces.Discrete(2) for aid in self.agents}
+
+        def reset(self, *, seed=None, options=None):
+            return {"a": 0, "b": 0}, {}
+
+        def step(self, action_dict):
+            flags = {"a": False, "b": False}
+            return {"a": 0, "b": 0}, {"a": 1.0, "b": 0.0}, dict(flags), dict(flags), {}
+
+    text = MULTI_AGENT_DOC.read_text()
+    quoted = [block.strip() for block in re.findall(r"^```text\n(.*?)^```", text, flags=re.S | re.M)
+              if block.startswith("NoAll.")]
+    assert len(quoted) == 1
+    with pytest.raises(EnvError) as info:
+        check_multi_agent_env(NoAll())
+    assert str(info.value) == quoted[0]
+
+
+def test_multi_agent_page_quotes_the_real_num_learners_message():
+    from rlx.examples.envs.classes.multi_agent import MultiAgentCartPole
+    from rlx.utils.errors import NotSupportedYetError
+
+    row = next(line for line in MULTI_AGENT_DOC.read_text().splitlines() if "num_learners > 0 with multi-agent" in line)
+    quoted = re.search(r"`(not supported yet: num_learners[^`]*)`", row).group(1)
+    config = (PPOConfig().environment(MultiAgentCartPole).multi_agent(policies={"p0"})
+              .learners(num_learners=2))
+    with pytest.raises(NotSupportedYetError) as info:
+        config.build()
+    assert str(info.value) == quoted

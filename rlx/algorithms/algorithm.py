@@ -22,7 +22,8 @@ from typing import Any, ClassVar, Iterator
 import numpy as np
 
 from rlx.algorithms.algorithm_config import AlgorithmConfig
-from rlx.algorithms.results import deep_update, env_runner_section, fault_tolerance_section, legacy_episode_keys
+from rlx.algorithms.results import (deep_update, env_runner_section, fault_tolerance_section, legacy_episode_keys,
+                                    policy_reward_stats)
 from rlx.loggers.creation import results_root, trial_dir_name
 from rlx.utils.errors import CheckpointError, ConfigError
 from rlx.utils.metrics.metrics_logger import MetricsLogger
@@ -84,6 +85,9 @@ class Algorithm:
             "num_env_steps_sampled_lifetime": 0,
             "num_env_steps_trained_lifetime": 0,
             "num_episodes_lifetime": 0,
+            # Actions of all agents; the same as env steps in single-agent runs.
+            "num_agent_steps_sampled_lifetime": 0,
+            "num_agent_steps_trained_lifetime": 0,
         }
         self.iteration = 0
         self._time_total_s = 0.0
@@ -450,6 +454,8 @@ class Algorithm:
         start = time.perf_counter()
         sampled_before = self._counters["num_env_steps_sampled_lifetime"]
         trained_before = self._counters["num_env_steps_trained_lifetime"]
+        agent_counts_before = (self._counters["num_agent_steps_sampled_lifetime"],
+                               self._counters["num_agent_steps_trained_lifetime"])
         evaluate_now = self._evaluation_due()
         parallel_eval: Future | None = None
         training_done = threading.Event()
@@ -485,6 +491,10 @@ class Algorithm:
         self._time_total_s += elapsed
         self._time_since_restore += elapsed
         result = self._build_result(learner_results, sampled, trained, elapsed)
+        result["num_agent_steps_sampled_this_iter"] = \
+            self._counters["num_agent_steps_sampled_lifetime"] - agent_counts_before[0]
+        result["num_agent_steps_trained_this_iter"] = \
+            self._counters["num_agent_steps_trained_lifetime"] - agent_counts_before[1]
         if eval_results is None and cfg.always_attach_evaluation_results and cfg.evaluation_interval is not None:
             eval_results = self._last_eval_results if self._last_eval_results is not None else self._empty_eval_results()
         if eval_results is not None:
@@ -546,11 +556,9 @@ class Algorithm:
                 "num_env_steps_trained": self._counters["num_env_steps_trained_lifetime"],
             },
         }
-        if self.is_multi_agent:
-            for key in ("num_agent_steps_sampled_lifetime", "num_agent_steps_trained_lifetime"):
-                result[key] = self._counters.get(key, 0)
-        # The old name of the per-policy mean returns.
-        result["policy_reward_mean"] = dict(env_runners.get("module_episode_returns_mean") or {})
+        for key in ("num_agent_steps_sampled_lifetime", "num_agent_steps_trained_lifetime"):
+            result[key] = self._counters[key]
+        result.update(policy_reward_stats(env_runners["hist_stats"], self.is_multi_agent))
         return result
 
     def _smoothed_episodes(self, returns: list[float], lengths: list[int]) -> tuple[list[float], list[int]]:
@@ -611,21 +619,17 @@ class Algorithm:
 
         env_steps = num_sampled_steps(batch)
         self._counters["num_env_steps_sampled_lifetime"] += env_steps
-        if self.is_multi_agent:
-            agent_steps = batch.agent_steps()
-            self._counters["num_agent_steps_sampled_lifetime"] = \
-                self._counters.get("num_agent_steps_sampled_lifetime", 0) + agent_steps
-            if self.config.count_steps_by == "agent_steps":
-                return agent_steps
+        agent_steps = batch.agent_steps() if self.is_multi_agent else env_steps
+        self._counters["num_agent_steps_sampled_lifetime"] += agent_steps
+        if self.is_multi_agent and self.config.count_steps_by == "agent_steps":
+            return agent_steps
         return env_steps
 
     def count_trained(self, batch: Any, steps: int) -> None:
         """Add a trained batch (`steps` as count_sampled returned) to the lifetime counters."""
-        env_steps = batch.env_steps() if self.is_multi_agent and hasattr(batch, "env_steps") else steps
-        self._counters["num_env_steps_trained_lifetime"] += env_steps
-        if self.is_multi_agent and hasattr(batch, "agent_steps"):
-            self._counters["num_agent_steps_trained_lifetime"] = \
-                self._counters.get("num_agent_steps_trained_lifetime", 0) + batch.agent_steps()
+        multi = self.is_multi_agent and hasattr(batch, "env_steps")
+        self._counters["num_env_steps_trained_lifetime"] += batch.env_steps() if multi else steps
+        self._counters["num_agent_steps_trained_lifetime"] += batch.agent_steps() if multi else steps
 
     # ------------------------------------------------------------------ evaluation
 

@@ -47,7 +47,7 @@ def check_policies(name: str, value: Any) -> dict[str, Any] | None:
         elif not isinstance(spec, PolicySpec):
             raise ConfigError(f"Policy {pid!r}: expected a PolicySpec, a 4-tuple or None, got {spec!r:.80}.")
         cls = spec.policy_class
-        if cls is not None and not (isinstance(cls, type) and issubclass(cls, Policy)):
+        if cls is not None and cls is not Policy:
             raise ConfigError(
                 f"Policy {pid!r} names policy_class {getattr(cls, '__name__', cls)!r}; rlx builds every policy from "
                 "its RLModule, so custom Policy classes are not supported. Leave policy_class=None and customise "

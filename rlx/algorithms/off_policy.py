@@ -188,12 +188,14 @@ class OffPolicyAlgorithm(Algorithm):
             n = low if low == high else int(self._n_step_rng.integers(low, high + 1))
             if self.is_multi_agent:
                 metrics = self._multi_agent_update(n, sampled)
+                self._counters["num_agent_steps_trained_lifetime"] += batch_size * len(metrics)
             else:
                 replay = self._replay_hook(self.local_replay_buffer.sample(batch_size, n_step=n, gamma=cfg.gamma))
                 metrics = self.learn_on_batch(replay, timestep=sampled)
                 td_error = metrics.pop("td_error", None)
                 if self._prioritized and td_error is not None:
                     self.local_replay_buffer.update_priorities(replay["batch_indexes"], td_error)
+                self._counters["num_agent_steps_trained_lifetime"] += batch_size
             self._counters["num_env_steps_trained_lifetime"] += batch_size
         if num_updates:
             self.sync_env_runner_weights()

@@ -52,12 +52,26 @@ def add_policy(algo: Any, policy_id: str, spec: Any, weights: dict | None,
     policies = dict(algo.config.policies or {"default_policy": None})
     policies[policy_id] = spec
     policies = check_policies("policies", policies)
-    _set_training_options(algo, policies, policy_mapping_fn, policies_to_train)
     local = algo.env_runner
-    local.add_policy(policy_id, policies[policy_id], policy_mapping_fn=policy_mapping_fn)
-    algo.learner.add_module(policy_id)
-    if weights is not None:
-        algo.learner.module[policy_id].set_state(weights)
+    values = algo.config._values
+    saved = {key: values[key] for key in ("policies", "policy_mapping_fn", "policies_to_train")}
+    saved_runner = (dict(local.policies), local._mapper, algo.learner.policies_to_train)
+    try:
+        _set_training_options(algo, policies, policy_mapping_fn, policies_to_train)
+        local.add_policy(policy_id, policies[policy_id], policy_mapping_fn=policy_mapping_fn)
+        algo.learner.add_module(policy_id)
+        if weights is not None:
+            algo.learner.module[policy_id].set_state(weights)
+    except BaseException:
+        # Nothing of the new policy stays behind: later checkpoints would name it.
+        values.update(saved)
+        algo.config.__dict__.pop("_module_configs", None)
+        local.policies, local._mapper, algo.learner.policies_to_train = saved_runner
+        local.slots.pop(policy_id, None)
+        if policy_id in local.module:
+            local.module.remove_module(policy_id)
+        algo.learner.remove_module(policy_id)
+        raise
     new_weights = algo.learner.module[policy_id].get_state()
     call = _AddPolicyCall(policy_id, policies[policy_id], new_weights, policy_mapping_fn)
     algo.env_runner_group.foreach_env_runner(call, local_env_runner=False)

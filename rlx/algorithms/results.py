@@ -88,6 +88,22 @@ def legacy_episode_keys(env_runners: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def policy_reward_stats(hist_stats: dict[str, Any], multi_agent: bool) -> dict[str, dict[str, float]]:
+    """The old API's `policy_reward_mean/min/max`: {policy_id: statistic} over the returns of each
+    agent that used the policy (`hist_stats["policy_<id>_reward"]`); a single-agent run's one
+    policy has the episode returns."""
+    per_policy = {key[len("policy_"):-len("_reward")]: list(values) for key, values in hist_stats.items()
+                  if key.startswith("policy_") and key.endswith("_reward")}
+    if not multi_agent:
+        per_policy = {"default_policy": list(hist_stats.get("episode_reward", []))}
+    out: dict[str, dict[str, float]] = {"policy_reward_mean": {}, "policy_reward_min": {}, "policy_reward_max": {}}
+    for policy_id, values in per_policy.items():
+        if values:
+            for stat, value in _stats("r", values).items():
+                out[f"policy_reward_{stat[2:]}"][policy_id] = value
+    return out
+
+
 def fault_tolerance_section(group: Any) -> dict[str, int]:
     """`result["fault_tolerance"]` of an EnvRunnerGroup: healthy remote runners, restarts so
     far, and failed runners waiting out `delay_between_env_runner_restarts_s` before their

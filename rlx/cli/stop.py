@@ -38,32 +38,28 @@ _EPISODE_KEYS = {
     "episode_len_max": "episode_len_max",
     "episodes_this_iter": "num_episodes",
     "num_episodes": "num_episodes",
-    # Per-policy / per-module / per-agent returns: rlx trains one policy.
-    "policy_reward_mean/default_policy": "episode_return_mean",
-    "policy_reward_min/default_policy": "episode_return_min",
-    "policy_reward_max/default_policy": "episode_return_max",
-    "module_episode_returns_mean/default_policy": "episode_return_mean",
-    "agent_episode_returns_mean/default_agent": "episode_return_mean",
 }
 
-#: Counters at the top level of a training result, by their legacy names. rlx is
-#: single-agent, so agent steps are env steps.
+#: Counters at the top level of a training result, by their legacy names. Agent steps
+#: count every agent's actions (the same as env steps in single-agent runs).
 _TOP_LEVEL_KEYS = {
     **{name: "num_env_steps_sampled_lifetime" for name in (
-        "timesteps_total", "agent_timesteps_total", "num_env_steps_sampled", "num_agent_steps_sampled",
-        "num_steps_sampled", "num_agent_steps_sampled_lifetime", "info/num_env_steps_sampled",
-        "info/num_agent_steps_sampled", "info/num_steps_sampled",
+        "timesteps_total", "num_env_steps_sampled", "num_steps_sampled", "info/num_env_steps_sampled",
+        "info/num_steps_sampled",
+    )},
+    **{name: "num_agent_steps_sampled_lifetime" for name in (
+        "agent_timesteps_total", "num_agent_steps_sampled", "info/num_agent_steps_sampled",
     )},
     **{name: "num_env_steps_trained_lifetime" for name in (
-        "num_env_steps_trained", "num_agent_steps_trained", "num_steps_trained", "num_agent_steps_trained_lifetime",
-        "info/num_env_steps_trained", "info/num_agent_steps_trained", "info/num_steps_trained",
+        "num_env_steps_trained", "num_steps_trained", "info/num_env_steps_trained", "info/num_steps_trained",
+    )},
+    **{name: "num_agent_steps_trained_lifetime" for name in (
+        "num_agent_steps_trained", "info/num_agent_steps_trained",
     )},
     **{name: "num_env_steps_sampled_this_iter" for name in (
-        "timesteps_this_iter", "num_agent_steps_sampled_this_iter", "num_steps_sampled_this_iter",
+        "timesteps_this_iter", "num_steps_sampled_this_iter",
     )},
-    **{name: "num_env_steps_trained_this_iter" for name in (
-        "num_agent_steps_trained_this_iter", "num_steps_trained_this_iter",
-    )},
+    "num_steps_trained_this_iter": "num_env_steps_trained_this_iter",
     "episodes_total": "env_runners/num_episodes_lifetime",
     "num_healthy_workers": "fault_tolerance/num_healthy_workers",
     "num_remote_worker_restarts": "fault_tolerance/num_remote_worker_restarts",
@@ -73,7 +69,8 @@ _TOP_LEVEL_KEYS = {
 REPORTED_KEYS = frozenset({
     "training_iteration", "time_this_iter_s", "time_total_s", "timestamp", "time_since_restore",
     "iterations_since_restore", "num_env_steps_sampled_lifetime", "num_env_steps_trained_lifetime",
-    "num_env_steps_sampled_this_iter", "num_env_steps_trained_this_iter",
+    "num_env_steps_sampled_this_iter", "num_env_steps_trained_this_iter", "num_agent_steps_sampled_lifetime",
+    "num_agent_steps_trained_lifetime", "num_agent_steps_sampled_this_iter", "num_agent_steps_trained_this_iter",
     "fault_tolerance/num_healthy_workers", "fault_tolerance/num_remote_worker_restarts",
     *(f"env_runners/{name}" for name in (
         "episode_return_mean", "episode_return_min", "episode_return_max", "episode_len_mean",

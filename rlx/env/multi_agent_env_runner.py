@@ -298,7 +298,8 @@ class MultiAgentEnvRunner:
         raise EnvError(
             f"Cannot infer the spaces of policy {pid!r}: policy_mapping_fn maps none of the env's agents "
             f"({', '.join(map(repr, agents))}) to it. Give them in the config: policies={{{pid!r}: "
-            "PolicySpec(observation_space=..., action_space=...)}.")
+            "PolicySpec(observation_space=..., action_space=...)}, or to add_policy(..., observation_space=..., "
+            "action_space=...).")
 
     def _add_slot(self, pid: str, build: bool) -> ModuleSlot:
         obs_space, act_space = self._policy_spaces(pid)
@@ -661,6 +662,8 @@ class MultiAgentEnvRunner:
             pid = episode.agent_to_module_map.get(aid)
             if pid is not None:
                 per_module[pid] = per_module.get(pid, 0.0) + ret
+                # The old API's per-policy statistics: one value per agent of the policy.
+                m.log_value(("hist_stats", f"policy_{pid}_reward"), ret, reduce=None, window=self._smoothing)
         for pid, ret in per_module.items():
             m.log_value(MODULE_RETURNS_KEY + (pid,), ret, window=self._smoothing)
         log_episode_extras(m, episode, self._smoothing)

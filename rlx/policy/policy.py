@@ -80,7 +80,7 @@ def _policy_only_overrides(root: Any, policy_ids: list[str] | None) -> dict[str,
     from rlx.utils.errors import CheckpointError
 
     overrides: dict[str, Any] = {"num_env_runners": 0, "evaluation_interval": None, "num_learners": 0,
-                                 "policies_to_train": None}
+                                 "policies_to_train": None, "num_envs_per_env_runner": 1}
     config = read_json(root / "config.json")
     if config.get("policies") is None:
         return overrides
