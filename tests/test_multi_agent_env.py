@@ -216,7 +216,7 @@ class _MissingAll(_TwoAgentEnv):
 class _MissingAllInTruncateds(_TwoAgentEnv):
     def step(self, action_dict):
         obs, rewards, terms, _, infos = super().step(action_dict)
-        return obs, rewards, terms, {}, infos
+        return obs, rewards, terms, {"a": False}, infos
 
 
 class _RewardForGhost(_TwoAgentEnv):
@@ -409,7 +409,9 @@ def test_check_step_output_errors():
     with pytest.raises(EnvError, match="terminateds.*'__all__'"):
         check_step_output("Env", (obs, rewards, {"a": True}, truncs, infos), ["a"], {"a"})
     with pytest.raises(EnvError, match="truncateds.*'__all__'"):
-        check_step_output("Env", (obs, rewards, terms, {}, infos), ["a"], {"a"})
+        check_step_output("Env", (obs, rewards, terms, {"a": False}, infos), ["a"], {"a"})
+    # An empty truncateds dict says "nothing truncated", as RLlib's own example envs return it.
+    check_step_output("Env", (obs, rewards, terms, {}, infos), ["a"], {"a"})
     with pytest.raises(EnvError, match="infos for agent 'ghost'"):
         check_step_output("Env", (obs, rewards, terms, truncs, {"ghost": {}}), ["a"], {"a"})
     with pytest.raises(EnvError, match="4 values"):

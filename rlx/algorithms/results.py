@@ -35,6 +35,8 @@ def env_runner_section(
     out.update(_stats("episode_len", episode_lengths or []))
     out.setdefault("num_episodes", 0)
     out.setdefault("num_env_steps_sampled", 0)
+    out.setdefault("agent_episode_returns_mean", {})
+    out.setdefault("module_episode_returns_mean", {})
     out["custom_metrics"] = summarize_custom_metrics(out.get("custom_metrics") or {},
                                                      keep_per_episode_custom_metrics)
     return out

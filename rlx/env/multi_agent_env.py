@@ -19,6 +19,8 @@ from rlx.utils.typing import AgentID, MultiAgentDict
 ALL_AGENTS = "__all__"
 #: The key of an info dict that holds info for every agent (RLlib's "__common__").
 COMMON_INFO = "__common__"
+#: The observation key of a global state, for envs that offer one (RLlib's ENV_STATE).
+ENV_STATE = "state"
 
 
 class MultiAgentEnv(gym.Env):

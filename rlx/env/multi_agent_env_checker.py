@@ -65,7 +65,7 @@ def check_multi_agent_env(env: Any, seed: int | None = None) -> None:
             if not isinstance(info, dict):
                 raise EnvError(f"{label}.{where} returned infos[{name!r}] = {describe_value(info)}; each agent's "
                                f"info must be a dict.{_DISABLE_HINT}")
-        if terminateds[ALL_AGENTS] or truncateds[ALL_AGENTS]:
+        if terminateds[ALL_AGENTS] or truncateds.get(ALL_AGENTS, False):
             return
         acting = [aid for aid in obs if not (terminateds.get(aid) or truncateds.get(aid))]
         if not acting:
@@ -106,11 +106,12 @@ def check_step_output(env_label: str, outputs: Any, acted_agents: Iterable[Agent
         _check_dict(env_label, "step()", name, value)
     obs, rewards, terminateds, truncateds, infos = outputs
     for name, flags in (("terminateds", terminateds), ("truncateds", truncateds)):
-        if ALL_AGENTS not in flags:
+        # An empty truncateds dict means "nothing truncated" (RLlib's own example envs return {}).
+        if ALL_AGENTS not in flags and (flags or name == "terminateds"):
             raise EnvError(f"{env_label}.step() returned {name} without the key '__all__' (got keys "
-                           f"{_names(flags)}). RLlib requires '__all__' in both terminateds and truncateds: "
-                           f"set {name}['__all__'] = True when the episode ends for every agent, else False."
-                           f"{_DISABLE_HINT}")
+                           f"{_names(flags)}). RLlib requires '__all__' in terminateds (and in truncateds "
+                           f"unless it is empty): set {name}['__all__'] = True when the episode ends for every "
+                           f"agent, else False.{_DISABLE_HINT}")
     known = set(known_agents)
     known.update(acted_agents)
     known.update(obs)
