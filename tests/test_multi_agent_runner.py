@@ -137,3 +137,28 @@ def test_old_api_foreach_policy_and_is_policy_to_train():
         assert set(worker.filters) == {"p0", "p1"}
     finally:
         algo.stop()
+
+
+def test_old_per_policy_statistics_cover_the_episodes_of_episode_return_mean():
+    # TicTacToe has short episodes: one iteration holds more than the 100-episode window.
+    from rlx.examples.envs.classes.multi_agent import TicTacToe
+
+    config = (PPOConfig().environment(TicTacToe)
+              .multi_agent(policies={"x", "o"}, policy_mapping_fn=lambda aid, *a, **kw: "x" if aid == "player1" else "o")
+              .training(train_batch_size=1000, minibatch_size=250, num_epochs=1).debugging(seed=3))
+    algo = config.build()
+    try:
+        for _ in range(2):
+            result = algo.train()
+            hist = result["env_runners"]["hist_stats"]
+            episodes = len(hist["episode_reward"])
+            # One agent per policy per episode: one value per policy per reported episode.
+            assert len(hist["policy_x_reward"]) == len(hist["policy_o_reward"]) == episodes
+            assert "episode_policy_returns" not in hist
+            # Zero-sum: the two policies' returns cancel episode by episode.
+            assert np.allclose(np.add(hist["policy_x_reward"], hist["policy_o_reward"]), hist["episode_reward"])
+            assert result["policy_reward_mean"]["x"] == pytest.approx(np.mean(hist["policy_x_reward"]))
+            assert result["policy_reward_min"]["o"] == min(hist["policy_o_reward"])
+        assert result["env_runners"]["num_episodes"] > 100
+    finally:
+        algo.stop()

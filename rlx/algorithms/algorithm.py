@@ -98,7 +98,9 @@ class Algorithm:
         self.weights_version = 0
         self._logger_creator = logger_creator if logger_creator is not None else self.config.logger_creator
         self._result_logger: Any = None  # created on first use: build() alone writes no files
-        self._episodes_window: deque[tuple[float, int]] = deque(maxlen=self.config.metrics_num_episodes_for_smoothing)
+        #: (return, length, ((policy_id, agent return), ...)) of the latest episodes.
+        self._episodes_window: deque[tuple[float, int, tuple]] = \
+            deque(maxlen=self.config.metrics_num_episodes_for_smoothing)
         #: Algorithm-side metrics: merged EnvRunner metrics under "env_runners", plus whatever
         #: Algorithm callbacks log (reported at the top level of the result).
         self.metrics = MetricsLogger()
@@ -517,8 +519,11 @@ class Algorithm:
         # these in _add_algorithm_metrics; the peeked values are what reduce() would give.
         peeked = self.metrics.peek("env_runners") if "env_runners" in self.metrics else {}
         hist = peeked.get("hist_stats", {})
-        returns, lengths = self._smoothed_episodes(hist.get("episode_reward", []), hist.get("episode_lengths", []))
+        episodes = self._smoothed_episodes(hist.get("episode_reward", []), hist.get("episode_lengths", []),
+                                           hist.get("episode_policy_returns"))
+        returns, lengths = [e[0] for e in episodes], [e[1] for e in episodes]
         env_runners = env_runner_section(peeked, self.config.keep_per_episode_custom_metrics, returns, lengths)
+        _add_policy_hist_stats(env_runners["hist_stats"], episodes)
         self._counters["num_episodes_lifetime"] += int(env_runners["num_episodes"])
         env_runners["num_episodes_lifetime"] = self._counters["num_episodes_lifetime"]
         env_runners["num_env_steps_sampled"] = sampled
@@ -561,13 +566,17 @@ class Algorithm:
         result.update(policy_reward_stats(env_runners["hist_stats"], self.is_multi_agent))
         return result
 
-    def _smoothed_episodes(self, returns: list[float], lengths: list[int]) -> tuple[list[float], list[int]]:
+    def _smoothed_episodes(self, returns: list[float], lengths: list[int],
+                           policy_returns: list[tuple] | None = None) -> list[tuple[float, int, tuple]]:
         """The episodes to report: the last metrics_num_episodes_for_smoothing ones, or all of
         this iteration's when there are more (seed 003: excess episodes are never cut)."""
-        self._episodes_window.extend(zip(returns, lengths))
+        if policy_returns is None or len(policy_returns) != len(returns):
+            policy_returns = [()] * len(returns)
+        this_iteration = list(zip(returns, lengths, (tuple(p) for p in policy_returns)))
+        self._episodes_window.extend(this_iteration)
         if len(returns) >= self._episodes_window.maxlen:
-            return list(returns), list(lengths)
-        return [r for r, _ in self._episodes_window], [n for _, n in self._episodes_window]
+            return this_iteration
+        return list(self._episodes_window)
 
     def _add_algorithm_metrics(self, result: dict[str, Any]) -> None:
         """Reduce the Algorithm's MetricsLogger (clearing per-iteration stats) and put what
@@ -971,7 +980,8 @@ class Algorithm:
             "iteration": self.iteration,
             "time_total_s": self._time_total_s,
             "counters": dict(self._counters),
-            "episodes_window": [[float(r), int(n)] for r, n in self._episodes_window],
+            "episodes_window": [[float(r), int(n), [[str(pid), float(v)] for pid, v in p]]
+                                for r, n, p in self._episodes_window],
             "metrics": self.metrics.get_state(),
             "learner": self.learner.get_extra_state(),
             "env_runner": self.env_runner.get_state(),
@@ -999,7 +1009,8 @@ class Algorithm:
         with state_field("counters"):
             counters = {str(k): state_count(state["counters"], k) for k in dict(state["counters"])}
         with state_field("episodes_window"):
-            window = [(float(r), int(n)) for r, n in state["episodes_window"]]
+            window = [(float(e[0]), int(e[1]), tuple((str(pid), float(v)) for pid, v in (e[2] if len(e) > 2 else ())))
+                      for e in state["episodes_window"]]
         self.iteration = iteration
         self._time_total_s = time_total
         self._counters.update(counters)
@@ -1049,6 +1060,15 @@ class Algorithm:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(env={self.config.env!r}, iteration={self.iteration})"
+
+
+def _add_policy_hist_stats(hist_stats: dict[str, Any], episodes: list[tuple[float, int, tuple]]) -> None:
+    """hist_stats["policy_<id>_reward"]: the returns of each agent that used policy <id> in the
+    reported episodes (the old API's per-policy statistics), replacing the raw per-episode entries."""
+    hist_stats.pop("episode_policy_returns", None)
+    for _, _, policy_returns in episodes:
+        for policy_id, value in policy_returns:
+            hist_stats.setdefault(f"policy_{policy_id}_reward", []).append(value)
 
 
 def _task_settable(env: Any) -> Any:

@@ -34,6 +34,8 @@ logger = logging.getLogger("rlx")
 #: Where runners log each finished episode's return and length (lists, reduce=None).
 EPISODE_RETURNS_KEY = ("hist_stats", "episode_reward")
 EPISODE_LENGTHS_KEY = ("hist_stats", "episode_lengths")
+#: Where multi-agent runners log each finished episode's ((policy_id, agent return), ...).
+EPISODE_POLICY_RETURNS_KEY = ("hist_stats", "episode_policy_returns")
 
 #: Where runners log windowed mean returns per agent and per module (policy).
 AGENT_RETURNS_KEY = ("agent_episode_returns_mean",)

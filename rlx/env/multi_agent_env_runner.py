@@ -23,8 +23,8 @@ import torch
 from rlx.core.columns import Columns
 from rlx.core.rl_module import MultiRLModule, RLModule, RLModuleSpec
 from rlx.env.env_context import EnvContext
-from rlx.env.env_runner import (AGENT_RETURNS_KEY, DEFAULT_AGENT_ID, EPISODE_LENGTHS_KEY, EPISODE_RETURNS_KEY,
-                                MODULE_RETURNS_KEY, ActionAdapter, _worker_seed, clip_rewards, has_float_values,
+from rlx.env.env_runner import (AGENT_RETURNS_KEY, DEFAULT_AGENT_ID, EPISODE_LENGTHS_KEY,
+                                EPISODE_POLICY_RETURNS_KEY, EPISODE_RETURNS_KEY, MODULE_RETURNS_KEY, ActionAdapter, _worker_seed, clip_rewards, has_float_values,
                                 log_episode_extras)
 from rlx.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv
 from rlx.env.multi_agent_episode import MultiAgentEpisode
@@ -657,13 +657,16 @@ class MultiAgentEnvRunner:
         m.log_value(EPISODE_LENGTHS_KEY, episode.env_steps(), reduce=None)
         m.log_value("num_episodes", 1, reduce="sum", clear_on_reduce=True)
         per_module: dict[str, float] = {}
+        agent_policy_returns = []
         for aid, ret in episode.agent_episode_returns.items():
             m.log_value(AGENT_RETURNS_KEY + (str(aid),), ret, window=self._smoothing)
             pid = episode.agent_to_module_map.get(aid)
             if pid is not None:
                 per_module[pid] = per_module.get(pid, 0.0) + ret
-                # The old API's per-policy statistics: one value per agent of the policy.
-                m.log_value(("hist_stats", f"policy_{pid}_reward"), ret, reduce=None, window=self._smoothing)
+                agent_policy_returns.append((pid, ret))
+        # One entry per episode, next to its return: the Algorithm smooths the old API's
+        # per-policy statistics over the same episodes as episode_return_mean.
+        m.log_value(EPISODE_POLICY_RETURNS_KEY, tuple(agent_policy_returns), reduce=None)
         for pid, ret in per_module.items():
             m.log_value(MODULE_RETURNS_KEY + (pid,), ret, window=self._smoothing)
         log_episode_extras(m, episode, self._smoothing)
