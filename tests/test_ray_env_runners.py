@@ -316,3 +316,31 @@ def test_build_error_in_a_ray_runner_keeps_its_type():
     with pytest.raises(EnvError, match="no simulator licence"):
         config.build()
     assert not live_placement_groups()  # the runners that were built are gone with their placement group
+
+
+def test_multi_agent_training_and_add_policy_on_ray_runners():
+    import rlx
+    from rlx.examples.envs.classes.multi_agent import MultiAgentCartPole
+
+    rlx.register_env("ray_ma_cartpole", lambda cfg: MultiAgentCartPole({"num_agents": 2}))
+    config = (ray_config(env="ray_ma_cartpole")
+              .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=lambda aid, *args, **kw: f"p{aid}",
+                           policies_to_train=["p0"]))
+    algo = config.build()
+    try:
+        result = algo.train()
+        assert set(result["learners"]) == {"p0"}
+        assert set(result["env_runners"]["module_episode_returns_mean"]) == {"p0", "p1"}
+        assert result["num_agent_steps_sampled_lifetime"] > result["num_env_steps_sampled_lifetime"]
+        p0 = algo.get_policy("p0").get_weights()
+        algo.add_policy("p2", policy=algo.get_policy("p0"), policy_mapping_fn=lambda aid, *args, **kw: "p2")
+        remote = algo.env_runner_group.foreach_env_runner(
+            lambda runner: (sorted(runner.module.keys()), runner.get_weights(["p2"])["p2"]), local_env_runner=False)
+        assert len(remote) == 2
+        for ids, weights in remote:
+            assert ids == ["p0", "p1", "p2"]
+            assert all(np.array_equal(weights[k], p0[k]) for k in p0)
+        result = algo.train()
+        assert set(result["env_runners"]["module_episode_returns_mean"]) >= {"p2"}
+    finally:
+        algo.stop()
