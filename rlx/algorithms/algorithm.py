@@ -279,6 +279,7 @@ class Algorithm:
     def _completed_spec(self, user: Any) -> Any:
         """The user's RLModuleSpec (or RLModule class) with the algorithm's defaults filled in."""
         from rlx.core.rl_module import RLModuleSpec
+        from rlx.models.model_defaults import merge_model_config
 
         spec = self.get_default_rl_module_spec()
         if user is None:
@@ -288,11 +289,18 @@ class Algorithm:
         if not isinstance(user, RLModuleSpec):
             raise ConfigError(f"rl_module_spec must be an RLModuleSpec, a MultiRLModuleSpec or an RLModule class, "
                               f"got {user!r}.")
+        model = user.model_config
+        if model is not None and not isinstance(model, dict):
+            from rlx.core.rl_module.default_model_config import DefaultModelConfig, model_dict
+
+            if not isinstance(model, DefaultModelConfig):
+                raise ConfigError(f"RLModuleSpec.model_config must be a dict or a DefaultModelConfig, got {model!r:.80}.")
+            model = model_dict(model)
         return RLModuleSpec(
             module_class=user.module_class or spec.module_class,
             observation_space=user.observation_space,
             action_space=user.action_space,
-            model_config=None if user.model_config is None else {**self.config.model, **user.model_config},
+            model_config=None if model is None else merge_model_config(self.config.model, model),
             inference_only=user.inference_only,
         )
 

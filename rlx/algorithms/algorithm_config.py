@@ -207,7 +207,11 @@ class AlgorithmConfig:
     def _merge_model(self, value: Any) -> dict:
         if value is None:
             return copy.deepcopy(MODEL_DEFAULTS)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        from rlx.core.rl_module.default_model_config import DefaultModelConfig, model_dict
+
+        if isinstance(value, DefaultModelConfig):
+            value = model_dict(value)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
             value = {k: v for k, v in dataclasses.asdict(value).items() if v is not None}
         if not isinstance(value, dict):
             raise ConfigError(f"'model' must be a dict of model settings, got {value!r}.")

@@ -18,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlx.core.columns import Columns
+from rlx.core import DEFAULT_AGENT_ID, Columns
 from rlx.core.rl_module import RLModule, RLModuleSpec
 from rlx.env.env_checker import OldGymEnvCompatibility, check_env, describe_value, looks_like_old_gym_api
 from rlx.env.env_context import EnvContext
@@ -40,8 +40,6 @@ EPISODE_POLICY_RETURNS_KEY = ("hist_stats", "episode_policy_returns")
 #: Where runners log windowed mean returns per agent and per module (policy).
 AGENT_RETURNS_KEY = ("agent_episode_returns_mean",)
 MODULE_RETURNS_KEY = ("module_episode_returns_mean",)
-#: The agent id of a single-agent env (in multi-agent terms).
-DEFAULT_AGENT_ID = "default_agent"
 
 #: Reward types envs usually return: the sampling loop stores them without the full check.
 _REWARD_TYPES = frozenset({float, int, np.float64, np.float32, np.int64, np.int32})

@@ -11,10 +11,8 @@ from typing import Any, Iterator
 import numpy as np
 from torch import nn
 
+from rlx.core import DEFAULT_MODULE_ID  # noqa: F401  (RLlib offers it here too)
 from rlx.core.rl_module.rl_module import RLModule, RLModuleSpec
-
-#: The id of a single-agent algorithm's only module.
-DEFAULT_MODULE_ID = "default_policy"
 
 
 class MultiRLModule(nn.Module):

@@ -1,0 +1,42 @@
+"""The RLModule API mix-ins of RLlib's new stack (`ray.rllib.core.rl_module.apis`).
+
+A module declares what it offers by subclassing them: `ValueFunctionAPI` (`compute_values`,
+used by PPO's GAE), `TargetNetworkAPI` (target networks of DQN/SAC-style losses) and
+`InferenceOnlyAPI` (a smaller module for EnvRunners).
+"""
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+
+class ValueFunctionAPI(abc.ABC):
+    """A module with a value function: `compute_values(batch, embeddings=None) -> tensor [B]`."""
+
+    @abc.abstractmethod
+    def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> Any:
+        """State values of the batch's observations."""
+
+
+class TargetNetworkAPI(abc.ABC):
+    """A module with target networks: build them, list (target, online) pairs, and run them."""
+
+    @abc.abstractmethod
+    def make_target_networks(self) -> None:
+        """Create the target networks (copies of the online ones)."""
+
+    @abc.abstractmethod
+    def get_target_network_pairs(self) -> list[tuple[Any, Any]]:
+        """[(target network, online network), ...] for the learner's target updates."""
+
+    @abc.abstractmethod
+    def forward_target(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """The target networks' outputs for `batch`."""
+
+
+class InferenceOnlyAPI(abc.ABC):
+    """A module that can drop what only training needs (EnvRunners build it inference_only)."""
+
+    @abc.abstractmethod
+    def get_non_inference_attributes(self) -> list[str]:
+        """Attribute names (e.g. "vf", "_target_q") that an inference-only module does not build."""

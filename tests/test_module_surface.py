@@ -1,0 +1,166 @@
+"""RLlib's module surface that user code imports: rlx.core constants, the rl_module package's
+submodules (DefaultModelConfig, TorchRLModule, the API mix-ins), utils.framework,
+utils.annotations and the metrics-key constants."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from rlx.algorithms.ppo import PPOConfig
+from rlx.utils.errors import ConfigError, NotSupportedYetError
+
+
+def test_core_constants_and_columns():
+    from rlx.core import (ALL_MODULES, COMPONENT_LEARNER, COMPONENT_LEARNER_GROUP, COMPONENT_RL_MODULE,
+                          DEFAULT_AGENT_ID, DEFAULT_MODULE_ID, DEFAULT_POLICY_ID, Columns)
+
+    assert DEFAULT_MODULE_ID == DEFAULT_POLICY_ID == "default_policy"
+    assert DEFAULT_AGENT_ID == "default_agent" and ALL_MODULES == "__all_modules__"
+    assert (COMPONENT_LEARNER_GROUP, COMPONENT_LEARNER, COMPONENT_RL_MODULE) == ("learner_group", "learner", "rl_module")
+    assert Columns.OBS == "obs" and Columns.ACTIONS == "actions"
+
+
+def test_component_names_address_module_weights_in_set_state():
+    from rlx.core import COMPONENT_LEARNER, COMPONENT_LEARNER_GROUP, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
+
+    algo = PPOConfig().environment("CartPole-v1").training(train_batch_size=256, minibatch_size=64).build()
+    try:
+        weights = algo.get_module().get_state()
+        zeroed = {k: v * 0.0 for k, v in weights.items()}
+        algo.set_state({COMPONENT_LEARNER_GROUP: {COMPONENT_LEARNER: {COMPONENT_RL_MODULE: {DEFAULT_MODULE_ID: zeroed}}}})
+        assert all((v == 0).all() for v in algo.get_policy().get_weights().values())
+    finally:
+        algo.stop()
+
+
+def test_importing_rlx_core_imports_neither_torch_nor_gymnasium():
+    code = "import sys, rlx.core, rlx.utils.metrics; print('torch' in sys.modules, 'gymnasium' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False"]
+
+
+def test_default_model_config_sets_the_network():
+    from rlx.core.rl_module.default_model_config import DefaultModelConfig
+
+    config = PPOConfig().environment("CartPole-v1").rl_module(
+        model_config=DefaultModelConfig(fcnet_hiddens=[32], fcnet_activation="relu", vf_share_layers=False))
+    assert config.model["fcnet_hiddens"] == [32] and config.model["fcnet_activation"] == "relu"
+    algo = config.build()
+    try:
+        weights = algo.get_weights()["default_policy"]
+        assert weights["pi.linears.0.weight"].shape == (32, 4)
+        assert weights["vf.linears.0.weight"].shape == (32, 4)  # a separate value network
+    finally:
+        algo.stop()
+
+
+def test_default_model_config_defaults_are_rllibs_and_share_the_trunk():
+    from rlx.core.rl_module.default_model_config import DefaultModelConfig, model_dict
+
+    model = model_dict(DefaultModelConfig())
+    assert model["fcnet_hiddens"] == [256, 256] and model["vf_share_layers"] is True
+    assert model["post_fcnet_hiddens"] == [] and "conv_filters" not in model
+    assert model_dict(DefaultModelConfig(head_fcnet_hiddens=[8]))["post_fcnet_hiddens"] == [8]
+
+
+@pytest.mark.parametrize("field, value", [("fcnet_use_layernorm", True), ("fcnet_kernel_initializer", "xavier_uniform"),
+                                          ("fusionnet_hiddens", [8])])
+def test_default_model_config_fields_rlx_does_not_build_are_refused_by_name(field, value):
+    from rlx.core.rl_module.default_model_config import DefaultModelConfig
+
+    with pytest.raises(NotSupportedYetError, match=f"DefaultModelConfig.{field}"):
+        PPOConfig().rl_module(model_config=DefaultModelConfig(**{field: value}))
+
+
+def test_rl_module_spec_takes_a_default_model_config_and_from_module_rebuilds_a_module():
+    from rlx.core.rl_module import RLModuleSpec
+    from rlx.core.rl_module.default_model_config import DefaultModelConfig
+
+    algo = PPOConfig().environment("CartPole-v1").rl_module(
+        rl_module_spec=RLModuleSpec(model_config=DefaultModelConfig(fcnet_hiddens=[16], vf_share_layers=False))).build()
+    try:
+        module = algo.get_module()
+        assert module.get_state()["pi.linears.0.weight"].shape == (16, 4)
+        copy = RLModuleSpec.from_module(module).build()
+        assert type(copy) is type(module)
+        assert {k: v.shape for k, v in copy.get_state().items()} == {k: v.shape for k, v in module.get_state().items()}
+    finally:
+        algo.stop()
+    with pytest.raises(ConfigError, match="DefaultModelConfig"):
+        PPOConfig().environment("CartPole-v1").rl_module(rl_module_spec=RLModuleSpec(model_config=[16])).build()
+
+
+def test_torch_rl_module_and_api_mixins():
+    from rlx.core.rl_module import RLModule
+    from rlx.core.rl_module.apis import InferenceOnlyAPI, TargetNetworkAPI, ValueFunctionAPI
+    from rlx.core.rl_module.torch.torch_rl_module import TorchRLModule
+
+    assert issubclass(TorchRLModule, RLModule)
+
+    class NoValues(TorchRLModule, ValueFunctionAPI):
+        pass
+
+    with pytest.raises(TypeError, match="compute_values"):
+        NoValues()
+    for api in (TargetNetworkAPI, InferenceOnlyAPI):
+        with pytest.raises(TypeError):
+            type("Incomplete", (TorchRLModule, api), {})()
+
+
+def test_framework_helpers():
+    from rlx.utils.framework import try_import_jax, try_import_tf, try_import_torch
+
+    torch, nn = try_import_torch()
+    assert torch.__name__ == "torch" and nn is torch.nn
+    assert try_import_tf() == (None, None, None) and try_import_jax() == (None, None)
+    with pytest.raises(ImportError, match="PyTorch-only"):
+        try_import_tf(error=True)
+
+
+def test_override_checks_the_parent_has_the_method():
+    from rlx.utils.annotations import DeveloperAPI, PublicAPI, override
+
+    class Base:
+        def act(self):
+            return 1
+
+    class Child(Base):
+        @override(Base)
+        def act(self):
+            return 2
+
+    assert Child().act() == 2
+    with pytest.raises(NameError, match="does not override"):
+        class Wrong(Base):
+            @override(Base)
+            def jump(self):
+                return 3
+
+    @PublicAPI
+    class A:
+        pass
+
+    @DeveloperAPI(stability="beta")
+    def f():
+        return 5
+
+    assert A.__name__ == "A" and f() == 5
+
+
+def test_metrics_constants_name_keys_the_results_hold():
+    from rlx.utils import metrics as m
+
+    algo = PPOConfig().environment("CartPole-v1").training(train_batch_size=256, minibatch_size=64).build()
+    try:
+        result = algo.train()
+    finally:
+        algo.stop()
+    runners = result[m.ENV_RUNNER_RESULTS]
+    for key in (m.EPISODE_RETURN_MEAN, m.EPISODE_LEN_MEAN, m.NUM_EPISODES, m.AGENT_EPISODE_RETURNS_MEAN,
+                m.MODULE_EPISODE_RETURNS_MEAN, m.NUM_ENV_STEPS_SAMPLED):
+        assert key in runners, key
+    for key in (m.NUM_ENV_STEPS_SAMPLED_LIFETIME, m.NUM_AGENT_STEPS_SAMPLED_LIFETIME, m.NUM_ENV_STEPS_TRAINED_LIFETIME,
+                m.LEARNER_RESULTS, m.FAULT_TOLERANCE_STATS):
+        assert key in result, key
