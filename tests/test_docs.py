@@ -173,6 +173,8 @@ def test_relative_links_resolve(page):
 _NOT_A_READ = {
     "input_": "algorithm_config.py maps the to_dict() name 'input' to 'input_'",
     "policies": "callbacks get a `policies` keyword argument (the policy map), not the setting",
+    "env_to_module_connector": "rlx/core/__init__.py names RLlib's state component COMPONENT_ENV_TO_MODULE_CONNECTOR",
+    "module_to_env_connector": "rlx/core/__init__.py names RLlib's state component COMPONENT_MODULE_TO_ENV_CONNECTOR",
     "num_gpus_per_learner": "learner_group.py has the GPU placement code for when GPU learners land; the option "
                             "refuses non-default values until then",
 }
