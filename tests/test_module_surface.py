@@ -164,3 +164,26 @@ def test_metrics_constants_name_keys_the_results_hold():
     for key in (m.NUM_ENV_STEPS_SAMPLED_LIFETIME, m.NUM_AGENT_STEPS_SAMPLED_LIFETIME, m.NUM_ENV_STEPS_TRAINED_LIFETIME,
                 m.LEARNER_RESULTS, m.FAULT_TOLERANCE_STATS):
         assert key in result, key
+
+
+def test_numpy_and_torch_helpers():
+    import gymnasium as gym
+    import numpy as np
+    import torch
+
+    from rlx.utils.numpy import FLOAT_MIN, convert_to_numpy, one_hot, softmax
+    from rlx.utils.torch_utils import FLOAT_MIN as TORCH_FLOAT_MIN
+    from rlx.utils.torch_utils import convert_to_torch_tensor
+    from rlx.utils.torch_utils import one_hot as torch_one_hot
+
+    probs = softmax(np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]]))
+    assert np.allclose(probs.sum(axis=-1), 1.0) and np.allclose(probs[1], 1 / 3) and probs[0].argmax() == 2
+    assert one_hot(np.array([0, 2]), depth=3).tolist() == [[1, 0, 0], [0, 0, 1]]
+    converted = convert_to_numpy({"a": torch.ones(2, dtype=torch.float64), "b": [torch.zeros(1)]})
+    assert converted["a"].dtype == np.float32 and isinstance(converted["b"][0], np.ndarray)
+    assert FLOAT_MIN == TORCH_FLOAT_MIN < -1e38
+    assert torch_one_hot(torch.tensor([1, 0]), gym.spaces.Discrete(3)).tolist() == [[0, 1, 0], [1, 0, 0]]
+    multi = torch_one_hot(torch.tensor([[1, 2]]), gym.spaces.MultiDiscrete([2, 3]))
+    assert multi.tolist() == [[0, 1, 0, 0, 1]]
+    tensors = convert_to_torch_tensor({"x": np.zeros(3)})
+    assert tensors["x"].dtype == torch.float32

@@ -17,6 +17,10 @@ MultiAgentDict = Dict[Any, Any]
 EnvObsType = Any
 EnvActionType = Any
 EnvInfoDict = Dict[str, Any]
+#: A SingleAgentEpisode or MultiAgentEpisode.
+EpisodeType = Any
+#: The value a connector or module passes on (nested dicts of arrays or tensors).
+StateDict = Dict[str, Any]
 #: An algorithm config as a plain dict (old API).
 AlgorithmConfigDict = Dict[str, Any]
 PartialAlgorithmConfigDict = Dict[str, Any]

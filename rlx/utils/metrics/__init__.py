@@ -8,6 +8,11 @@ EVALUATION_RESULTS = "evaluation"
 LEARNER_RESULTS = "learners"
 FAULT_TOLERANCE_STATS = "fault_tolerance"
 
+# Top-level result keys.
+TRAINING_ITERATION = "training_iteration"
+TIME_THIS_ITER_S = "time_this_iter_s"
+TIME_TOTAL_S = "time_total_s"
+
 # Counters.
 NUM_ENV_STEPS_SAMPLED = "num_env_steps_sampled"
 NUM_ENV_STEPS_SAMPLED_LIFETIME = "num_env_steps_sampled_lifetime"
