@@ -22,7 +22,7 @@ from rlx.algorithms.ppo import PPO, PPOConfig
 from rlx.core.rl_module import RLModuleSpec
 from rlx.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv
 from rlx.env.multi_agent_episode import MultiAgentEpisode
-from rlx.examples.envs.classes.multi_agent import MultiAgentCartPole, RockPaperScissors, TicTacToe
+from rlx.examples.envs.classes.multi_agent import MultiAgentCartPole, SimpleRockPaperScissors, SimpleTicTacToe
 from rlx.policy.policy import Policy, PolicySpec
 from rlx.policy.sample_batch import MultiAgentBatch
 from rlx.utils.errors import CheckpointError, ConfigError, EnvError
@@ -460,7 +460,7 @@ def _column_checks(batch: dict) -> int:
 
 def test_tictactoe_batches_are_consistent():
     lengths = []
-    config = (PPOConfig().environment(TicTacToe)
+    config = (PPOConfig().environment(SimpleTicTacToe)
               .multi_agent(policies={"x", "o"},
                            policy_mapping_fn=lambda aid, episode, **kw: "x" if aid == "player1" else "o")
               .env_runners(num_envs_per_env_runner=1, batch_mode="complete_episodes")
@@ -497,7 +497,7 @@ def test_tictactoe_batches_are_consistent():
 
 
 def test_rock_paper_scissors_batches_are_consistent():
-    config = (PPOConfig().environment(RockPaperScissors, env_config={"num_moves": 5})
+    config = (PPOConfig().environment(SimpleRockPaperScissors, env_config={"num_moves": 5})
               .multi_agent(policies={"p1", "p2"},
                            policy_mapping_fn=lambda aid, episode, **kw: "p1" if aid == "player1" else "p2")
               .env_runners(num_envs_per_env_runner=1)
@@ -514,7 +514,7 @@ def test_rock_paper_scissors_batches_are_consistent():
         a1, a2 = np.asarray(one["actions"])[:, 0], np.asarray(two["actions"])[:, 0]
         r1, r2 = np.asarray(one["rewards"])[:, 0], np.asarray(two["rewards"])[:, 0]
         np.testing.assert_array_equal(r1, -r2)
-        np.testing.assert_array_equal(r1, [RockPaperScissors.payoff(int(m), int(n)) for m, n in zip(a1, a2)])
+        np.testing.assert_array_equal(r1, [SimpleRockPaperScissors.payoff(int(m), int(n)) for m, n in zip(a1, a2)])
         # Each player next observes the other's move (one-hot).
         np.testing.assert_array_equal(np.asarray(one["new_obs"])[:, 0], np.eye(3)[a2])
         np.testing.assert_array_equal(np.asarray(two["new_obs"])[:, 0], np.eye(3)[a1])

@@ -10,8 +10,8 @@ import pytest
 
 from rlx.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv, make_multi_agent
 from rlx.env.multi_agent_env_checker import check_multi_agent_env, check_multi_agent_step, check_step_output
-from rlx.examples.envs.classes.multi_agent import (MultiAgentCartPole, MultiAgentPendulum, RockPaperScissors,
-                                                   TicTacToe)
+from rlx.examples.envs.classes.multi_agent import (MultiAgentCartPole, MultiAgentPendulum, SimpleRockPaperScissors,
+                                                   SimpleTicTacToe)
 from rlx.utils.errors import EnvError
 
 # ---------------------------------------------------------------- make_multi_agent
@@ -353,8 +353,8 @@ def test_checker_is_deterministic_and_does_not_draw_from_the_env_spaces():
 @pytest.mark.parametrize("make_env", [
     lambda: MultiAgentCartPole({"num_agents": 2}),
     lambda: MultiAgentPendulum({"num_agents": 3}),
-    lambda: RockPaperScissors({"num_moves": 2}),
-    lambda: TicTacToe({}),
+    lambda: SimpleRockPaperScissors({"num_moves": 2}),
+    lambda: SimpleTicTacToe({}),
 ])
 def test_checker_passes_the_example_envs(make_env):
     env = make_env()
@@ -364,7 +364,7 @@ def test_checker_passes_the_example_envs(make_env):
 
 
 def test_checker_stops_at_the_episode_end():
-    env = RockPaperScissors({"num_moves": 1})
+    env = SimpleRockPaperScissors({"num_moves": 1})
     calls = []
     original = env.step
     env.step = lambda actions: calls.append(actions) or original(actions)
@@ -381,7 +381,7 @@ def test_check_multi_agent_step_rejects_an_action_of_an_agent_that_did_not_obser
 
 
 def test_tictactoe_rejects_an_action_of_the_waiting_player():
-    env = TicTacToe()
+    env = SimpleTicTacToe()
     env.reset()
     with pytest.raises(EnvError, match="'player2'"):
         env.step({"player1": 0, "player2": 1})
@@ -420,19 +420,19 @@ def test_check_step_output_errors():
         check_step_output("Env", (obs, 1.0, terms, truncs, infos), ["a"], {"a"})
 
 
-# ---------------------------------------------------------------- RockPaperScissors
+# ---------------------------------------------------------------- SimpleRockPaperScissors
 
 
 @pytest.mark.parametrize("m1, m2, r1", [
-    (RockPaperScissors.ROCK, RockPaperScissors.SCISSORS, 1),
-    (RockPaperScissors.SCISSORS, RockPaperScissors.PAPER, 1),
-    (RockPaperScissors.PAPER, RockPaperScissors.ROCK, 1),
-    (RockPaperScissors.SCISSORS, RockPaperScissors.ROCK, -1),
-    (RockPaperScissors.ROCK, RockPaperScissors.PAPER, -1),
-    (RockPaperScissors.PAPER, RockPaperScissors.PAPER, 0),
+    (SimpleRockPaperScissors.ROCK, SimpleRockPaperScissors.SCISSORS, 1),
+    (SimpleRockPaperScissors.SCISSORS, SimpleRockPaperScissors.PAPER, 1),
+    (SimpleRockPaperScissors.PAPER, SimpleRockPaperScissors.ROCK, 1),
+    (SimpleRockPaperScissors.SCISSORS, SimpleRockPaperScissors.ROCK, -1),
+    (SimpleRockPaperScissors.ROCK, SimpleRockPaperScissors.PAPER, -1),
+    (SimpleRockPaperScissors.PAPER, SimpleRockPaperScissors.PAPER, 0),
 ])
 def test_rps_payoff_and_observations(m1, m2, r1):
-    env = RockPaperScissors({})
+    env = SimpleRockPaperScissors({})
     obs, _ = env.reset()
     assert obs == {"player1": 0, "player2": 0}
     obs, rewards, _, _, _ = env.step({"player1": m1, "player2": m2})
@@ -442,17 +442,17 @@ def test_rps_payoff_and_observations(m1, m2, r1):
 
 
 def test_rps_ends_after_num_moves():
-    env = RockPaperScissors({"num_moves": 3})
+    env = SimpleRockPaperScissors({"num_moves": 3})
     env.reset()
     dones = []
     for _ in range(3):
         _, _, terms, truncs, _ = env.step({"player1": 0, "player2": 1})
         dones.append(terms[ALL_AGENTS] or truncs[ALL_AGENTS])
     assert dones == [False, False, True]
-    assert RockPaperScissors().num_moves == 10
+    assert SimpleRockPaperScissors().num_moves == 10
 
 
-# ---------------------------------------------------------------- TicTacToe
+# ---------------------------------------------------------------- SimpleTicTacToe
 
 
 def _play(env, cells):
@@ -468,7 +468,7 @@ def _play(env, cells):
 
 
 def test_tictactoe_turn_order_and_perspective():
-    env = TicTacToe()
+    env = SimpleTicTacToe()
     obs, _ = env.reset()
     assert list(obs) == ["player1"] and not obs["player1"].any()
     obs, rewards, terms, _, _ = env.step({"player1": 4})
@@ -487,7 +487,7 @@ def test_tictactoe_turn_order_and_perspective():
     ([2, 0, 4, 1, 6], "player1"),  # anti-diagonal
 ])
 def test_tictactoe_win_ends_the_game_for_both(cells, winner):
-    outs = _play(TicTacToe(), cells)
+    outs = _play(SimpleTicTacToe(), cells)
     assert all(not out[2][ALL_AGENTS] for out in outs[:-1])
     obs, rewards, terms, truncs, _ = outs[-1]
     loser = "player2" if winner == "player1" else "player1"
@@ -498,7 +498,7 @@ def test_tictactoe_win_ends_the_game_for_both(cells, winner):
 
 
 def test_tictactoe_illegal_move_loses():
-    outs = _play(TicTacToe(), [4, 4])
+    outs = _play(SimpleTicTacToe(), [4, 4])
     _, rewards, terms, _, _ = outs[-1]
     assert rewards == {"player2": -1.0, "player1": 1.0}
     assert terms[ALL_AGENTS] is True and terms["player1"] is True
@@ -506,7 +506,7 @@ def test_tictactoe_illegal_move_loses():
 
 def test_tictactoe_draw():
     # X O X / X O O / O X X: nobody has three in a row.
-    outs = _play(TicTacToe(), [0, 1, 2, 4, 3, 5, 7, 6, 8])
+    outs = _play(SimpleTicTacToe(), [0, 1, 2, 4, 3, 5, 7, 6, 8])
     _, rewards, terms, _, _ = outs[-1]
     assert rewards == {"player1": 0.0, "player2": 0.0}
     assert terms[ALL_AGENTS] is True
@@ -514,7 +514,7 @@ def test_tictactoe_draw():
 
 
 def test_tictactoe_random_games_follow_the_api():
-    env = TicTacToe()
+    env = SimpleTicTacToe()
     rng = np.random.default_rng(0)
     for _ in range(50):
         obs, _ = env.reset()
@@ -522,7 +522,7 @@ def test_tictactoe_random_games_follow_the_api():
         while True:
             (mover,) = obs
             out = env.step({mover: int(rng.integers(9))})
-            check_step_output("TicTacToe", out, [mover], observed)
+            check_step_output("SimpleTicTacToe", out, [mover], observed)
             obs, rewards, terms, _, _ = out
             observed |= set(obs)
             if terms[ALL_AGENTS]:

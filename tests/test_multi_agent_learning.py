@@ -12,7 +12,7 @@ import numpy as np
 
 from rlx.algorithms.dqn import DQNConfig
 from rlx.algorithms.ppo import PPOConfig
-from rlx.examples.envs.classes.multi_agent import MultiAgentCartPole, TicTacToe
+from rlx.examples.envs.classes.multi_agent import MultiAgentCartPole, SimpleTicTacToe
 
 PER_AGENT_RETURN = 450.0
 ENV_STEP_BUDGET = 400_000
@@ -67,7 +67,7 @@ def _main_vs_opponent(agent_id, episode, **kwargs):
 
 def _win_rate_against_random(policy, games: int, seed: int) -> float:
     rng = np.random.default_rng(seed)
-    env = TicTacToe()
+    env = SimpleTicTacToe()
     wins = 0
     for game in range(games):
         main = "player1" if game % 2 == 0 else "player2"
@@ -86,7 +86,7 @@ def _win_rate_against_random(policy, games: int, seed: int) -> float:
 
 
 def test_self_play_policy_beats_a_random_player_in_80_percent_of_games():
-    config = (PPOConfig().environment(TicTacToe)
+    config = (PPOConfig().environment(SimpleTicTacToe)
               .multi_agent(policies={"main", "opponent"}, policy_mapping_fn=_main_vs_opponent,
                            policies_to_train=["main"])
               .training(train_batch_size=2000, entropy_coeff=0.01)

@@ -140,10 +140,10 @@ def test_old_api_foreach_policy_and_is_policy_to_train():
 
 
 def test_old_per_policy_statistics_cover_the_episodes_of_episode_return_mean():
-    # TicTacToe has short episodes: one iteration holds more than the 100-episode window.
-    from rlx.examples.envs.classes.multi_agent import TicTacToe
+    # SimpleTicTacToe has short episodes: one iteration holds more than the 100-episode window.
+    from rlx.examples.envs.classes.multi_agent import SimpleTicTacToe
 
-    config = (PPOConfig().environment(TicTacToe)
+    config = (PPOConfig().environment(SimpleTicTacToe)
               .multi_agent(policies={"x", "o"}, policy_mapping_fn=lambda aid, *a, **kw: "x" if aid == "player1" else "o")
               .training(train_batch_size=1000, minibatch_size=250, num_epochs=1).debugging(seed=3))
     algo = config.build()

@@ -461,3 +461,21 @@ def test_a_trial_with_remote_env_runners_places_them_in_its_own_reservation(tmp_
     assert result.error is None
     assert result.metrics["training_iteration"] == 2
     assert result.metrics["fault_tolerance"]["num_healthy_workers"] == 1
+
+
+def test_get_trainable_cls_gives_the_algorithms_default_config():
+    # RLlib's example scripts: get_trainable_cls(args.algo).get_default_config().environment(...)
+    from ray.tune.registry import get_trainable_cls
+
+    import rlx.tune  # noqa: F401  (registers rlx's algorithms with Tune)
+    from rlx.algorithms.dqn import DQN, DQNConfig
+    from rlx.algorithms.ppo import PPO, PPOConfig
+
+    for name, config_cls, algo_cls in (("PPO", PPOConfig, PPO), ("DQN", DQNConfig, DQN)):
+        config = get_trainable_cls(name).get_default_config()
+        assert type(config) is config_cls and config.algo_class is algo_cls
+        algo = config.environment("CartPole-v1").build()
+        try:
+            assert isinstance(algo, algo_cls)
+        finally:
+            algo.stop()

@@ -41,8 +41,12 @@ class MultiAgentEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None
               ) -> tuple[MultiAgentDict, MultiAgentDict]:
-        """Start an episode; `(obs, infos)` keyed by the agents that act first."""
-        raise TypeError(f"{type(self).__name__} must implement reset(*, seed=None, options=None).")
+        """Start an episode; subclasses return `(obs, infos)` keyed by the agents that act first.
+
+        The base seeds `self.np_random` (as gymnasium.Env.reset does), so subclasses call
+        `super().reset(seed=seed, options=options)` first, as in RLlib.
+        """
+        return super().reset(seed=seed, options=options)
 
     def step(self, action_dict: MultiAgentDict) -> tuple[MultiAgentDict, MultiAgentDict, MultiAgentDict,
                                                          MultiAgentDict, MultiAgentDict]:

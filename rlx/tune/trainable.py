@@ -53,6 +53,12 @@ class AlgorithmTrainable(Trainable):
         return get_algorithm_class(algorithm) if isinstance(algorithm, str) else algorithm
 
     @classmethod
+    def get_default_config(cls) -> Any:
+        """The algorithm's default config, as from the Algorithm class itself (RLlib's example
+        scripts call `get_trainable_cls("PPO").get_default_config()`)."""
+        return cls.algorithm_class().get_default_config()
+
+    @classmethod
     def make_config(cls, config: dict[str, Any]) -> Any:
         """The AlgorithmConfig of one trial: the algorithm's defaults updated with Tune's
         resolved config dict (old flat keys such as num_workers or sgd_minibatch_size included)."""

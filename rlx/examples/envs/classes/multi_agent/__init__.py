@@ -1,9 +1,16 @@
-"""Small multi-agent example envs (RLlib's `ray.rllib.examples.envs.classes.multi_agent`).
+"""Multi-agent example envs (RLlib's `ray.rllib.examples.envs.classes.multi_agent`).
 
-- `MultiAgentCartPole`, `MultiAgentPendulum`: `num_agents` independent copies of the
-  Gymnasium env, one per agent (agent ids 0..num_agents-1).
-- `RockPaperScissors`: two players move at the same time.
-- `TicTacToe`: two players move in turns; an illegal move loses.
+RLlib's names: `MultiAgentCartPole`, `MultiAgentPendulum`, `MultiAgentMountainCar`,
+`MultiAgentStatelessCartPole`, `MultiAgentCartPoleWithDictObservationSpace`,
+`MultiAgentNestedSpaceRepeatAfterMeEnv` (`num_agents` independent copies of a single-agent
+env, agent ids 0..num_agents-1), `TwoStepGame`, `TwoStepGameWithGroupedAgents`,
+`GuessTheNumberGame`; RLlib's `TicTacToe` and `RockPaperScissors` live in the modules
+`tic_tac_toe` and `rock_paper_scissors` of this package.
+
+rlx's own small games, for tests and docs:
+- `SimpleRockPaperScissors`: two players move at the same time, ±1 per round.
+- `SimpleTicTacToe`: two players move in turns, player1 first; unlike RLlib's TicTacToe an
+  illegal move loses at once, so every game is zero-sum and ends within 9 moves.
 """
 from __future__ import annotations
 
@@ -17,7 +24,16 @@ from rlx.env.multi_agent_env_checker import check_multi_agent_step
 from rlx.utils.errors import EnvError
 from rlx.utils.typing import MultiAgentDict
 
-__all__ = ["MultiAgentCartPole", "MultiAgentPendulum", "RockPaperScissors", "TicTacToe"]
+from rlx.examples.envs.classes.cartpole_with_dict_observation_space import CartPoleWithDictObservationSpace
+from rlx.examples.envs.classes.multi_agent.guess_the_number_game import GuessTheNumberGame
+from rlx.examples.envs.classes.multi_agent.two_step_game import TwoStepGame, TwoStepGameWithGroupedAgents
+from rlx.examples.envs.classes.nested_space_repeat_after_me_env import NestedSpaceRepeatAfterMeEnv
+from rlx.examples.envs.classes.stateless_cartpole import StatelessCartPole
+
+__all__ = ["GuessTheNumberGame", "MultiAgentCartPole", "MultiAgentCartPoleWithDictObservationSpace",
+           "MultiAgentMountainCar", "MultiAgentNestedSpaceRepeatAfterMeEnv", "MultiAgentPendulum",
+           "MultiAgentStatelessCartPole", "SimpleRockPaperScissors", "SimpleTicTacToe", "TwoStepGame",
+           "TwoStepGameWithGroupedAgents"]
 
 
 def _module_level(cls: type, name: str) -> type:
@@ -31,9 +47,15 @@ def _module_level(cls: type, name: str) -> type:
 MultiAgentCartPole = _module_level(make_multi_agent("CartPole-v1"), "MultiAgentCartPole")
 #: Pendulum-v1 for `num_agents` agents (env config {"num_agents": n}, default 1).
 MultiAgentPendulum = _module_level(make_multi_agent("Pendulum-v1"), "MultiAgentPendulum")
+MultiAgentMountainCar = _module_level(make_multi_agent("MountainCarContinuous-v0"), "MultiAgentMountainCar")
+MultiAgentStatelessCartPole = _module_level(make_multi_agent(StatelessCartPole), "MultiAgentStatelessCartPole")
+MultiAgentCartPoleWithDictObservationSpace = _module_level(
+    make_multi_agent(CartPoleWithDictObservationSpace), "MultiAgentCartPoleWithDictObservationSpace")
+MultiAgentNestedSpaceRepeatAfterMeEnv = _module_level(
+    make_multi_agent(NestedSpaceRepeatAfterMeEnv), "MultiAgentNestedSpaceRepeatAfterMeEnv")
 
 
-class RockPaperScissors(MultiAgentEnv):
+class SimpleRockPaperScissors(MultiAgentEnv):
     """Rock-paper-scissors: "player1" and "player2" move at the same time, `num_moves` times.
 
     Actions are Discrete(3) (ROCK=0, PAPER=1, SCISSORS=2). Each player observes the opponent's
@@ -64,7 +86,7 @@ class RockPaperScissors(MultiAgentEnv):
         """Play one round; both players must move."""
         check_multi_agent_step(type(self).__name__, action_dict, self.agents)
         if set(action_dict) != set(self.agents):
-            raise EnvError(f"RockPaperScissors.step() needs a move from both players, got {sorted(action_dict)}.")
+            raise EnvError(f"SimpleRockPaperScissors.step() needs a move from both players, got {sorted(action_dict)}.")
         move1, move2 = int(action_dict["player1"]), int(action_dict["player2"])
         r1 = self.payoff(move1, move2)
         self._moves_done += 1
@@ -80,12 +102,13 @@ class RockPaperScissors(MultiAgentEnv):
         return 0 if diff == 0 else (1 if diff == 1 else -1)
 
 
-#: The 8 lines of three cells that win TicTacToe (cells numbered 0..8 row by row).
+#: The 8 lines of three cells that win SimpleTicTacToe (cells numbered 0..8 row by row).
 _LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
 
 
-class TicTacToe(MultiAgentEnv):
-    """Turn-based tic-tac-toe: "player1" (moves first) and "player2" take turns.
+class SimpleTicTacToe(MultiAgentEnv):
+    """Turn-based tic-tac-toe: "player1" (moves first) and "player2" take turns (rlx's game; see
+    the `tic_tac_toe` module for RLlib's, where an illegal move costs -0.5 and passes the turn).
 
     Only the player to move is in the obs dict. Its observation is the board from its own
     perspective: a float32 Box of 9 cells, +1 its own marks, -1 the opponent's, 0 empty. An
@@ -119,7 +142,7 @@ class TicTacToe(MultiAgentEnv):
         mover = self.current_player
         check_multi_agent_step(type(self).__name__, action_dict, [mover])
         if mover not in action_dict:
-            raise EnvError(f"TicTacToe.step() needs an action for {mover!r}, whose turn it is.")
+            raise EnvError(f"SimpleTicTacToe.step() needs an action for {mover!r}, whose turn it is.")
         other = self._opponent(mover)
         cell = int(action_dict[mover])
         if self.board[cell] != 0:

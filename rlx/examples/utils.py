@@ -1,0 +1,594 @@
+"""The helpers of RLlib's example scripts (`ray.rllib.examples.utils`).
+
+An example script builds its command line with `add_rllib_example_script_args()`, its
+config from the parsed flags, and hands both to `run_rllib_example_script_experiment()`:
+
+    parser = add_rllib_example_script_args(default_reward=450.0)
+    args = parser.parse_args()
+    config = PPOConfig().environment("CartPole-v1")
+    run_rllib_example_script_experiment(config, args)
+
+which applies the flags to the config (`--num-env-runners`, `--num-learners`, evaluation
+settings, ...), then trains until one of `--stop-iters`, `--stop-timesteps` or
+`--stop-reward` is reached: in a plain loop of `algo.train()` with `--no-tune` (no Ray
+needed), else through Ray Tune (in an rlx checkout:
+`pip install -c constraints.txt -e '.[tune]'`). `--as-test` raises when the reward was not
+reached.
+
+rlx differences: rlx is PyTorch-only (`--framework` other than torch is refused), trains
+on the CPU (`--num-gpus`, `--num-gpus-per-learner` > 0 are refused), and writes results
+under $RLX_RESULTS_DIR or ~/rlx_results, also for Tune runs. Flags that rlx cannot honour
+are accepted at their defaults and refused with an error naming the flag when set. With
+`--no-tune`, Ray is not started (`--num-cpus` only sizes the Ray instance of Tune runs),
+the loop also honours `--checkpoint-freq`/`--checkpoint-at-end` and `--as-test`, and the
+Algorithm is stopped before the function returns.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import re
+import sys
+import time
+import uuid
+from typing import Any, Callable
+
+# Registers rlx's algorithms with Ray Tune as soon as a script imports ray.tune (e.g. for
+# `get_trainable_cls("PPO")`); never imports Ray itself.
+import rlx.algorithms  # noqa: F401
+from rlx.utils.errors import ConfigError
+from rlx.utils.metrics import (
+    ENV_RUNNER_RESULTS,
+    EPISODE_RETURN_MEAN,
+    EVALUATION_RESULTS,
+    MODULE_EPISODE_RETURNS_MEAN,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+)
+
+__all__ = ["add_rllib_example_script_args", "run_rllib_example_script_experiment", "should_stop"]
+
+logger = logging.getLogger(__name__)
+
+TRAINING_ITERATION = "training_iteration"
+#: The environment variable WandB (and RLlib) read the API key from.
+WANDB_ENV_VAR = "WANDB_API_KEY"
+_RETURN = f"{ENV_RUNNER_RESULTS}/{EPISODE_RETURN_MEAN}"
+_EVAL_RETURN = f"{EVALUATION_RESULTS}/{ENV_RUNNER_RESULTS}/{EPISODE_RETURN_MEAN}"
+
+
+def add_rllib_example_script_args(
+    parser: argparse.ArgumentParser | None = None,
+    default_reward: float = 100.0,
+    default_iters: int = 200,
+    default_timesteps: int = 100000,
+) -> argparse.ArgumentParser:
+    """Add the command line flags of RLlib's example scripts to `parser` (a new one if None)
+    and return it. `default_reward`, `default_iters` and `default_timesteps` are the defaults
+    of `--stop-reward`, `--stop-iters` and `--stop-timesteps`."""
+    if parser is None:
+        parser = argparse.ArgumentParser()
+    add = parser.add_argument
+
+    # Algorithm and config.
+    add("--algo", type=str, default="PPO", help="The registered algorithm to use (rlx: PPO, DQN, SAC, DDPG, TD3).")
+    add("--framework", choices=["tf", "tf2", "torch"], default="torch",
+        help="The deep-learning framework; rlx is PyTorch-only, so only 'torch' runs.")
+    add("--env", type=str, default=None,
+        help="The env to run (a Gymnasium id or registered name); used when the config names none.")
+    add("--num-env-runners", type=int, default=None, help="The number of remote EnvRunners.")
+    add("--num-envs-per-env-runner", type=int, default=None,
+        help="The number of vectorized sub-envs per EnvRunner.")
+    add("--num-agents", type=int, default=0,
+        help="0 (default): single-agent. n > 0: multi-agent, for scripts that clone their env n times; the "
+             "return reported is the sum over all agents' returns.")
+
+    # Evaluation.
+    add("--evaluation-num-env-runners", type=int, default=0, help="The number of evaluation EnvRunners.")
+    add("--evaluation-interval", type=int, default=0,
+        help="Evaluate every this many iterations; 0 (default) disables evaluation.")
+    add("--evaluation-duration", type=lambda v: v if v == "auto" else int(v), default=10,
+        help="Units (see --evaluation-duration-unit) per evaluation round, or 'auto' (with "
+             "--evaluation-parallel-to-training) to evaluate as long as the training step takes.")
+    add("--evaluation-duration-unit", type=str, default="episodes", choices=["episodes", "timesteps"],
+        help="What --evaluation-duration counts.")
+    add("--evaluation-parallel-to-training", action="store_true",
+        help="Evaluate at the same time as training (results then lag one iteration behind).")
+
+    # Logging.
+    add("--output", type=str, default=None,
+        help="Directory to write the sampled trajectories to (offline data output; not available in rlx yet).")
+    add("--log-level", type=str, default=None, choices=["INFO", "DEBUG", "WARN", "ERROR"],
+        help="The log level of the algorithm.")
+
+    # tune.Tuner.
+    add("--no-tune", action="store_true",
+        help="Train in a plain loop of algo.train() instead of through tune.Tuner().")
+    add("--num-samples", type=int, default=1, help="How many Tune trials to run (Tune only).")
+    add("--max-concurrent-trials", type=int, default=None, help="How many Tune trials to run at once (Tune only).")
+    add("--verbose", type=int, default=2, help="The verbosity of tune.Tuner() (Tune only).")
+    add("--checkpoint-freq", type=int, default=0,
+        help="Save a checkpoint every this many iterations (0: never).")
+    add("--checkpoint-at-end", action="store_true", help="Save a checkpoint at the end of the experiment.")
+    add("--tune-max-report-freq", type=int, default=5,
+        help="Seconds between Tune's progress reports (Tune only).")
+
+    # WandB.
+    add("--wandb-key", type=str, default=None,
+        help="WandB API key: log the results to WandB (Tune runs, needs the wandb package).")
+    add("--wandb-project", type=str, default=None, help="The WandB project name.")
+    add("--wandb-run-name", type=str, default=None, help="The WandB run name.")
+
+    # Stopping and testing.
+    add("--stop-reward", type=float, default=default_reward, help="Stop once the mean episode return reaches this.")
+    add("--stop-iters", type=int, default=default_iters, help="Stop after this many training iterations.")
+    add("--stop-timesteps", type=int, default=default_timesteps,
+        help="Stop after this many sampled env steps.")
+    add("--as-test", action="store_true",
+        help="Run as a test: raise an error at the end unless --stop-reward was reached within --stop-iters and "
+             "--stop-timesteps.")
+    add("--as-release-test", action="store_true",
+        help="As --as-test, and write a JSON summary to the file $TEST_OUTPUT_JSON names.")
+
+    # Learners.
+    add("--num-learners", type=int, default=None,
+        help="The number of Learners (None: the algorithm's default).")
+    add("--num-cpus-per-learner", type=float, default=None,
+        help="CPUs per Learner (None: the algorithm's default).")
+    add("--num-gpus-per-learner", type=float, default=None,
+        help="GPUs per Learner; rlx trains on the CPU, so only 0 (or unset) runs.")
+    add("--num-aggregator-actors-per-learner", type=int, default=None,
+        help="Aggregator actors per Learner (RLlib's IMPALA/APPO; not available in rlx).")
+
+    # Ray.
+    add("--num-cpus", type=int, default=0, help="CPUs of the local Ray instance Tune runs on (0: all).")
+    add("--num-gpus", type=int, default=None, help="GPUs of the old API stack; rlx trains on the CPU.")
+    add("--old-api-stack", action="store_true",
+        help="RLlib's old API stack; rlx has one stack, so this is refused.")
+
+    # Deprecated flags, kept so that old scripts parse.
+    add("--enable-new-api-stack", action="store_true", help=argparse.SUPPRESS)
+    add("--local-mode", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def should_stop(stop: dict[str, Any], results: dict[str, Any], keep_ray_up: bool = False) -> bool:
+    """Whether `results` (one train() result) reaches any criterion of `stop`
+    ({key: minimum}, nested keys written 'a/b'; RLlib's older key names work too). Missing or
+    non-numeric values never stop. When a criterion is met, prints which and, unless
+    `keep_ray_up`, shuts Ray down (if it runs)."""
+    from rlx.cli.stop import canonical_key, lookup
+
+    for key, threshold in stop.items():
+        value = _lookup(results, key)
+        if value is None:
+            value = lookup(results, canonical_key(key))
+        if _reaches(value, threshold):
+            print(f"Stop criterion ({key}={threshold}) fulfilled!")
+            if not keep_ray_up:
+                _shutdown_ray()
+            return True
+    return False
+
+
+def run_rllib_example_script_experiment(
+    base_config: Any,
+    args: argparse.Namespace | None = None,
+    *,
+    stop: dict[str, Any] | None = None,
+    success_metric: dict[str, float] | None = None,
+    trainable: Any = None,
+    tune_callbacks: list | None = None,
+    keep_config: bool = False,
+    keep_ray_up: bool = False,
+    scheduler: Any = None,
+    progress_reporter: Any = None,
+) -> Any:
+    """Train `base_config`, changed by the flags in `args` (see
+    `add_rllib_example_script_args`; parsed from the command line when None), until a stop
+    criterion is met.
+
+    Args:
+        base_config: The AlgorithmConfig. Unless `keep_config`, the flags set its
+            num_env_runners, num_envs_per_env_runner, learners, evaluation, log level, env
+            (when it names none), ...
+        args: The parsed flags. Missing attributes take the parser's defaults.
+        stop: {result key: minimum} (nested keys 'a/b'); default: `--stop-reward` on
+            `env_runners/episode_return_mean`, `--stop-timesteps` on
+            `env_runners/num_env_steps_sampled_lifetime`, `--stop-iters` on
+            `training_iteration`.
+        success_metric: With `--as-test`: {one result key: minimum} the run must reach
+            (default: the return criterion of `stop`, evaluation's if present, else
+            `--stop-reward` on `env_runners/episode_return_mean`).
+        trainable: What Tune runs (default: the config's algorithm class).
+        tune_callbacks: Tune callbacks (a WandB logger is added for `--wandb-key`).
+        keep_config: Leave `base_config` as it is.
+        keep_ray_up: Do not shut Ray down at the end.
+        scheduler: A Tune trial scheduler.
+        progress_reporter: A Tune progress reporter (default: a CLIReporter of the
+            iteration, time, steps and returns, per module for `--num-agents` > 0).
+
+    Returns:
+        With `--no-tune` the last train() result dict, else Tune's ResultGrid.
+
+    Raises:
+        ValueError: With `--as-test`, when the success metric was not reached.
+        ConfigError: For a flag rlx cannot honour, naming the flag.
+    """
+    if args is None:
+        args = add_rllib_example_script_args().parse_args()
+    args = _with_defaults(args)
+
+    if args.enable_new_api_stack:
+        logger.warning("--enable-new-api-stack has no effect: RLlib's new API stack is the default, and rlx's only "
+                       "stack. Drop the flag.")
+    if args.local_mode:
+        raise ValueError("`--local-mode` is no longer supported (neither by RLlib nor by rlx); drop the flag. "
+                         "Use --no-tune --num-env-runners=0 to debug everything in one process.")
+    if args.as_release_test:
+        args.as_test = True
+    if args.as_test:
+        args.verbose = 1
+        args.tune_max_report_freq = 30
+
+    if stop is None:
+        stop = {
+            _RETURN: args.stop_reward,
+            f"{ENV_RUNNER_RESULTS}/{NUM_ENV_STEPS_SAMPLED_LIFETIME}": args.stop_timesteps,
+            TRAINING_ITERATION: args.stop_iters,
+        }
+    if args.as_test:
+        success_metric = _success_metric(success_metric, stop, args)
+
+    config = base_config
+    if not keep_config:
+        apply_args_to_config(config, args)
+
+    if args.no_tune:
+        return _run_without_tune(config, args, stop, success_metric, keep_ray_up)
+    return _run_with_tune(config, args, stop, success_metric, trainable, tune_callbacks, keep_ray_up, scheduler,
+                          progress_reporter)
+
+
+def apply_args_to_config(config: Any, args: argparse.Namespace) -> Any:
+    """Apply the flags of `add_rllib_example_script_args` to `config` (in place, as
+    `run_rllib_example_script_experiment` does unless `keep_config`); returns it. A flag
+    rlx cannot honour raises a ConfigError naming it."""
+    args = _with_defaults(args)
+    _apply("--framework", args.framework, config.framework, args.framework)
+    if args.env is not None and config.env is None:
+        _apply("--env", args.env, config.environment, args.env)
+    if args.old_api_stack:
+        raise ConfigError("--old-api-stack: rlx has one API stack (RLlib's new one: RLModule, Learner, EnvRunner); "
+                          "drop the flag. Old-stack classes such as Policy and SampleBatch work on it.")
+
+    if args.num_env_runners is not None:
+        _apply("--num-env-runners", args.num_env_runners, config.env_runners, num_env_runners=args.num_env_runners)
+    if args.num_envs_per_env_runner is not None:
+        _apply("--num-envs-per-env-runner", args.num_envs_per_env_runner, config.env_runners,
+               num_envs_per_env_runner=args.num_envs_per_env_runner)
+
+    if args.num_gpus:
+        raise ConfigError(f"--num-gpus={args.num_gpus}: rlx trains on the CPU (GPU learners are not built yet), and "
+                          "on RLlib's new API stack GPUs are requested with --num-gpus-per-learner instead. Drop the "
+                          "flag.")
+    if args.num_gpus_per_learner:
+        raise ConfigError(f"--num-gpus-per-learner={args.num_gpus_per_learner:g}: rlx trains on the CPU (GPU "
+                          "learners are not built yet). Drop the flag or pass 0.")
+    for flag, why in _UNAVAILABLE_FLAGS.items():
+        value = getattr(args, _dest(flag))
+        if value is not None:
+            raise ConfigError(f"{flag}={value}: {why} Drop the flag.")
+    # As RLlib: the old stack's num_gpus is 0 on the new stack.
+    _apply("--num-gpus", 0, config.resources, num_gpus=0)
+    if args.num_learners is not None:
+        _apply("--num-learners", args.num_learners, config.learners, num_learners=args.num_learners)
+    if args.num_gpus_per_learner is not None:  # 0
+        _apply("--num-gpus-per-learner", args.num_gpus_per_learner, config.learners,
+               num_gpus_per_learner=args.num_gpus_per_learner)
+    if args.num_cpus_per_learner is not None:
+        _apply("--num-cpus-per-learner", args.num_cpus_per_learner, config.learners,
+               num_cpus_per_learner=args.num_cpus_per_learner)
+
+    if args.evaluation_interval > 0:
+        _apply("--evaluation-interval", args.evaluation_interval, config.evaluation,
+               evaluation_num_env_runners=args.evaluation_num_env_runners,
+               evaluation_interval=args.evaluation_interval,
+               evaluation_duration=args.evaluation_duration,
+               evaluation_duration_unit=args.evaluation_duration_unit,
+               evaluation_parallel_to_training=args.evaluation_parallel_to_training)
+    if args.log_level is not None:
+        _apply("--log-level", args.log_level, config.debugging, log_level=args.log_level)
+    return config
+
+
+#: Flags of RLlib's example scripts whose feature rlx does not have (refused unless None).
+#: When rlx gets offline output, `--output` sets config.offline_data(output=...), as in RLlib.
+_UNAVAILABLE_FLAGS = {
+    "--output": "writing the sampled trajectories to files (offline data output) is not supported yet in rlx.",
+    "--num-aggregator-actors-per-learner": "rlx has no aggregator actors (RLlib uses them in IMPALA/APPO).",
+}
+
+
+def _dest(flag: str) -> str:
+    """The argparse attribute of a flag: '--num-env-runners' -> 'num_env_runners'."""
+    return flag.lstrip("-").replace("-", "_")
+
+
+# ---------------------------------------------------------------------- running
+
+
+def _run_without_tune(config: Any, args: argparse.Namespace, stop: dict[str, Any],
+                      success_metric: dict[str, float] | None, keep_ray_up: bool) -> dict[str, Any]:
+    from rlx.cli.stop import StopCriteria
+
+    if args.wandb_key is not None:
+        raise ConfigError("--wandb-key: rlx logs to WandB through Ray Tune's WandbLoggerCallback, which --no-tune "
+                          "does not use. Drop --no-tune, or drop --wandb-key.")
+    if not isinstance(stop, dict):
+        raise ConfigError(f"With --no-tune, stop must be a dict {{result key: minimum}}, got {stop!r}; Tune's "
+                          "Stoppers only work in Tune runs (drop --no-tune).")
+    criteria = StopCriteria(stop)
+    criteria.check_before_training(config)
+    start = time.time()
+    results: dict[str, Any] = {}
+    best = math.nan
+    algo = config.build()
+    try:
+        iterations = int(stop.get(TRAINING_ITERATION, args.stop_iters))
+        for i in range(iterations):
+            results = algo.train()
+            _print_iteration(i, results)
+            if success_metric:
+                key = next(iter(success_metric))
+                value = criteria.value(results, key)
+                if _is_number(value):
+                    best = float(value) if math.isnan(best) else max(best, float(value))
+            if args.checkpoint_freq and (i + 1) % args.checkpoint_freq == 0:
+                print(f"Checkpoint saved in {_checkpoint_path(algo.save())}")
+            reached = criteria.met(results)
+            for note in criteria.notes:
+                logger.warning(note)
+            criteria.notes.clear()
+            if reached:
+                key = next(k for k, bound in criteria.criteria.items() if _reaches(criteria.value(results, k), bound))
+                print(f"Stop criterion ({key}={stop[key]}) fulfilled!")
+                break
+        if args.checkpoint_at_end:
+            print(f"Checkpoint saved in {_checkpoint_path(algo.save())}")
+    finally:
+        algo.stop()
+        if not keep_ray_up:
+            _shutdown_ray()
+
+    if args.as_test and success_metric:
+        _report_success(success_metric, best, args, time.time() - start, results, "TERMINATED")
+    return results
+
+
+def _run_with_tune(config: Any, args: argparse.Namespace, stop: dict[str, Any],
+                   success_metric: dict[str, float] | None, trainable: Any, tune_callbacks: list | None,
+                   keep_ray_up: bool, scheduler: Any, progress_reporter: Any) -> Any:
+    try:
+        import ray
+        from ray import tune
+    except ImportError as err:
+        from rlx.utils.errors import install_hint
+
+        raise ImportError("run_rllib_example_script_experiment runs the experiment through Ray Tune, which is not "
+                          f"installed: {install_hint('tune')} Or pass --no-tune to train in a plain loop.") from err
+    import rlx.tune  # noqa: F401 - registers rlx's algorithms, envs and configs with Tune (before ray.init)
+    from rlx.cli.stop import canonical_key
+    from rlx.loggers.creation import results_root
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=args.num_cpus or None, ignore_reinit_error=True)
+
+    callbacks = list(tune_callbacks or [])
+    wandb_callback = _wandb_callback(args, config)
+    if wandb_callback is not None:
+        callbacks.append(wandb_callback)
+
+    if progress_reporter is None:
+        columns = {
+            TRAINING_ITERATION: "iter",
+            "time_total_s": "total time (s)",
+            NUM_ENV_STEPS_SAMPLED_LIFETIME: "ts",
+            _RETURN: "episode return mean" if args.num_agents == 0 else "combined return",
+        }
+        if args.num_agents > 0:
+            for pid in config.policies or {}:
+                columns[f"{ENV_RUNNER_RESULTS}/{MODULE_EPISODE_RETURNS_MEAN}/{pid}"] = f"return {pid}"
+        progress_reporter = tune.CLIReporter(metric_columns=columns, max_report_frequency=args.tune_max_report_freq)
+    # Tune's newer console output ignores a custom CLIReporter (as in RLlib).
+    os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
+
+    storage = results_root().resolve()
+    start = time.time()
+    try:
+        results = tune.Tuner(
+            trainable or config.algo_class,
+            param_space=config,
+            run_config=tune.RunConfig(
+                storage_path=str(storage),
+                failure_config=tune.FailureConfig(max_failures=0, fail_fast="raise"),
+                # rlx's names for RLlib's older keys (episode_reward_mean, timesteps_total, ...).
+                stop={canonical_key(k): v for k, v in stop.items()} if isinstance(stop, dict) else stop,
+                verbose=args.verbose,
+                callbacks=callbacks,
+                checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=args.checkpoint_freq,
+                                                        checkpoint_at_end=args.checkpoint_at_end),
+                progress_reporter=progress_reporter,
+            ),
+            tune_config=tune.TuneConfig(num_samples=args.num_samples,
+                                        max_concurrent_trials=args.max_concurrent_trials, scheduler=scheduler),
+        ).fit()
+    finally:
+        if not keep_ray_up:
+            ray.shutdown()
+    taken = time.time() - start
+
+    if args.as_test and success_metric:
+        key = next(iter(success_metric))
+        best = _best_in_result_grid(results, key)
+        first = results[0] if len(results) else None
+        stats = dict(first.metrics or {}) if first is not None else {}
+        status = "ERROR" if first is None or first.error is not None else "TERMINATED"
+        _report_success(success_metric, best, args, taken, stats, status)
+    return results
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _with_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """`args` with every flag it lacks (a script's own parser) at its default."""
+    defaults = vars(add_rllib_example_script_args().parse_args([]))
+    missing = {k: v for k, v in defaults.items() if not hasattr(args, k)}
+    for key, value in missing.items():
+        setattr(args, key, value)
+    return args
+
+
+def _apply(flag: str, value: Any, method: Callable[..., Any], *posargs: Any, **kwargs: Any) -> None:
+    """Call a config section method; a ConfigError it raises names the flag."""
+    try:
+        method(*posargs, **kwargs)
+    except ConfigError as err:
+        raise ConfigError(f"{flag}={value}: {err}") from err
+
+
+def _success_metric(success_metric: dict[str, float] | None, stop: dict[str, Any],
+                    args: argparse.Namespace) -> dict[str, float]:
+    if success_metric is None:
+        for key in (_EVAL_RETURN, _RETURN):
+            if isinstance(stop, dict) and key in stop:
+                return {key: stop[key]}
+        return {_RETURN: args.stop_reward}
+    if not isinstance(success_metric, dict) or len(success_metric) != 1:
+        raise ConfigError(f"success_metric must be a dict of one result key and its minimum, e.g. "
+                          f"{{'{_RETURN}': 150.0}}; got {success_metric!r}.")
+    return success_metric
+
+
+def _report_success(success_metric: dict[str, float], best: float, args: argparse.Namespace, taken: float,
+                    stats: dict[str, Any], status: str) -> None:
+    key, target = next(iter(success_metric.items()))
+    passed = _is_number(best) and best >= target
+    if passed:
+        print(f"`{key}` of {target} reached! ok")
+    if args.as_release_test:
+        stats = {k: v for k, v in stats.items() if k != "config"}
+        _write_release_summary({
+            "time_taken": float(taken),
+            "trial_states": [status],
+            "last_update": float(time.time()),
+            "stats": stats,
+            "passed": [passed],
+            "not_passed": [not passed],
+            "failures": {} if passed else {status: 1},
+            "success_metric": key,
+            "best_value": float(best),
+            "target_value": float(target),
+        })
+    if not passed:
+        message = f"`{key}` of {target} not reached! Best value reached is {best}"
+        if args.as_release_test:
+            print(message)
+        else:
+            raise ValueError(message)
+
+
+def _write_release_summary(summary: dict[str, Any]) -> None:
+    """Write the --as-release-test summary atomically to $TEST_OUTPUT_JSON (as RLlib's
+    release tests: /tmp/release_test_output.json when unset)."""
+    path = os.environ.get("TEST_OUTPUT_JSON", "/tmp/release_test_output.json")
+    tmp = f"{path}.tmp.{uuid.uuid4()}"
+    with open(tmp, "w") as f:
+        json.dump(summary, f, default=_json_default)
+    os.replace(tmp, path)
+    logger.info("Wrote the release test summary to %s", path)
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if hasattr(value, "item"):
+        return value.item()
+    return repr(value)
+
+
+def _best_in_result_grid(results: Any, key: str) -> float:
+    frame = results.get_dataframe()
+    if key not in frame.columns:
+        raise ValueError(f"`{key}` is not a result key of any trial, so the success metric cannot be checked. "
+                         f"Result keys: {', '.join(sorted(map(str, frame.columns)))}.")
+    values = [float(v) for v in frame[key] if _is_number(v)]
+    return max(values) if values else math.nan
+
+
+def _wandb_callback(args: argparse.Namespace, config: Any) -> Any:
+    key = args.wandb_key or os.environ.get(WANDB_ENV_VAR)
+    if not key:
+        return None
+    try:
+        import wandb  # noqa: F401
+    except ImportError:
+        if args.wandb_key is None:  # only the environment variable: nothing was asked on the command line
+            logger.warning("%s is set, but the wandb package is not installed: not logging to WandB.",
+                           WANDB_ENV_VAR)
+            return None
+        raise ConfigError("--wandb-key: logging to WandB needs the wandb package (pip install wandb).") from None
+    from ray.air.integrations.wandb import WandbLoggerCallback
+
+    project = args.wandb_project or (args.algo.lower() + "-" + re.sub("\\W+", "-", str(config.env).lower()))
+    return WandbLoggerCallback(api_key=key, project=project, upload_checkpoints=True,
+                               **({"name": args.wandb_run_name} if args.wandb_run_name else {}))
+
+
+def _print_iteration(i: int, results: dict[str, Any]) -> None:
+    line = f"iter={i}"
+    runners = results.get(ENV_RUNNER_RESULTS)
+    if isinstance(runners, dict):
+        line += f" R={runners.get(EPISODE_RETURN_MEAN, math.nan)}"
+    evaluation = results.get(EVALUATION_RESULTS)
+    if isinstance(evaluation, dict) and isinstance(evaluation.get(ENV_RUNNER_RESULTS), dict):
+        line += f" R(eval)={evaluation[ENV_RUNNER_RESULTS].get(EPISODE_RETURN_MEAN, math.nan)}"
+    print(line)
+
+
+def _checkpoint_path(saved: Any) -> str:
+    checkpoint = getattr(saved, "checkpoint", saved)
+    return str(getattr(checkpoint, "path", checkpoint))
+
+
+def _lookup(results: dict[str, Any], key: str) -> Any:
+    node: Any = results
+    for part in key.split("/"):
+        part = part.strip()
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        return not isinstance(value, (bool, str)) and not math.isnan(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _reaches(value: Any, threshold: Any) -> bool:
+    try:
+        return _is_number(value) and float(value) >= threshold
+    except TypeError:
+        return False
+
+
+def _shutdown_ray() -> None:
+    ray = sys.modules.get("ray")
+    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
+        ray.shutdown()
