@@ -187,3 +187,34 @@ def test_numpy_and_torch_helpers():
     assert multi.tolist() == [[0, 1, 0, 0, 1]]
     tensors = convert_to_torch_tensor({"x": np.zeros(3)})
     assert tensors["x"].dtype == torch.float32
+
+
+def test_gym_env_vectorize_mode_async_steps_each_sub_env_in_its_own_process():
+    import gymnasium as gym
+
+    from rlx.env.remote_sub_env import RemoteSubEnv
+
+    config = (PPOConfig().environment("CartPole-v1")
+              .env_runners(gym_env_vectorize_mode=gym.VectorizeMode.ASYNC, num_envs_per_env_runner=2)
+              .training(train_batch_size=200, minibatch_size=50, num_epochs=1))
+    assert config.gym_env_vectorize_mode == "async"
+    algo = config.build()
+    try:
+        assert all(isinstance(env, RemoteSubEnv) for env in algo.env_runner.env.envs)
+        assert algo.train()["num_env_steps_sampled_lifetime"] >= 200
+    finally:
+        algo.stop()
+    assert PPOConfig().env_runners(gym_env_vectorize_mode="SYNC").gym_env_vectorize_mode == "sync"
+    with pytest.raises(NotSupportedYetError, match="vector_entry_point"):
+        PPOConfig().env_runners(gym_env_vectorize_mode="vector_entry_point")
+    with pytest.raises(ConfigError, match="gym_env_vectorize_mode"):
+        PPOConfig().env_runners(gym_env_vectorize_mode="parallel")
+
+
+def test_algorithm_default_resource_request_for_tune_with_resources():
+    from rlx.algorithms.ppo import PPO
+
+    config = PPOConfig().environment("CartPole-v1")
+    assert PPO.default_resource_request(config).bundles == [{"CPU": 1.0}]
+    bundles = PPO.default_resource_request(config.env_runners(num_env_runners=2, num_cpus_per_env_runner=2)).bundles
+    assert bundles == [{"CPU": 1.0}, {"CPU": 2.0}, {"CPU": 2.0}]

@@ -162,3 +162,10 @@ def test_old_per_policy_statistics_cover_the_episodes_of_episode_return_mean():
         assert result["env_runners"]["num_episodes"] > 100
     finally:
         algo.stop()
+
+
+def test_sub_envs_in_processes_are_refused_for_multi_agent_envs():
+    from rlx.utils.errors import NotSupportedYetError
+
+    with pytest.raises(NotSupportedYetError, match="remote_worker_envs.*multi-agent"):
+        two_policies().env_runners(remote_worker_envs=True).build()

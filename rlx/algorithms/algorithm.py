@@ -69,6 +69,22 @@ class Algorithm:
         """A fresh config of this algorithm with its defaults."""
         return cls._config_class(algo_class=cls)
 
+    @classmethod
+    def default_resource_request(cls, config: AlgorithmConfig | dict) -> Any:
+        """The Ray Tune resources (a PlacementGroupFactory) a trial of this algorithm with `config`
+        needs: a bundle for the Algorithm and one per remote EnvRunner, as rlx's Tune Trainables
+        request (for `tune.with_resources(fn, resources=...)`). Imports Ray Tune."""
+        from ray.tune import PlacementGroupFactory
+
+        from rlx.tune.trainable import trainable
+
+        config_dict = config.to_dict() if isinstance(config, AlgorithmConfig) else dict(config)
+        request = trainable(cls).default_resource_request(config_dict)
+        if request is None:
+            cpus = float(config_dict.get("num_cpus_for_main_process") or 1)
+            request = PlacementGroupFactory([{"CPU": cpus}])
+        return request
+
     def __init__(self, config: AlgorithmConfig | dict | None = None, env: Any = None,
                  logger_creator: Any = None, **kwargs: Any):
         if kwargs:

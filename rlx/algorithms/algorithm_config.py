@@ -479,6 +479,12 @@ class AlgorithmConfig:
         return max(1, count, min(default, learners))
 
     @property
+    def sub_envs_in_processes(self) -> bool:
+        """Whether each sub-env runs in its own process (remote_worker_envs, or
+        gym_env_vectorize_mode='async')."""
+        return bool(self._values["remote_worker_envs"]) or self._values["gym_env_vectorize_mode"] == "async"
+
+    @property
     def is_multi_agent(self) -> bool:
         """Whether the config names policies (multi_agent(policies=...)) or its env is a
         MultiAgentEnv class. An env creator that returns a MultiAgentEnv is found when the

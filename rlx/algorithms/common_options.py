@@ -5,6 +5,8 @@ default, and any other value raises "not supported yet: <option>".
 """
 from __future__ import annotations
 
+from typing import Any
+
 from rlx.algorithms.config_options import (
     Option,
     any_value,
@@ -106,6 +108,16 @@ def _log_level(name: str, value):
     return choice("DEBUG", "INFO", "WARN", "ERROR", "CRITICAL")(name, upper)
 
 
+def _vectorize_mode(name: str, value: Any) -> str:
+    """'sync' or 'async' (a string in any case, or a gymnasium.VectorizeMode)."""
+    text = str(getattr(value, "value", value)).lower()
+    if text == "vector_entry_point":
+        from rlx.utils.errors import NotSupportedYetError
+
+        raise NotSupportedYetError(f"{name}='vector_entry_point'", "envs' own vectorized entry points")
+    return choice("sync", "async")(name, text)
+
+
 T = ("training",)
 E = ("environment",)
 F = ("framework",)
@@ -200,6 +212,9 @@ COMMON_OPTIONS: list[Option] = [
     Option("sample_timeout_s", 60.0, R, number(0.0, allow_none=True),
            doc="Seconds a remote EnvRunner may take to answer sample(); one that takes longer counts as failed."),
     Option("remote_worker_envs", False, R, boolean),
+    Option("gym_env_vectorize_mode", "sync", R, _vectorize_mode,
+           doc="'sync' steps the sub-envs one after the other in the EnvRunner; 'async' steps each in its own "
+               "process, at the same time (as remote_worker_envs=True). A gymnasium.VectorizeMode is accepted."),
     Option("remote_env_batch_wait_ms", 0.0, R, number(0.0),
            later="partial steps of remote sub-environments (rlx waits for every sub-env each step)"),
     Option("validate_env_runners_after_construction", True, R, boolean,

@@ -278,7 +278,7 @@ class SingleAgentEnvRunner:
     def _build_env(self, i: int) -> Any:
         """Sub-env `i`: built here, or with remote_worker_envs in a process of its own."""
         ctx = self._env_context(i)
-        if self.config.remote_worker_envs:
+        if self.config.sub_envs_in_processes:
             from rlx.env.remote_sub_env import RemoteSubEnv
 
             return RemoteSubEnv(_SubEnvFactory(self._make_env, ctx, self.config.auto_wrap_old_gym_envs),
@@ -701,7 +701,7 @@ class SingleAgentEnvRunner:
         episodes_started = len(active) if num_episodes is not None else 0
         episodes_done = 0
         track = self._track_episodes
-        remote_envs = bool(self.config.remote_worker_envs)
+        remote_envs = self.config.sub_envs_in_processes
         row_episodes: list[list[Any]] | None = [] if self._on_postprocess_trajectory is not None else None
         t = 0
         while True:

@@ -166,6 +166,13 @@ class MultiAgentEnvRunner:
                  env_info: Any = None):
         from rlx.algorithms.multi_agent_options import AgentMapper, resolve_callable
 
+        if config.sub_envs_in_processes:
+            from rlx.utils.errors import NotSupportedYetError
+
+            raise NotSupportedYetError("remote_worker_envs / gym_env_vectorize_mode='async' with a multi-agent env",
+                                       "multi-agent sub-envs step in the EnvRunner's process",
+                                       fix="Leave remote_worker_envs=False and gym_env_vectorize_mode='sync'; "
+                                           "use num_env_runners to sample in several processes.")
         self.config = config
         self.worker_index = worker_index
         self.num_workers = num_workers
