@@ -169,3 +169,64 @@ def test_sub_envs_in_processes_are_refused_for_multi_agent_envs():
 
     with pytest.raises(NotSupportedYetError, match="remote_worker_envs.*multi-agent"):
         two_policies().env_runners(remote_worker_envs=True).build()
+
+
+def test_random_rl_module_opponent_acts_without_training_and_checkpoints(tmp_path):
+    from rlx.algorithms.algorithm import Algorithm
+    from rlx.examples.rl_modules.classes.random_rlm import RandomRLModule
+
+    config = (two_policies()
+              .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=by_index, policies_to_train=["p0"])
+              .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs={
+                  "p0": RLModuleSpec(), "p1": RLModuleSpec(module_class=RandomRLModule)})))
+    algo = config.build()
+    try:
+        result = algo.train()
+        assert set(result["learners"]) == {"p0"}
+        batch = algo.env_runner.sample(num_timesteps=200).policy_batches["p1"]
+        actions = batch["actions"][batch["valid"]] if "valid" in batch else batch["actions"].ravel()
+        assert set(np.unique(actions)) == {0, 1}  # random actions, both taken
+        assert batch["action_dist_inputs"].shape[-1] == 0 and not batch["action_logp"].any()
+        assert algo.compute_single_action(np.zeros(4, np.float32), policy_id="p1") in (0, 1)
+        path = algo.save(str(tmp_path / "ckpt"))
+    finally:
+        algo.stop()
+    restored = Algorithm.from_checkpoint(path)
+    try:
+        assert isinstance(restored.get_module("p1"), RandomRLModule)
+        assert set(restored.train()["learners"]) == {"p0"}
+    finally:
+        restored.stop()
+    with pytest.raises(TypeError, match="policies_to_train"):
+        RandomRLModule(observation_space=None, action_space=None).forward_train({})
+
+
+def test_rllib_style_module_with_only_forward_trains():
+    import torch
+
+    from rlx.core.columns import Columns
+    from rlx.core.rl_module.apis import ValueFunctionAPI
+    from rlx.core.rl_module.torch.torch_rl_module import TorchRLModule
+
+    class TinyModule(TorchRLModule, ValueFunctionAPI):
+        """RLlib's new-API style: setup() and _forward() only."""
+
+        def setup(self):
+            self.pi = torch.nn.Linear(4, 2)
+            self.vf = torch.nn.Linear(4, 1)
+
+        def _forward(self, batch, **kwargs):
+            return {Columns.ACTION_DIST_INPUTS: self.pi(batch[Columns.OBS])}
+
+        def compute_values(self, batch, embeddings=None):
+            return self.vf(batch[Columns.OBS]).squeeze(-1)
+
+    algo = (PPOConfig().environment("CartPole-v1").rl_module(rl_module_spec=RLModuleSpec(module_class=TinyModule))
+            .training(train_batch_size=256, minibatch_size=64, num_epochs=1).build())
+    try:
+        before = algo.get_module().pi.weight.detach().clone()
+        result = algo.train()
+        assert "policy_loss" in result["learners"]["default_policy"]
+        assert not torch.equal(before, algo.get_module().pi.weight)
+    finally:
+        algo.stop()

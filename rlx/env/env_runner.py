@@ -665,6 +665,8 @@ class SingleAgentEnvRunner:
         """
         out = self.module.forward_exploration({Columns.OBS: torch.from_numpy(obs)}) if explore else \
             self.module.forward_inference({Columns.OBS: torch.from_numpy(obs)})
+        if Columns.ACTIONS in out:
+            return module_chosen_actions(out, obs.shape[0])
         dist_inputs = out[Columns.ACTION_DIST_INPUTS]
         if random_actions:
             acts = np.stack([self.action_space.sample() for _ in range(obs.shape[0])])
@@ -1012,6 +1014,21 @@ class EnvInfo:
     action_space: gym.Space
     num_envs: int
     is_atari: bool
+
+
+def module_chosen_actions(out: dict[str, Any], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(actions, log-probabilities, distribution inputs) of a module that returned `actions`
+    itself (e.g. a random or heuristic policy): log-probabilities 0 and no distribution inputs
+    unless it returned them too."""
+    def as_array(value: Any) -> np.ndarray:
+        return value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+
+    actions = as_array(out[Columns.ACTIONS])
+    logp = as_array(out[Columns.ACTION_LOGP]).astype(np.float32) if Columns.ACTION_LOGP in out \
+        else np.zeros(n, np.float32)
+    dist_inputs = as_array(out[Columns.ACTION_DIST_INPUTS]).astype(np.float32) \
+        if Columns.ACTION_DIST_INPUTS in out else np.zeros((n, 0), np.float32)
+    return actions, logp, dist_inputs
 
 
 def log_episode_extras(metrics: MetricsLogger, episode: Any, window: int) -> None:

@@ -25,7 +25,7 @@ from rlx.core.rl_module import MultiRLModule, RLModule, RLModuleSpec
 from rlx.env.env_context import EnvContext
 from rlx.env.env_runner import (AGENT_RETURNS_KEY, DEFAULT_AGENT_ID, EPISODE_LENGTHS_KEY,
                                 EPISODE_POLICY_RETURNS_KEY, EPISODE_RETURNS_KEY, MODULE_RETURNS_KEY, ActionAdapter, _worker_seed, clip_rewards, has_float_values,
-                                log_episode_extras)
+                                log_episode_extras, module_chosen_actions)
 from rlx.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv
 from rlx.env.multi_agent_episode import MultiAgentEpisode
 from rlx.env.registry import make_env_creator
@@ -127,6 +127,8 @@ class ModuleSlot:
         """(actions, log-probabilities, distribution inputs) for a batch of filtered observations."""
         batch = {Columns.OBS: torch.from_numpy(obs)}
         out = self.module.forward_exploration(batch) if explore else self.module.forward_inference(batch)
+        if Columns.ACTIONS in out:
+            return module_chosen_actions(out, obs.shape[0])
         dist_inputs = out[Columns.ACTION_DIST_INPUTS]
         if random_actions:
             acts = np.stack([self.action_space.sample() for _ in range(obs.shape[0])])

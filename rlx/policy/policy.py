@@ -255,11 +255,17 @@ class Policy:
              timestep: int | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         explore = self.config.explore if explore is None else bool(explore)
         obs_t = torch.from_numpy(obs)
+        out = self.module.forward_exploration({Columns.OBS: obs_t}) if explore else \
+            self.module.forward_inference({Columns.OBS: obs_t})
+        if Columns.ACTIONS in out:
+            from rlx.env.env_runner import module_chosen_actions
+
+            actions, logp, dist_inputs = module_chosen_actions(out, obs.shape[0])
+            return actions, {Columns.ACTION_DIST_INPUTS: dist_inputs, Columns.ACTION_LOGP: logp,
+                             "action_prob": np.exp(logp)}
         if explore:
-            out = self.module.forward_exploration({Columns.OBS: obs_t})
             dist = self.module.get_exploration_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
         else:
-            out = self.module.forward_inference({Columns.OBS: obs_t})
             dist = self.module.get_inference_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
         if self.exploration is not None:
             actions, logp = self.exploration.get_exploration_action(

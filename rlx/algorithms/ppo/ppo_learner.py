@@ -163,7 +163,10 @@ class PPOLearner(Learner):
                 entropy = dist.entropy().mean()
         stats = {"policy_loss": policy_loss.detach(), "entropy": entropy.detach()}
         if cfg.use_critic:
-            vf_err = (out[Columns.VF_PREDS] - mb[Columns.VALUE_TARGETS]).pow(2)
+            vf_preds = out.get(Columns.VF_PREDS)
+            if vf_preds is None:  # RLlib's new-API modules: the value function is a separate call
+                vf_preds = self._module_values(mb)
+            vf_err = (vf_preds - mb[Columns.VALUE_TARGETS]).pow(2)
             vf_loss = (vf_err if cfg.vf_clip_param is None else vf_err.clamp(0.0, cfg.vf_clip_param)).mean()
             total = total + cfg.vf_loss_coeff * vf_loss
             stats["vf_loss"] = vf_loss.detach()
@@ -175,6 +178,15 @@ class PPOLearner(Learner):
             stats["mean_kl_loss"] = kl.detach()
         stats["total_loss"] = total.detach()
         return total, stats
+
+    def _module_values(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        compute_values = getattr(self.module, "compute_values", None)
+        if compute_values is None:
+            raise TypeError(
+                f"PPO with use_critic=True needs the value of each observation: {type(self.module).__name__}'s "
+                "forward_train returns no 'vf_preds' and it has no compute_values(batch) method. Implement "
+                "compute_values (rlx.core.rl_module.apis.ValueFunctionAPI), or set training(use_critic=False).")
+        return compute_values(batch)
 
     def _update_kl_coeff(self, mean_kl: float) -> None:
         target = self.config.kl_target

@@ -48,17 +48,41 @@ class RLModule(nn.Module):
 
     # -------------------------------------------------------------- forward passes
 
+    # A module implements either the public methods (rlx's own modules) or, as RLlib's new API
+    # stack documents, `_forward` and optionally `_forward_train` / `_forward_inference` /
+    # `_forward_exploration`. When sampling, a module may return `actions` itself (and then
+    # `action_logp`) instead of `action_dist_inputs`.
+
     def forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         """Forward pass for the loss; must return at least `action_dist_inputs`."""
-        raise TypeError(f"{type(self).__name__} must implement forward_train(batch)")
+        return self._forward_train(batch, **kwargs)
 
     def forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         """Forward pass while sampling with exploration (defaults to forward_inference)."""
-        return self.forward_inference(batch, **kwargs)
+        return self._forward_exploration(batch, **kwargs)
 
     def forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         """Forward pass for acting without exploration (defaults to forward_train)."""
-        return self.forward_train(batch, **kwargs)
+        return self._forward_inference(batch, **kwargs)
+
+    def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """The forward pass every mode uses unless it has its own (RLlib's new-API hook)."""
+        if type(self).forward_train is not RLModule.forward_train:
+            return self.forward_train(batch, **kwargs)
+        raise TypeError(f"{type(self).__name__} must implement _forward(batch) (or forward_train(batch)).")
+
+    def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return self._forward(batch, **kwargs)
+
+    def _forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return self._forward(batch, **kwargs)
+
+    def _forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        if type(self).forward_inference is not RLModule.forward_inference:
+            return self.forward_inference(batch, **kwargs)
+        if type(self)._forward_inference is not RLModule._forward_inference:
+            return self._forward_inference(batch, **kwargs)
+        return self._forward(batch, **kwargs)
 
     def forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:  # noqa: D102
         return self.forward_train(batch, **kwargs)

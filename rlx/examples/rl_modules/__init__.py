@@ -1,0 +1,1 @@
+"""Example RLModules (RLlib's `ray.rllib.examples.rl_modules`)."""

@@ -1,0 +1,1 @@
+"""Example RLModule classes (RLlib's `ray.rllib.examples.rl_modules.classes`)."""
