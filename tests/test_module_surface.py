@@ -218,3 +218,14 @@ def test_algorithm_default_resource_request_for_tune_with_resources():
     assert PPO.default_resource_request(config).bundles == [{"CPU": 1.0}]
     bundles = PPO.default_resource_request(config.env_runners(num_env_runners=2, num_cpus_per_env_runner=2)).bundles
     assert bundles == [{"CPU": 1.0}, {"CPU": 2.0}, {"CPU": 2.0}]
+
+
+def test_env_runner_env_unwrapped_gives_the_sub_envs_as_gymnasium_vector_envs_do():
+    algo = PPOConfig().environment("CartPole-v1").env_runners(num_envs_per_env_runner=2).build()
+    try:
+        env = algo.env_runner.env
+        assert env.unwrapped is env and env.unwrapped.envs[0] is env.envs[0]
+        obs, _ = env.unwrapped.envs[0].reset(seed=0)
+        assert obs.shape == (4,)
+    finally:
+        algo.stop()

@@ -27,9 +27,10 @@ class VectorEnv:
         return self.envs
 
     @property
-    def unwrapped(self) -> list[Any]:
-        """The unwrapped sub-environments."""
-        return [getattr(e, "unwrapped", e) for e in self.envs]
+    def unwrapped(self) -> "VectorEnv":
+        """This vector env itself, as gymnasium's VectorEnv.unwrapped is (`env.unwrapped.envs[0]`
+        is the first sub-env)."""
+        return self
 
     def foreach_env(self, func: Callable[[Any], Any]) -> list[Any]:
         """Apply `func` to every sub-environment and return the results."""
