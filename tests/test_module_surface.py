@@ -229,3 +229,42 @@ def test_env_runner_env_unwrapped_gives_the_sub_envs_as_gymnasium_vector_envs_do
         assert obs.shape == (4,)
     finally:
         algo.stop()
+
+
+def test_space_utils_batch_unbatch_and_action_scaling():
+    import gymnasium as gym
+    import numpy as np
+
+    from rlx.utils.spaces.space_utils import (batch, clip_action, flatten_space, flatten_to_single_ndarray,
+                                              get_base_struct_from_space, normalize_action, unbatch, unsquash_action)
+
+    space = gym.spaces.Dict({"a": gym.spaces.Box(-2.0, 2.0, (2,)), "b": gym.spaces.Tuple([gym.spaces.Discrete(3)])})
+    assert [type(s).__name__ for s in flatten_space(space)] == ["Box", "Discrete"]
+    struct = get_base_struct_from_space(space)
+    assert isinstance(struct["b"], tuple) and isinstance(struct["a"], gym.spaces.Box)
+    samples = [{"a": np.array([i, -i], np.float32), "b": (i,)} for i in range(3)]
+    batched = batch(samples)
+    assert batched["a"].shape == (3, 2) and batched["b"][0].tolist() == [0, 1, 2]
+    assert [s["b"][0] for s in unbatch(batched)] == [0, 1, 2]
+    action = {"a": np.array([1.0, -1.0]), "b": (2,)}
+    scaled = unsquash_action(action, space)
+    assert scaled["a"].tolist() == [2.0, -2.0] and scaled["b"] == (2,)
+    assert np.allclose(normalize_action(scaled, space)["a"], action["a"])
+    assert clip_action({"a": np.array([5.0, -5.0]), "b": (1,)}, space)["a"].tolist() == [2.0, -2.0]
+    assert flatten_to_single_ndarray({"x": np.ones(2), "y": (np.zeros(1),)}).tolist() == [1.0, 1.0, 0.0]
+
+
+def test_serialization_round_trips_spaces_and_types():
+    import gymnasium as gym
+    import numpy as np
+
+    from rlx.utils.serialization import (convert_numpy_to_python_primitives, deserialize_type, gym_space_from_dict,
+                                         gym_space_to_dict, serialize_type)
+
+    space = gym.spaces.Dict({"pos": gym.spaces.Box(-1.0, 1.0, (3,)), "n": gym.spaces.Discrete(4)})
+    assert gym_space_from_dict(gym_space_to_dict(space)) == space
+    assert convert_numpy_to_python_primitives({"x": np.float32(1.5), "y": [np.arange(2)]}) == {"x": 1.5, "y": [[0, 1]]}
+    assert deserialize_type(serialize_type(PPOConfig)) is PPOConfig
+    assert deserialize_type("no.such.module.Thing") is None
+    with pytest.raises(Exception):
+        deserialize_type("no.such.module.Thing", error=True)

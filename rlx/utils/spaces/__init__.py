@@ -1,0 +1,1 @@
+"""Space helpers (RLlib's `ray.rllib.utils.spaces`)."""
