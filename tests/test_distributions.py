@@ -291,7 +291,7 @@ def test_dist_class_for_box_is_diag_gaussian_with_the_model_clip():
     "space",
     [
         gym.spaces.Box(-1.0, 1.0, (2, 2), np.float32),
-        gym.spaces.Dict({"a": gym.spaces.Discrete(2)}),
+        gym.spaces.Tuple((gym.spaces.MultiBinary(2),)),
         gym.spaces.MultiBinary(3),
     ],
 )

@@ -1,8 +1,7 @@
 """The example envs of rlx.examples.envs.classes (RLlib's ray.rllib.examples.envs.classes).
 
 Each env's spaces and key behaviour, then one tiny PPO iteration per env (which also runs
-rlx's env checker on it). Envs whose spaces rlx's default models cannot handle yet (Tuple
-action spaces) build into a clear NotSupportedYetError naming Tuple, which the tests assert.
+rlx's env checker on it), Tuple action spaces included.
 """
 from __future__ import annotations
 
@@ -55,7 +54,7 @@ from rlx.examples.envs.classes.ten_step_error_env import TenStepErrorEnv
 from rlx.examples.envs.classes.transformed_action_space_env import (TransformedActionPendulum,
                                                                     transform_action_space)
 from rlx.examples.envs.classes.windy_maze_env import WindyMazeEnv
-from rlx.utils.errors import EnvError, NotSupportedYetError
+from rlx.utils.errors import EnvError
 
 # ---------------------------------------------------------------- RandomEnv and friends
 
@@ -625,7 +624,10 @@ def test_one_ppo_iteration_tuple_action_spaces(env, env_config, multi_agent):
         check_env(instance, seed=0)
     else:
         check_multi_agent_env(instance, seed=0)
-    # ... but PPO's default model cannot act in a Tuple action space yet: a clear error says so
-    # (when Tuple actions land, this becomes a one-iteration training test like the others).
-    with pytest.raises(NotSupportedYetError, match="Tuple"):
-        _ppo(env, env_config, multi_agent).build()
+    # ... and PPO's default model acts in their Tuple action spaces (a multi-action distribution).
+    algo = _ppo(env, env_config, multi_agent).build()
+    try:
+        result = algo.train()
+        assert result["num_env_steps_sampled_lifetime"] >= 200
+    finally:
+        algo.stop()

@@ -530,7 +530,7 @@ def test_cartpole_batch_rows_match_each_policys_agent_steps():
 
     def on_episode_end(episode, **kw):
         for aid in episode.get_agents():
-            actions[episode.module_for(aid)] += len(episode.get_actions(aid))
+            actions[episode.module_for(aid)] += len(episode.get_actions(agent_ids=[aid])[aid])
 
     config = ma_config(num_agents=3, policies=("p0", "p1"),
                        mapping=lambda aid, episode, **kw: "p0" if aid == 0 else "p1")

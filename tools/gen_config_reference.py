@@ -293,6 +293,11 @@ MODEL_MEANINGS: dict[str, str] = {
     "fcnet_hiddens": "Hidden layer sizes of the MLP (policy and value nets each get one unless vf_share_layers).",
     "fcnet_activation": "Activation of the hidden layers: tanh, relu, swish/silu, elu, linear or None.",
     "post_fcnet_hiddens": "Extra layers after fcnet_hiddens.",
+    "fcnet_kernel_initializer": "Initializer of the hidden layers' weights: a torch.nn.init function or its name "
+                                "(default: orthogonal with gain sqrt(2)).",
+    "fcnet_kernel_initializer_kwargs": "Keyword arguments of fcnet_kernel_initializer.",
+    "fcnet_bias_initializer": "Initializer of the hidden layers' biases (default: zeros).",
+    "fcnet_bias_initializer_kwargs": "Keyword arguments of fcnet_bias_initializer.",
     "post_fcnet_activation": "Activation of the post_fcnet layers.",
     "free_log_std": "Box actions: the log std is a free parameter instead of a network output.",
     "log_std_clip_param": "Clamp of the Gaussian log std to [-v, v].",

@@ -19,7 +19,8 @@ alike), and run with the rlx venv's Python in a subprocess with small budgets:
 
 Every run gets its own `RLX_RESULTS_DIR` and `HOME` (in the temp dir, so that Tune's
 `~/ray_results` lands there too) and a time limit (default 120 s); on a timeout, or when
-the script exits, whatever is left of its process group (e.g. Ray workers) is killed. A script passes when it exits with status 0; otherwise the
+the script exits, whatever is left of its process group (e.g. Ray workers) is killed. A script passes when it exits with status 0 and (if it ran Tune) Tune reports no errored
+trial; otherwise the
 report names its first useful error line: the exception line that ends the last
 traceback (e.g. `ModuleNotFoundError: No module named 'rlx.connectors'`), else the last
 line of output. The summary prints `N passed, M failed, K skipped`, then the failures
@@ -63,7 +64,10 @@ MAX_JOBS = 2
 
 # Per-script tables, keyed by the path relative to ray/rllib/examples/.
 # Extra command-line flags, appended after the budget (so they may override it).
-EXTRA_ARGS: dict[str, list[str]] = {}
+EXTRA_ARGS: dict[str, list[str]] = {
+    # The script asserts this itself (its env has two agents).
+    "multi_agent/two_step_game_with_grouped_agents.py": ["--num-agents=2"],
+}
 # Time limits other than --timeout, in seconds.
 TIMEOUTS: dict[str, float] = {}
 # Scripts not run at all, with the reason: things rlx could not make work anyway.
@@ -83,12 +87,16 @@ REQUIRES: dict[str, list[str]] = {
     # pettingzoo.sisl's Waterworld needs pymunk.
     "multi_agent/pettingzoo_independent_learning.py": ["pettingzoo", "pymunk"],
     "multi_agent/pettingzoo_parameter_sharing.py": ["pettingzoo", "pymunk"],
+    # Atari games (ale_py, and its ROMs) by default.
+    "connectors/frame_stacking.py": ["ale_py"],
+    "rl_modules/custom_cnn_rl_module.py": ["ale_py"],
 }
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 
 _PREFIX = re.compile(r"ray\.rllib")
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
+_ERRORED_TRIALS = re.compile(r"Number of errored trials: (\d+)")
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b")
 
 
@@ -257,8 +265,13 @@ def run_script(examples: Path, rel: str, python: Path, timeout: float, log_dir: 
         if timed_out:
             return Result(rel, FAILED, f"Timeout: still running after {timeout:g} s", None,
                           seconds, args, str(log_path))
-        if proc.returncode == 0:
+        errored = _ERRORED_TRIALS.search(text)
+        if proc.returncode == 0 and not (errored and int(errored.group(1)) > 0):
             return Result(rel, PASSED, "", 0, seconds, args, str(log_path))
+        if proc.returncode == 0:
+            # Tune reports a failed trial and the script still exits 0: the run did not complete.
+            error = f"Tune trial errored: {first_useful_error(text, tmp)}"
+            return Result(rel, FAILED, error, 0, seconds, args, str(log_path))
         error = first_useful_error(text, tmp)
         if proc.returncode < 0:
             error = f"{error} [killed by signal {-proc.returncode}]"

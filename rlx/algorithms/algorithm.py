@@ -25,7 +25,7 @@ from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.results import (deep_update, env_runner_section, fault_tolerance_section, legacy_episode_keys,
                                     policy_reward_stats)
 from rlx.loggers.creation import results_root, trial_dir_name
-from rlx.utils.errors import CheckpointError, ConfigError
+from rlx.utils.errors import CheckpointError, ConfigError, NotSupportedYetError
 from rlx.utils.metrics.metrics_logger import MetricsLogger
 
 logger = logging.getLogger("rlx")
@@ -48,6 +48,20 @@ class SaveResult(str):
         obj.checkpoint = cls._Checkpoint(path)
         obj.metrics = metrics or {}
         return obj
+
+
+class LocalLearnerGroup:
+    """RLlib's local LearnerGroup: the driver's Learner as `_learner`, its methods forwarded."""
+
+    is_local = True
+
+    def __init__(self, learner: Any):
+        self._learner = learner
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_learner":
+            raise AttributeError(name)
+        return getattr(self._learner, name)
 
 
 class Algorithm:
@@ -215,6 +229,7 @@ class Algorithm:
         config._values["num_envs_per_env_runner"] = self.env_runner_group.num_envs_per_env_runner
         module = self.env_runner_group.local_env_runner.module
         learner_cls = self._resolved_learner_class()
+        self._check_recurrent_support(module, learner_cls)
         if self.is_multi_agent:
             from rlx.core.multi_agent_learner import MultiAgentLearner
 
@@ -231,6 +246,49 @@ class Algorithm:
             self.learner = LearnerGroup(config, learner_cls, module)
         else:
             self.learner = learner_cls(config, module)
+        self._learner_connector = self._build_learner_connector()
+
+    def _build_learner_connector(self) -> Any:
+        """The config's learner connector pipeline (None when unset), built with the spaces of the
+        train batches (what the module sees)."""
+        if self.config.learner_connector is None:
+            return None
+        from rlx.connectors.learner.learner_connector_pipeline import build_learner_connector
+
+        runner = self.env_runner
+        if self.is_multi_agent:
+            import gymnasium as gym
+
+            obs_space = gym.spaces.Dict({pid: s.module_observation_space for pid, s in runner.slots.items()})
+            act_space = gym.spaces.Dict({pid: s.action_space for pid, s in runner.slots.items()})
+        else:
+            obs_space, act_space = runner.module_observation_space, runner.action_space
+        return build_learner_connector(self.config, obs_space, act_space)
+
+    def _run_learner_connector(self, batch: Any) -> Any:
+        """The train batch after the learner connector pipeline (per module in multi-agent runs)."""
+        from rlx.connectors.learner.learner_connector_pipeline import run_learner_connector
+
+        if self.is_multi_agent:
+            batches = getattr(batch, "policy_batches", batch)
+            for pid in list(batches):
+                batches[pid] = run_learner_connector(self._learner_connector, dict(batches[pid]),
+                                                     self.env_runner.module[pid], module_id=pid, metrics=self.metrics)
+            return batch
+        return run_learner_connector(self._learner_connector, dict(batch), self.env_runner.module,
+                                     metrics=self.metrics)
+
+    def _check_recurrent_support(self, module: Any, learner_cls: Any) -> None:
+        """NotSupportedYetError when a recurrent (stateful) module meets a part that cannot train it."""
+        modules = [module[mid] for mid in module.keys()] if self.is_multi_agent and hasattr(module, "keys") else [module]
+        if not any(getattr(m, "is_stateful", lambda: False)() for m in modules):
+            return
+        if self.is_multi_agent:
+            raise NotSupportedYetError("recurrent (stateful) RLModules in multi-agent runs",
+                                       "the multi-agent EnvRunner samples stateless modules")
+        if not getattr(learner_cls, "supports_recurrent_modules", False):
+            raise NotSupportedYetError(f"a recurrent (stateful) RLModule with {learner_cls.__name__}",
+                                       "recurrent modules train with PPO's Learner")
 
     def _resolved_learner_class(self) -> Any:
         learner_cls = self.config.learner_class or self._learner_class
@@ -269,9 +327,19 @@ class Algorithm:
         return {DEFAULT_POLICY_ID: self.learner}
 
     def get_default_rl_module_spec(self) -> Any:
-        """The RLModuleSpec of this algorithm's default module."""
-        from rlx.core.models import ActorCriticModule
+        """The RLModuleSpec of this algorithm's default module: the actor-critic MLP, or a
+        ModelV2RLModule running model['custom_model'] (an old-API ModelV2) when set."""
         from rlx.core.rl_module import RLModuleSpec
+
+        if self.config.model.get("custom_model"):
+            from rlx.models.modelv2_rl_module import ModelV2RLModule
+
+            return RLModuleSpec(module_class=ModelV2RLModule)
+        if self.config.model.get("use_lstm"):
+            from rlx.core.lstm_models import LSTMActorCriticModule
+
+            return RLModuleSpec(module_class=LSTMActorCriticModule)
+        from rlx.core.models import ActorCriticModule
 
         return RLModuleSpec(module_class=ActorCriticModule)
 
@@ -298,6 +366,22 @@ class Algorithm:
         from rlx.models.model_defaults import merge_model_config
 
         spec = self.get_default_rl_module_spec()
+        if self.config.model.get("use_lstm") and (user is None or getattr(user, "module_class", None) is None):
+            from rlx.core.lstm_models import LSTMActorCriticModule
+
+            if spec.module_class is not LSTMActorCriticModule:
+                raise NotSupportedYetError(
+                    f"model['use_lstm'] with {type(self).__name__}", "recurrent models train with PPO",
+                    fix="Use PPO for recurrent policies, or leave use_lstm=False.")
+        if self.config.model.get("custom_model") and (user is None or
+                                                      (isinstance(user, RLModuleSpec) and user.module_class is None)):
+            from rlx.models.modelv2_rl_module import ModelV2RLModule
+
+            if spec.module_class is not ModelV2RLModule:
+                raise NotSupportedYetError(
+                    f"model['custom_model'] with {type(self).__name__}",
+                    "old-API ModelV2 custom models run in the actor-critic module of policy-gradient algorithms (PPO)",
+                    fix="Remove custom_model, or give a custom RLModule with config.rl_module(rl_module_spec=...).")
         if user is None:
             return spec
         if isinstance(user, type):
@@ -366,7 +450,17 @@ class Algorithm:
         self._check_policy_id(module_id)
         if self.is_multi_agent:
             return self.learner.module[module_id]
-        return self.learner.module
+        return getattr(self.learner.module, "unwrapped_module", self.learner.module)
+
+    @property
+    def learner_group(self) -> Any:
+        """RLlib's LearnerGroup: rlx's LearnerGroup with num_learners > 0, else a view of the local
+        Learner (its `_learner`, as RLlib's local group has, and the Learner's methods)."""
+        from rlx.core.learner_group import LearnerGroup
+
+        if isinstance(self.learner, LearnerGroup):
+            return self.learner
+        return LocalLearnerGroup(self.learner)
 
     def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Any:
         """The Policy view (old API) of the local EnvRunner's module of `policy_id`."""
@@ -622,6 +716,8 @@ class Algorithm:
         multi-agent runs.
         """
         extra: dict[str, Any] = {}
+        if getattr(self, "_learner_connector", None) is not None:
+            batch = self._run_learner_connector(batch)
         if self._on_learn_on_batch is not None:
             from rlx.policy.sample_batch import SampleBatch
 

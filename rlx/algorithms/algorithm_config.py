@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import logging
 import math
 from typing import Any, ClassVar, Iterable
 
@@ -17,6 +18,8 @@ from rlx.algorithms.common_options import CALLBACK_EVENTS, COMMON_OPTIONS, LEGAC
 from rlx.algorithms.config_options import Option, OptionTable
 from rlx.models.model_defaults import MODEL_DEFAULTS, merge_model_config
 from rlx.utils.errors import ConfigError, NotSupportedYetError, did_you_mean
+
+logger = logging.getLogger(__name__)
 
 
 class _NotProvided:
@@ -410,10 +413,19 @@ class AlgorithmConfig:
     def overrides(cls, **kwargs: Any) -> dict[str, Any]:
         """A validated dict of settings to override elsewhere (e.g. in evaluation_config)."""
         probe = cls()
-        for key in kwargs:
+        out = {}
+        for key, value in kwargs.items():
             if probe._table.resolve(key) is None:
+                if not key.startswith("_") and callable(getattr(cls, key, None)):
+                    # RLlib accepts the names of config methods here (e.g. `exploration=False`, seen in
+                    # its examples) and the setting then changes nothing; rlx says so and drops it.
+                    logger.warning("AlgorithmConfig.overrides(%s=%r): %r is a config method, not a setting; "
+                                   "ignored (as in RLlib). Did you mean %s?", key, value, key,
+                                   did_you_mean(key, probe._table.all_names()).strip() or "another key")
+                    continue
                 raise ConfigError(f"Unknown config key '{key}'.{did_you_mean(key, probe._table.all_names())}")
-        return dict(kwargs)
+            out[key] = value
+        return out
 
     def copy(self, copy_frozen: bool | None = None) -> "AlgorithmConfig":
         """A deep copy; frozen unless `copy_frozen=False` (default: same as this one)."""

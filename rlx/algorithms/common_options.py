@@ -30,7 +30,6 @@ from rlx.utils.errors import ConfigError
 
 EVAL = "evaluation during training (evaluation_interval and friends)"
 OFFLINE = "offline data (input/output)"
-CONNECTORS = "custom ConnectorV2 pipelines"
 COMPILE = "torch.compile of modules"
 ONE_STACK = "a switch between RLlib's API stacks, and rlx has one"
 
@@ -61,6 +60,27 @@ def _exploration_config(name: str, value):
 
     value = dictionary()(name, value)
     return validate_exploration_config(dict(value))
+
+
+def _torch_lr_scheduler_classes(name: str, value):
+    """None, a list of lr-scheduler factories (fn(optimizer) -> torch LRScheduler, e.g. a class or a
+    functools.partial of one), or {module_id: such a list}."""
+    if value is None:
+        return None
+
+    def check_list(where: str, classes):
+        if not isinstance(classes, (list, tuple)):
+            raise ConfigError(f"'{where}' must be a list of torch lr scheduler classes (or functools.partial "
+                              f"objects of them), got {classes!r}.")
+        for cls in classes:
+            if not callable(cls):
+                raise ConfigError(f"'{where}' holds {cls!r}, which is not callable: give torch lr scheduler classes, "
+                                  "e.g. functools.partial(torch.optim.lr_scheduler.ExponentialLR, gamma=0.99).")
+        return list(classes)
+
+    if isinstance(value, dict):
+        return {mid: check_list(f"{name}[{mid!r}]", classes) for mid, classes in value.items()}
+    return check_list(name, value)
 
 
 def _callbacks_class(name: str, value):
@@ -160,7 +180,15 @@ COMMON_OPTIONS: list[Option] = [
            no_effect="only asynchronous algorithms (IMPALA, APPO) read it, in RLlib too; rlx's synchronous "
                      "algorithms send one sample() request per runner at a time"),
     Option("learner_class", None, T, class_or_none, doc="Learner subclass to use."),
-    Option("learner_connector", None, T, callable_or_none, later=CONNECTORS),
+    Option("learner_config_dict", {}, T, dictionary(),
+           doc="Settings of your own for a custom Learner class, read there as "
+               "self.config.learner_config_dict[...]."),
+    Option("learner_connector", None, T, callable_or_none,
+           doc="Callable (input_observation_space, input_action_space) -> ConnectorV2 piece(s) run on each "
+               "train batch (with episode views over it) before the update; see docs/connectors.md."),
+    Option("add_default_connectors_to_learner_pipeline", True, T, boolean,
+           doc="Whether RLlib appends its default pieces to the learner pipeline.",
+           no_effect="rlx's Learners build their train batches themselves, after your learner pieces"),
     Option("_enable_learner_api", True, T + EXP, _must_be_true("rlx always uses the Learner API.")),
     # --- environment
     Option("env", None, E, env_spec, doc="Env name, Gymnasium id, import path or class."),
@@ -202,9 +230,24 @@ COMMON_OPTIONS: list[Option] = [
     Option("create_env_on_local_worker", False, R, boolean, aliases=("create_env_on_driver",)),
     Option("sample_collector", None, R, class_or_none, later="custom SampleCollectors (old API stack)"),
     Option("enable_connectors", True, R, boolean, no_effect=ONE_STACK),
-    Option("env_to_module_connector", None, R, callable_or_none, later=CONNECTORS),
-    Option("module_to_env_connector", None, R, callable_or_none, later=CONNECTORS),
-    Option("episode_lookback_horizon", 1, R, integer(1), later=CONNECTORS),
+    Option("env_to_module_connector", None, R, callable_or_none,
+           doc="Callable (env, spaces, device) -> ConnectorV2 piece(s) that process each sub-env's observations "
+               "before the module sees them; see docs/connectors.md."),
+    Option("module_to_env_connector", None, R, callable_or_none,
+           doc="Callable (env, spaces) -> ConnectorV2 piece(s) that process the module's actions before the env "
+               "steps with them; see docs/connectors.md."),
+    Option("add_default_connectors_to_env_to_module_pipeline", True, R, boolean,
+           doc="Whether RLlib appends its default pieces to the env-to-module pipeline.",
+           no_effect="rlx's EnvRunner batches the observations your pieces leave and converts them to tensors "
+                     "itself; pieces that do it themselves (AddObservationsFromEpisodesToBatch, "
+                     "BatchIndividualItems, NumpyToTensor) work too"),
+    Option("add_default_connectors_to_module_to_env_pipeline", True, R, boolean,
+           doc="Whether RLlib appends its default pieces to the module-to-env pipeline.",
+           no_effect="rlx's EnvRunner samples, unsquashes and clips actions itself before your pieces see them"),
+    Option("episode_lookback_horizon", 1, R, integer(1),
+           doc="How many past steps the episodes that connector pieces see keep.",
+           no_effect="the episodes rlx's connector pieces see keep all their steps (up to 10,000), so pieces can "
+                     "always look back"),
     Option("use_worker_filter_stats", True, R, boolean),
     Option("update_worker_filter_stats", True, R, boolean),
     Option("rollout_fragment_length", "auto", R, int_or_literal("auto")),
@@ -351,6 +394,11 @@ COMMON_OPTIONS: list[Option] = [
     Option("_disable_action_flattening", False, EXP, boolean, no_effect=ONE_STACK),
     Option("_disable_initialize_loss_from_dummy_batch", False, EXP, boolean, no_effect=ONE_STACK),
     Option("_disable_execution_plan_api", True, EXP, boolean, no_effect=ONE_STACK),
+    Option("_torch_lr_scheduler_classes", None, EXP, _torch_lr_scheduler_classes,
+           doc="torch lr schedulers for every optimizer: a list of fn(optimizer) -> LRScheduler (e.g. "
+               "functools.partial(torch.optim.lr_scheduler.ExponentialLR, gamma=0.99)), or {module_id: list}. "
+               "They are applied in order and stepped after every Learner update (once per PPO iteration); "
+               "the lr option then only sets the starting learning rate."),
     Option("enable_rl_module_and_learner", True, API, _must_be_true("rlx has only the RLModule/Learner stack.")),
     Option("enable_env_runner_and_connector_v2", True, API, _must_be_true("rlx has only the EnvRunner stack.")),
 ]

@@ -235,9 +235,180 @@ class Deterministic(Distribution):
         return torch.zeros(self.inputs.shape[:-1], dtype=self.inputs.dtype, device=self.inputs.device)
 
 
+def action_space_leaves(space: gym.Space) -> list[gym.Space]:
+    """The leaf spaces of a (possibly nested) Tuple/Dict action space, in the order of their
+    components in the flat action vector (Tuple order; Dict order as gymnasium keeps it)."""
+    if isinstance(space, gym.spaces.Dict):
+        return [leaf for sub in space.spaces.values() for leaf in action_space_leaves(sub)]
+    if isinstance(space, gym.spaces.Tuple):
+        return [leaf for sub in space.spaces for leaf in action_space_leaves(sub)]
+    return [space]
+
+
+def is_structured_action_space(space: gym.Space) -> bool:
+    """Whether `space` is a Tuple or Dict action space (served by MultiDistribution)."""
+    return isinstance(space, (gym.spaces.Tuple, gym.spaces.Dict))
+
+
+def flat_action_size(space: gym.Space) -> int:
+    """Number of components one action of a leaf space takes in a flat action vector:
+    1 for Discrete, len(nvec) for MultiDiscrete, prod(shape) for Box."""
+    if isinstance(space, gym.spaces.Discrete):
+        return 1
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return int(np.asarray(space.nvec).size)
+    if isinstance(space, gym.spaces.Box):
+        return int(np.prod(space.shape))
+    from rlx.utils.errors import NotSupportedYetError
+
+    raise NotSupportedYetError(
+        f"action space part {space}", "Tuple/Dict action spaces may hold Discrete, MultiDiscrete and Box parts"
+    )
+
+
+def flat_action_dim(space: gym.Space) -> int:
+    """Width of the flat action vector rlx stores for a Tuple/Dict action space (the parts'
+    components concatenated, in the order of `flatten_space`)."""
+    return sum(flat_action_size(leaf) for leaf in action_space_leaves(space))
+
+
+def unflatten_action_parts(space: gym.Space, parts: list[Any]) -> Any:
+    """The tuple/dict structure of `space` holding `parts` (one item per leaf, in leaf order)."""
+    it = iter(parts)
+
+    def build(sub: gym.Space) -> Any:
+        if isinstance(sub, gym.spaces.Dict):
+            return {k: build(s) for k, s in sub.spaces.items()}
+        if isinstance(sub, gym.spaces.Tuple):
+            return tuple(build(s) for s in sub.spaces)
+        return next(it)
+
+    return build(space)
+
+
+def flatten_action_parts(space: gym.Space, action: Any) -> list[Any]:
+    """The leaves of a structured action (tuple/list/dict nested like `space`), in leaf order."""
+    if isinstance(space, gym.spaces.Dict):
+        return [leaf for k, s in space.spaces.items() for leaf in flatten_action_parts(s, action[k])]
+    if isinstance(space, gym.spaces.Tuple):
+        return [leaf for s, a in zip(space.spaces, action) for leaf in flatten_action_parts(s, a)]
+    return [action]
+
+
+class MultiDistribution(Distribution):
+    """Independent distributions, one per part of a Tuple/Dict action space (RLlib's
+    TorchMultiDistribution; old API TorchMultiActionDistribution).
+
+    The module outputs one flat vector: the parts' inputs concatenated (`input_lens`). Actions
+    travel as one flat float32 vector per row, the parts' components concatenated in leaf order
+    (Discrete: 1 component, MultiDiscrete: len(nvec), Box: prod(shape)); this is what `sample()`
+    and `deterministic_sample()` return and what the EnvRunner stores in the batch, and
+    `unflatten_actions()` turns it into the tuple/dict of per-part actions (the env runner's
+    ActionAdapter gives the env that structure). `logp()` accepts the flat vector or the
+    structure; logp, entropy and kl are the sums over the parts.
+    """
+
+    def __init__(self, inputs: Any, model: Any = None, child_distributions: list[Any] | tuple = (),
+                 input_lens: list[int] | tuple[int, ...] = (), action_lens: list[int] | tuple[int, ...] = (),
+                 space: gym.Space | None = None):
+        super().__init__(inputs, model)
+        if not child_distributions or len(child_distributions) != len(input_lens):
+            raise ValueError("MultiDistribution needs one child distribution per entry of input_lens.")
+        self.input_lens = [int(n) for n in input_lens]
+        self.action_lens = [int(n) for n in action_lens] if action_lens else [1] * len(self.input_lens)
+        self.space = space
+        chunks = torch.split(self.inputs, self.input_lens, dim=-1)
+        self.children = [child(chunk) for child, chunk in zip(child_distributions, chunks)]
+        # Categorical parts act with one integer per row ([B]); the others with vectors [B, k].
+        self._scalar = [isinstance(c, Categorical) for c in self.children]
+
+    @staticmethod
+    def required_input_dim(space: gym.Space, model_config: dict | None = None) -> int:
+        total = 0
+        for leaf in action_space_leaves(space):
+            cls, _ = _leaf_dist_class(leaf, model_config or {})
+            total += int(cls.required_input_dim(leaf, model_config))
+        return total
+
+    def _flat(self, parts: list[torch.Tensor]) -> torch.Tensor:
+        rows = self.inputs.shape[:-1]
+        return torch.cat([p.reshape(rows + (-1,)).to(torch.float32) for p in parts], dim=-1)
+
+    def _parts(self, actions: Any) -> list[torch.Tensor]:
+        """Per-part action tensors from a flat [.., D] vector or a tuple/dict structure."""
+        if isinstance(actions, (tuple, list, dict)) and self.space is not None:
+            rows = self.inputs.shape[:-1]
+            leaves = [_as_tensor(a, self.inputs) for a in flatten_action_parts(self.space, actions)]
+            return [a.reshape(rows) if scalar else a.reshape(rows + (-1,)) for a, scalar in zip(leaves, self._scalar)]
+        flat = _as_tensor(actions, self.inputs)
+        out = []
+        for chunk, scalar in zip(torch.split(flat, self.action_lens, dim=-1), self._scalar):
+            out.append(chunk[..., 0] if scalar else chunk)
+        return out
+
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        self._last_sample = self._flat([c.sample(generator) for c in self.children])
+        return self._last_sample
+
+    def deterministic_sample(self) -> torch.Tensor:
+        self._last_sample = self._flat([c.deterministic_sample() for c in self.children])
+        return self._last_sample
+
+    def unflatten_actions(self, actions: torch.Tensor) -> Any:
+        """The tuple/dict of per-part actions (Discrete and MultiDiscrete parts as int64) of flat
+        actions [B, D] (for example the result of `sample()`)."""
+        parts = []
+        for part, child in zip(self._parts(actions), self.children):
+            parts.append(part.round().long() if isinstance(child, (Categorical, MultiCategorical)) else part)
+        if self.space is None:
+            return tuple(parts)
+        return unflatten_action_parts(self.space, parts)
+
+    def logp(self, actions: Any) -> torch.Tensor:
+        parts = self._parts(actions)
+        return torch.stack([c.logp(a) for c, a in zip(self.children, parts)], dim=-1).sum(-1)
+
+    def entropy(self) -> torch.Tensor:
+        return torch.stack([c.entropy() for c in self.children], dim=-1).sum(-1)
+
+    def kl(self, other: "Distribution") -> torch.Tensor:
+        return torch.stack([c.kl(o) for c, o in zip(self.children, other.children)],  # type: ignore[attr-defined]
+                           dim=-1).sum(-1)
+
+
+#: RLlib's names for the multi-action distribution (new and old API).
+TorchMultiDistribution = MultiDistribution
+TorchMultiActionDistribution = MultiDistribution
+
+
+def _leaf_dist_class(space: gym.Space, model_config: dict) -> tuple[type[Distribution], dict]:
+    """The distribution of one part of a Tuple/Dict action space (Box parts of any shape are
+    flattened into one diagonal Gaussian)."""
+    if isinstance(space, gym.spaces.Box):
+        return DiagGaussian, {"log_std_clip": float(model_config.get("log_std_clip_param", 20.0))}
+    if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
+        return dist_class_for_space(space, model_config)
+    flat_action_size(space)  # raises NotSupportedYetError naming the part
+    raise AssertionError("unreachable")
+
+
 def dist_class_for_space(space: gym.Space, model_config: dict | None = None) -> tuple[type[Distribution], dict]:
     """The default distribution class (and its extra constructor kwargs) for an action space."""
     model_config = model_config or {}
+    if is_structured_action_space(space):
+        leaves = action_space_leaves(space)
+        children, input_lens, action_lens = [], [], []
+        for leaf in leaves:
+            cls, kwargs = _leaf_dist_class(leaf, model_config)
+            children.append(BoundDistribution(cls, **kwargs))
+            input_lens.append(int(cls.required_input_dim(leaf, model_config)))
+            action_lens.append(flat_action_size(leaf))
+        if not leaves:
+            from rlx.utils.errors import NotSupportedYetError
+
+            raise NotSupportedYetError(f"action space {space}", "Tuple/Dict action spaces need at least one part")
+        return MultiDistribution, {"child_distributions": children, "input_lens": input_lens,
+                                   "action_lens": action_lens, "space": space}
     if isinstance(space, gym.spaces.Discrete):
         return Categorical, {}
     if isinstance(space, gym.spaces.MultiDiscrete):
@@ -253,7 +424,8 @@ def dist_class_for_space(space: gym.Space, model_config: dict | None = None) -> 
     from rlx.utils.errors import NotSupportedYetError
 
     raise NotSupportedYetError(
-        f"action space {space}", "default distributions exist for Discrete, MultiDiscrete and 1-D Box"
+        f"action space {space}",
+        "default distributions exist for Discrete, MultiDiscrete, 1-D Box and Tuple/Dict spaces of those"
     )
 
 
@@ -278,5 +450,7 @@ class BoundDistribution:
 
 __all__ = [
     "Distribution", "Categorical", "MultiCategorical", "DiagGaussian", "SquashedGaussian", "Deterministic",
-    "dist_class_for_space", "BoundDistribution",
+    "MultiDistribution", "TorchMultiDistribution", "TorchMultiActionDistribution",
+    "dist_class_for_space", "BoundDistribution", "flat_action_dim", "flat_action_size", "is_structured_action_space",
+    "action_space_leaves", "flatten_action_parts", "unflatten_action_parts",
 ]

@@ -581,6 +581,7 @@ class LearnerGroup:
 
     def __init__(self, config: Any, learner_class: type, module: Any, num_learners: int | None = None,
                  timeout_s: float = 1800.0):
+        module = getattr(module, "unwrapped_module", module)  # a Learner's module view: the module itself
         self.config = config
         self.learner_class = learner_class
         self.module = module

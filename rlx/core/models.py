@@ -55,20 +55,32 @@ def make_mlp(
     out_gain: float = 1.0,
     post_hiddens: Sequence[int] = (),
     post_activation: str | None = "relu",
+    initializers: dict[str, Any] | None = None,
 ) -> MLP:
     """An MLP `in_dim -> hiddens (activation) -> post_hiddens (post_activation) [-> out_dim]`.
 
     Hidden layers use orthogonal init with gain sqrt(2); the output layer uses `out_gain`
     (small for policy logits, 1 for values), the initialization PPO is known to like.
+    `initializers` (the model dict's fcnet_kernel_initializer, fcnet_bias_initializer and their
+    _kwargs) replace the hidden layers' initialization.
     """
+    init = initializers or {}
+    kernel_init = resolve_initializer(init.get("fcnet_kernel_initializer"))
+    bias_init = resolve_initializer(init.get("fcnet_bias_initializer"))
     linears: list[nn.Linear] = []
     acts: list[str | None] = []
     dim = in_dim
     for sizes, act_name in ((hiddens, activation), (post_hiddens, post_activation)):
         for h in sizes:
             lin = nn.Linear(dim, h)
-            nn.init.orthogonal_(lin.weight, gain=math.sqrt(2.0))
-            nn.init.zeros_(lin.bias)
+            if kernel_init is not None:
+                kernel_init(lin.weight, **(init.get("fcnet_kernel_initializer_kwargs") or {}))
+            else:
+                nn.init.orthogonal_(lin.weight, gain=math.sqrt(2.0))
+            if bias_init is not None:
+                bias_init(lin.bias, **(init.get("fcnet_bias_initializer_kwargs") or {}))
+            else:
+                nn.init.zeros_(lin.bias)
             linears.append(lin)
             acts.append(act_name)
             dim = h
@@ -79,6 +91,23 @@ def make_mlp(
         linears.append(lin)
         acts.append(None)
     return MLP(linears, acts)
+
+
+def resolve_initializer(value: Any) -> Any:
+    """A torch.nn.init function from a callable or a name ("xavier_uniform", "orthogonal_", ...)."""
+    if value is None or callable(value):
+        return value
+    name = str(value)
+    for candidate in (name, name + "_", name.lower(), name.lower() + "_"):
+        fn = getattr(nn.init, candidate, None)
+        if callable(fn):
+            return fn
+    names = sorted(n for n in dir(nn.init) if n.endswith("_") and not n.startswith("_"))
+    raise ValueError(f"Unknown initializer {value!r}; use a callable or one of torch.nn.init's: {', '.join(names)}.")
+
+
+_INIT_KEYS = ("fcnet_kernel_initializer", "fcnet_kernel_initializer_kwargs", "fcnet_bias_initializer",
+              "fcnet_bias_initializer_kwargs")
 
 
 def flat_obs_dim(space: gym.Space) -> int:
@@ -115,16 +144,19 @@ class ActorCriticModule(RLModule):
         self.vf_share_layers = bool(cfg.get("vf_share_layers", False))
         self._flatten = len(self.observation_space.shape) != 1
         trunk_dim = (list(hiddens) + list(post) or [in_dim])[-1]
+        inits = {k: cfg.get(k) for k in _INIT_KEYS}
         if self.vf_share_layers:
-            self.encoder = make_mlp(in_dim, hiddens, act, post_hiddens=post, post_activation=post_act)
+            self.encoder = make_mlp(in_dim, hiddens, act, post_hiddens=post, post_activation=post_act,
+                                    initializers=inits)
             self.pi = make_mlp(trunk_dim, [], None, pi_out, out_gain=0.01)
             self.vf = None if self.inference_only else make_mlp(trunk_dim, [], None, 1, out_gain=1.0)
         else:
             self.encoder = None
-            self.pi = make_mlp(in_dim, hiddens, act, pi_out, out_gain=0.01, post_hiddens=post, post_activation=post_act)
+            self.pi = make_mlp(in_dim, hiddens, act, pi_out, out_gain=0.01, post_hiddens=post, post_activation=post_act,
+                               initializers=inits)
             self.vf = None if self.inference_only else make_mlp(
-                in_dim, hiddens, act, 1, out_gain=1.0, post_hiddens=post, post_activation=post_act
-            )
+                in_dim, hiddens, act, 1, out_gain=1.0, post_hiddens=post, post_activation=post_act,
+                initializers=inits)
         if self.free_log_std:
             self.log_std = nn.Parameter(torch.zeros(pi_out))
 

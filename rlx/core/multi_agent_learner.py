@@ -37,8 +37,11 @@ class MultiAgentLearner:
 
     def add_module(self, module_id: str, config: Any = None) -> Any:
         """Build the Learner of `module[module_id]` (with its per-module config)."""
+        from rlx.core.learner.learner import building_learner_for
+
         module_config = config if config is not None else self.config.get_config_for_module(module_id)
-        learner = self.learner_class(module_config, self.module[module_id])
+        with building_learner_for(module_id):  # the Learner's module_id (RLlib's self.module[module_id])
+            learner = self.learner_class(module_config, self.module[module_id])
         self.learners[module_id] = learner
         return learner
 

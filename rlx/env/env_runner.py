@@ -23,6 +23,8 @@ from rlx.core.rl_module import RLModule, RLModuleSpec
 from rlx.env.env_checker import OldGymEnvCompatibility, check_env, describe_value, looks_like_old_gym_api
 from rlx.env.env_context import EnvContext
 from rlx.env.registry import make_env_creator
+from rlx.env.connector_env import (
+    ConnectorContext, ConnectorEnv, FilterAndConnectorState, build_env_to_module, build_module_to_env)
 from rlx.env.vector_env import VectorEnv
 from rlx.models.preprocessors import NoPreprocessor, Preprocessor, get_preprocessor
 from rlx.utils.errors import EnvError, EnvOutputError, NotSupportedYetError
@@ -81,9 +83,27 @@ class ActionAdapter:
             self.clip = clip or self.normalize
             self.low = action_space.low.astype(np.float64)
             self.high = action_space.high.astype(np.float64)
+        # Shape (after [T, B]) and dtype of the batch's ACTIONS column.
+        self.batch_shape: tuple = tuple(action_space.shape or ())
+        self.batch_dtype = np.int64 if isinstance(action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)) \
+            else np.float32
+        #: Tuple/Dict spaces: module actions are flat float32 rows, the parts' components
+        #: concatenated (see rlx.core.distributions.MultiDistribution); each part has its adapter.
+        self.structured = isinstance(action_space, (gym.spaces.Tuple, gym.spaces.Dict))
+        if self.structured:
+            from rlx.core.distributions import action_space_leaves, flat_action_size
+
+            leaves = action_space_leaves(action_space)
+            self._parts = [ActionAdapter(leaf, normalize, clip) for leaf in leaves]
+            sizes = [flat_action_size(leaf) for leaf in leaves]
+            self._splits = np.cumsum(sizes)[:-1].tolist()
+            self.batch_shape = (int(sum(sizes)),)
 
     def to_env(self, actions: np.ndarray) -> Any:
-        """Env actions for a batch of module actions; a list for Discrete spaces."""
+        """Env actions for a batch of module actions; a list for Discrete spaces (and a list of
+        tuples/dicts for Tuple/Dict spaces)."""
+        if self.structured:
+            return self._structured_to_env(np.asarray(actions, dtype=np.float32))
         if self.is_discrete:
             if self.discrete_start:
                 return (actions + self.discrete_start).tolist()
@@ -96,6 +116,52 @@ class ActionAdapter:
         if self.clip:
             out = np.clip(out, self.low, self.high)
         return out.astype(self.space.dtype, copy=False)
+
+    def _structured_to_env(self, flat: np.ndarray) -> list[Any]:
+        from rlx.core.distributions import unflatten_action_parts
+
+        n = flat.shape[0]
+        columns = []
+        for part, col in zip(self._parts, np.split(flat.reshape(n, -1), self._splits, axis=1)):
+            leaf = part.space
+            if part.is_discrete:
+                columns.append((np.rint(col[:, 0]).astype(np.int64) + part.discrete_start).tolist())
+            elif isinstance(leaf, gym.spaces.MultiDiscrete):
+                ints = np.rint(col).astype(np.int64).reshape((n,) + leaf.shape) + np.asarray(getattr(leaf, "start", 0))
+                columns.append(ints.astype(leaf.dtype, copy=False))
+            else:  # Box: unsquash/clip as for a Box action space
+                columns.append(part.to_env(col.reshape((n,) + leaf.shape)))
+        return [unflatten_action_parts(self.space, [c[i] for c in columns]) for i in range(n)]
+
+    def from_env(self, env_actions: list[Any]) -> np.ndarray:
+        """Flat module actions [n, D] of a list of a Tuple/Dict space's env actions: the inverse
+        of `to_env` (normalized Box parts squashed back into [-1, 1])."""
+        from rlx.core.distributions import flatten_action_parts
+
+        rows = np.zeros((len(env_actions),) + self.batch_shape, np.float32)
+        for i, action in enumerate(env_actions):
+            leaves = flatten_action_parts(self.space, action)
+            rows[i] = np.concatenate([_part_from_env(part, leaf) for part, leaf in zip(self._parts, leaves)])
+        return rows
+
+    def sample_module_actions(self, n: int) -> np.ndarray:
+        """`n` random actions (random_actions=True sampling) in the batch's form."""
+        if self.structured:
+            return self.from_env([self.space.sample() for _ in range(n)])
+        return np.stack([self.space.sample() for _ in range(n)])
+
+
+def _part_from_env(part: ActionAdapter, value: Any) -> np.ndarray:
+    """One part's env action as its flat module-action components."""
+    flat = np.asarray(value, dtype=np.float64).reshape(-1)
+    if part.is_discrete:
+        return flat - part.discrete_start
+    if isinstance(part.space, gym.spaces.MultiDiscrete):
+        return flat - np.asarray(getattr(part.space, "start", 0), dtype=np.float64).reshape(-1)
+    if part.normalize:
+        low, high = part.low.reshape(-1), part.high.reshape(-1)
+        return 2.0 * (flat - low) / (high - low) - 1.0
+    return flat
 
 
 class SingleAgentEnvRunner:
@@ -129,14 +195,16 @@ class SingleAgentEnvRunner:
         self._resolve_callbacks()
         self._make_env, self.env_name = make_env_creator(config.env)
         self._env: VectorEnv | None = None
+        self._connectors = None  # the ConnectorContext of custom connector pipelines, if any
         if env_info is None:
             # Sub-envs now; without them (the driver's runner beside remote runners, when
             # create_env_on_local_worker=False) they are built on first use.
             self._build_envs()
-            env_info = EnvInfo(self._env.observation_space, self._env.action_space, self._env.num_envs,
-                               is_atari_env(self._env.envs[0]))
+            env_info = self.env_info()
         else:
             self.num_envs = env_info.num_envs
+            if env_info.env_spaces is not None:
+                self._connector_context(None, *env_info.env_spaces)
         self.observation_space = config.observation_space if config.observation_space is not None \
             else env_info.observation_space
         self.action_space = config.action_space if config.action_space is not None else env_info.action_space
@@ -145,9 +213,18 @@ class SingleAgentEnvRunner:
         self.is_atari = config.is_atari if config.is_atari is not None else env_info.is_atari
         self.preprocessor = self._make_preprocessor(self.observation_space)
         self.filter = make_filter(config.observation_filter, self.preprocessor.shape)
+        if self._connectors is not None and self._connectors.env_to_module is not None:
+            self.filter = FilterAndConnectorState(self.filter, self._connectors.env_to_module)
         self.module_observation_space = self.preprocessor.observation_space
         self.actions = ActionAdapter(self.action_space, config.normalize_actions, config.clip_actions)
         self.module = module if module is not None else self._build_module(module_spec)
+        if self._connectors is not None:
+            self._connectors.rl_module = self.module
+            self._connectors.metrics = self.metrics
+        # Recurrent modules: one state row per sub-env, reset at each episode's start.
+        self._initial_state = {k: np.asarray(v, np.float32) for k, v in self.module.get_initial_state().items()} \
+            if hasattr(self.module, "get_initial_state") else {}
+        self._stateful = bool(self._initial_state)
         self._dist_cls = self.module.get_exploration_action_dist_cls()
         self._inference_dist_cls = self.module.get_inference_action_dist_cls()
         self._generator = torch.Generator()
@@ -176,6 +253,14 @@ class SingleAgentEnvRunner:
         self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
         self._at_boundary = np.ones(self.num_envs, dtype=bool)
         self._episodes: list[Any] = [None] * self.num_envs
+        if getattr(self, "_stateful", False):
+            self._state = {k: np.repeat(v[None], self.num_envs, axis=0) for k, v in self._initial_state.items()}
+            self._next_state = None
+
+    def _reset_state(self, rows: Any) -> None:
+        """Give these sub-envs' rows the recurrent module's initial state (new episodes)."""
+        for k, v in self._initial_state.items():
+            self._state[k][rows] = v
 
     def _build_envs(self) -> None:
         self._env = VectorEnv(self._create_envs())
@@ -198,7 +283,12 @@ class SingleAgentEnvRunner:
     def env_info(self) -> "EnvInfo":
         """What a runner without envs of its own needs to know about this runner's envs."""
         env = self.env
-        return EnvInfo(env.observation_space, env.action_space, self.num_envs, self.is_atari)
+        env_spaces = None
+        if isinstance(env.envs[0], ConnectorEnv):
+            env_spaces = (env.envs[0].env.observation_space, env.envs[0].env.action_space)
+        return EnvInfo(env.observation_space, env.action_space, self.num_envs,
+                       getattr(self, "is_atari", None) if hasattr(self, "is_atari") else is_atari_env(env.envs[0]),
+                       env_spaces)
 
     # ------------------------------------------------------------------ setup
 
@@ -273,7 +363,26 @@ class SingleAgentEnvRunner:
                 env = OldGymEnvCompatibility(env)
             envs.append(env)
             i += 1
-        return envs
+        return [self._connected(env, i) for i, env in enumerate(envs)]
+
+    def _connector_context(self, env: Any, obs_space: gym.Space, act_space: gym.Space) -> Any:
+        """The ConnectorContext of the config's custom connectors (built once, from the env's
+        spaces); None without custom connectors."""
+        cfg = self.config
+        if self._connectors is None and (cfg.env_to_module_connector is not None
+                                         or cfg.module_to_env_connector is not None):
+            self._connectors = ConnectorContext(
+                env_to_module=build_env_to_module(cfg, env, obs_space, act_space),
+                module_to_env=build_module_to_env(cfg, env, obs_space, act_space),
+                rl_module=getattr(self, "module", None), metrics=self.metrics)
+        return self._connectors
+
+    def _connected(self, env: Any, i: int) -> Any:
+        """Sub-env `env`, wrapped to run the custom connectors when the config has any."""
+        context = self._connector_context(env, env.observation_space, env.action_space)
+        if context is None:
+            return env
+        return ConnectorEnv(env, context, env_index=i, worker_index=self.worker_index)
 
     def _build_env(self, i: int) -> Any:
         """Sub-env `i`: built here, or with remote_worker_envs in a process of its own."""
@@ -366,6 +475,8 @@ class SingleAgentEnvRunner:
             if self._track_episodes:
                 self._start_episode(i, obs, info)
         self._needs_seed = False
+        if self._stateful:
+            self._reset_state(slice(None))
         self._ep_return[:] = 0.0
         self._ep_len[:] = 0
         self._at_boundary[:] = True
@@ -448,7 +559,7 @@ class SingleAgentEnvRunner:
         env = self._build_env(i)
         if self.config.auto_wrap_old_gym_envs and looks_like_old_gym_api(env):
             env = OldGymEnvCompatibility(env)
-        self.env.envs[i] = env
+        self.env.envs[i] = self._connected(env, i)
         self.num_sub_env_restarts += 1
 
     # ------------------------------------------------------------------ checks of what envs return
@@ -619,6 +730,8 @@ class SingleAgentEnvRunner:
     def _sample(self, num_timesteps: int | None, num_episodes: int | None, explore: bool | None,
                 random_actions: bool, force_reset: bool) -> dict[str, np.ndarray]:
         explore = self.config.explore if explore is None else bool(explore)
+        if self._connectors is not None:
+            self._connectors.explore = explore
         B = self.env.num_envs
         complete = self.config.batch_mode == "complete_episodes"
         if num_episodes is not None:
@@ -635,8 +748,7 @@ class SingleAgentEnvRunner:
 
     def _alloc(self, T: int) -> dict[str, np.ndarray]:
         B = self.num_envs
-        act_shape = self.action_space.shape or ()
-        act_dtype = np.int64 if isinstance(self.action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)) else np.float32
+        act_shape, act_dtype = self.actions.batch_shape, self.actions.batch_dtype
         return {
             Columns.OBS: np.zeros((T, B) + self._obs_shape, dtype=np.float32),
             Columns.NEXT_OBS: np.zeros((T, B) + self._obs_shape, dtype=np.float32),
@@ -646,6 +758,8 @@ class SingleAgentEnvRunner:
             Columns.TRUNCATEDS: np.zeros((T, B), dtype=bool),
             Columns.ACTION_LOGP: np.zeros((T, B), dtype=np.float32),
             Columns.VALID: np.zeros((T, B), dtype=bool),
+            # A recurrent module's state before each step (the Learner starts its sequences there).
+            **{state_column(k): np.zeros((T, B) + v.shape, np.float32) for k, v in self._initial_state.items()},
         }
 
     @staticmethod
@@ -663,13 +777,20 @@ class SingleAgentEnvRunner:
         The module's output goes through the Exploration object, which decides (from
         `explore` and the global sampled timestep) how to turn it into actions.
         """
-        out = self.module.forward_exploration({Columns.OBS: torch.from_numpy(obs)}) if explore else \
-            self.module.forward_inference({Columns.OBS: torch.from_numpy(obs)})
+        batch = {Columns.OBS: torch.from_numpy(obs)}
+        if self._stateful:  # one time step: [B, 1, ...] and the state of each sub-env
+            batch = {Columns.OBS: batch[Columns.OBS][:, None],
+                     Columns.STATE_IN: {k: torch.from_numpy(v) for k, v in self._state.items()}}
+        out = self.module.forward_exploration(batch) if explore else self.module.forward_inference(batch)
+        if self._stateful:
+            out = without_time_axis(out)
+            self._next_state = {k: np.asarray(v.detach().numpy() if hasattr(v, "detach") else v, np.float32)
+                                for k, v in out.pop(Columns.STATE_OUT).items()}
         if Columns.ACTIONS in out:
             return module_chosen_actions(out, obs.shape[0])
         dist_inputs = out[Columns.ACTION_DIST_INPUTS]
         if random_actions:
-            acts = np.stack([self.action_space.sample() for _ in range(obs.shape[0])])
+            acts = self.actions.sample_module_actions(obs.shape[0])
             return acts, np.zeros(obs.shape[0], np.float32), dist_inputs.numpy()
         dist = (self._dist_cls if explore else self._inference_dist_cls).from_logits(dist_inputs)
         actions, logp = self.exploration.get_exploration_action(
@@ -720,6 +841,9 @@ class SingleAgentEnvRunner:
             else:
                 self.filter.update(raw[active])
                 obs_t[:] = self.filter.apply_batch(raw, update=False)
+            if self._stateful:
+                for k, v in self._state.items():
+                    buf[state_column(k)][t] = v
             actions, logp, dist_inputs = self._act(obs_t, explore, random_actions)
             if dist_buf is None:
                 dist_buf = np.zeros((T_cap, B) + dist_inputs.shape[1:], dtype=np.float32)
@@ -790,6 +914,11 @@ class SingleAgentEnvRunner:
                     self._write_obs(obs, raw, i)
                 if track:
                     self._start_episode(i, obs, info)
+            if self._stateful:
+                for k in self._state:
+                    self._state[k][active] = self._next_state[k][active]
+                if finished:
+                    self._reset_state(finished)
             if finished and check_finite and not isfinite(np.vdot(raw, raw)):
                 self._check_reset_obs(finished)
             if not identity_filter:
@@ -879,6 +1008,13 @@ class SingleAgentEnvRunner:
                 )
                 for key, column in segment.items():
                     if key in batch and column is not views.get(key):
+                        batch[key][rows, b] = column
+                    elif key in _POSTPROCESSED_COLUMNS and key not in views:
+                        # A column the callback added (advantages, value targets): kept for the
+                        # Learner, NaN in the rows of stretches it did not postprocess.
+                        if key not in batch:
+                            batch[key] = np.full(batch[Columns.REWARDS].shape + np.shape(column)[1:], np.nan,
+                                                 np.float32)
                         batch[key][rows, b] = column
                 t = end
 
@@ -1014,6 +1150,23 @@ class EnvInfo:
     action_space: gym.Space
     num_envs: int
     is_atari: bool
+    #: The env's own spaces when custom connectors change what the module sees.
+    env_spaces: tuple | None = None
+
+
+def state_column(name: str) -> str:
+    """The batch column holding a recurrent module's state component `name` before each step."""
+    return f"{Columns.STATE_IN}/{name}"
+
+
+def without_time_axis(out: dict[str, Any]) -> dict[str, Any]:
+    """A recurrent module's one-step outputs with the time axis ([B, 1, ...] -> [B, ...]) removed."""
+    return {k: (v[:, 0] if k != Columns.STATE_OUT and hasattr(v, "shape") and len(v.shape) >= 2 and v.shape[1] == 1
+                else v) for k, v in out.items()}
+
+
+#: Columns an on_postprocess_trajectory callback may add to a trajectory for the Learner to use.
+_POSTPROCESSED_COLUMNS = (Columns.ADVANTAGES, Columns.VALUE_TARGETS)
 
 
 def module_chosen_actions(out: dict[str, Any], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -534,7 +534,7 @@ class EnvRunnerGroup:
         runner's filter (use_worker_filter_stats) and send the merged filter back to them
         (update_worker_filter_stats)."""
         local = self._local_env_runner
-        if local is None or local.filter.is_identity or not self.config.synchronize_filters:
+        if local is None or not _filter_has_state(local.filter) or not self.config.synchronize_filters:
             return
         handles = [h for h in self._remote if h.index in indices and h.healthy]
         if self.config.use_worker_filter_stats:
@@ -757,6 +757,11 @@ def _env_info(runner: Any) -> Any:
 
 def _get_metrics(runner: Any) -> dict[str, Any]:
     return runner.get_metrics()
+
+
+def _filter_has_state(runner_filter: Any) -> bool:
+    """Whether a runner's filter (observation filter, plus connector state) has anything to sync."""
+    return bool(getattr(runner_filter, "has_state", not runner_filter.is_identity))
 
 
 def _pop_filter_delta(runner: Any) -> dict[str, Any]:

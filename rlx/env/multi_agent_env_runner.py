@@ -26,6 +26,8 @@ from rlx.env.env_context import EnvContext
 from rlx.env.env_runner import (AGENT_RETURNS_KEY, DEFAULT_AGENT_ID, EPISODE_LENGTHS_KEY,
                                 EPISODE_POLICY_RETURNS_KEY, EPISODE_RETURNS_KEY, MODULE_RETURNS_KEY, ActionAdapter, _worker_seed, clip_rewards, has_float_values,
                                 log_episode_extras, module_chosen_actions)
+from rlx.env.connector_env import (
+    ConnectorContext, FilterAndConnectorState, MultiAgentConnectorEnv, build_env_to_module, build_module_to_env)
 from rlx.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv
 from rlx.env.multi_agent_episode import MultiAgentEpisode
 from rlx.env.registry import make_env_creator
@@ -95,8 +97,7 @@ class ModuleSlot:
         self.direct = type(self.preprocessor) is NoPreprocessor
         self.obs_dtype = getattr(observation_space, "dtype", None)
         self.obs_shape = self.preprocessor.shape
-        self.act_dtype = np.int64 if isinstance(action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)) \
-            else np.float32
+        self.act_dtype = self.actions.batch_dtype
 
     @property
     def module_action_space(self) -> gym.Space:
@@ -131,7 +132,7 @@ class ModuleSlot:
             return module_chosen_actions(out, obs.shape[0])
         dist_inputs = out[Columns.ACTION_DIST_INPUTS]
         if random_actions:
-            acts = np.stack([self.action_space.sample() for _ in range(obs.shape[0])])
+            acts = self.actions.sample_module_actions(obs.shape[0])
             return acts, np.zeros(obs.shape[0], np.float32), dist_inputs.numpy()
         dist = (self.dist_cls if explore else self.inference_dist_cls).from_logits(dist_inputs)
         actions, logp = self.exploration.get_exploration_action(action_distribution=dist, timestep=timestep,
@@ -190,6 +191,7 @@ class MultiAgentEnvRunner:
         self.policies = dict(config.policies or {"default_policy": None})
         self._mapper = AgentMapper(config.policy_mapping_fn, list(self.policies))
         self._observation_fn = resolve_callable(config.observation_fn, "observation_fn")
+        self._connectors = None  # the ConnectorContext of custom connector pipelines, if any
         self.envs = self._create_envs()
         self.num_envs = len(self.envs)
         self.slots: dict[str, ModuleSlot] = {}
@@ -197,6 +199,8 @@ class MultiAgentEnvRunner:
         self._module_spec = module_spec
         for pid in self.policies:
             self._add_slot(pid, build=module is None or pid not in module)
+        if self._connectors is not None:
+            self._connectors.rl_module = self.module
         self.num_env_steps_sampled_lifetime = 0
         self.num_agent_steps_sampled_lifetime = 0
         self.num_resets = 0
@@ -261,7 +265,21 @@ class MultiAgentEnvRunner:
                     check_multi_agent_env(env, seed=self._seed)
             envs.append(env)
             i += 1
-        return envs
+        return [self._connected(env, b) for b, env in enumerate(envs)]
+
+    def _connected(self, env: MultiAgentEnv, b: int) -> MultiAgentEnv:
+        """Sub-env `env`, wrapped to run the custom connectors when the config has any."""
+        cfg = self.config
+        if cfg.env_to_module_connector is None and cfg.module_to_env_connector is None:
+            return env
+        if self._connectors is None:
+            agents = self._agent_ids(env)
+            obs_space = gym.spaces.Dict({aid: env.get_observation_space(aid) for aid in agents})
+            act_space = gym.spaces.Dict({aid: env.get_action_space(aid) for aid in agents})
+            self._connectors = ConnectorContext(
+                env_to_module=build_env_to_module(cfg, env, obs_space, act_space),
+                module_to_env=build_module_to_env(cfg, env, obs_space, act_space), metrics=self.metrics)
+        return MultiAgentConnectorEnv(env, self._connectors, env_index=b, worker_index=self.worker_index)
 
     def _build_env(self, i: int) -> MultiAgentEnv:
         try:
@@ -413,6 +431,8 @@ class MultiAgentEnvRunner:
     def _sample(self, num_timesteps: int | None, num_episodes: int | None, explore: bool | None,
                 random_actions: bool, force_reset: bool) -> MultiAgentBatch:
         explore = self.config.explore if explore is None else bool(explore)
+        if self._connectors is not None:
+            self._connectors.explore = explore
         complete = self.config.batch_mode == "complete_episodes"
         by_agent = self.config.count_steps_by == "agent_steps"
         if num_episodes is not None:
@@ -639,7 +659,7 @@ class MultiAgentEnvRunner:
             self.envs[b].close()
         except Exception:  # a broken env may not close cleanly; it is discarded either way
             pass
-        self.envs[b] = self._build_env(b)
+        self.envs[b] = self._connected(self._build_env(b), b)
         self.num_sub_env_restarts += 1
         self._pending[b] = {}
         for cols in self._columns.values():
@@ -693,7 +713,7 @@ class MultiAgentEnvRunner:
         shape = slot.preprocessor.shape
         obs = np.zeros((T, C) + shape, np.float32)
         next_obs = np.zeros((T, C) + shape, np.float32)
-        act_shape = tuple(slot.action_space.shape or ())
+        act_shape = slot.actions.batch_shape
         actions = np.zeros((T, C) + act_shape, slot.act_dtype)
         logp = np.zeros((T, C), np.float32)
         first = next(r for r in rows if r)
@@ -798,8 +818,12 @@ class MultiAgentEnvRunner:
 
     @property
     def filter(self) -> "PerPolicy":
-        """The observation filters of all policies, as one object (state is {policy_id: state})."""
-        return PerPolicy({pid: s.filter for pid, s in self.slots.items()})
+        """The observation filters of all policies, as one object (state is {policy_id: state}),
+        with the env-to-module connectors' state when they keep any."""
+        filters = PerPolicy({pid: s.filter for pid, s in self.slots.items()})
+        if self._connectors is not None and self._connectors.env_to_module is not None:
+            return FilterAndConnectorState(filters, self._connectors.env_to_module)
+        return filters
 
     @property
     def exploration(self) -> "PerPolicy":

@@ -44,6 +44,9 @@ class MultiAgentEpisode:
         self._last_actions: dict[Any, Any] = {}
         self._last_rewards: dict[Any, float] = {}  # since each agent's last observation
         self._awaiting: set[Any] = set()  # acted, next observation not yet received
+        self._last_step_agents: list[Any] = []  # agents that got an observation in the latest step
+        self.observation_space: Any = None
+        self.action_space: Any = None
         self._env_t = 0
         self._start_time = time.perf_counter()
         self._end_time: float | None = None
@@ -62,6 +65,7 @@ class MultiAgentEpisode:
             return
         if count_step:
             self._env_t += 1
+        self._last_step_agents = list(observations)
         for aid, action in actions.items():
             self._last_actions[aid] = action
             self._agent_steps[aid] = self._agent_steps.get(aid, 0) + 1
@@ -91,12 +95,16 @@ class MultiAgentEpisode:
             elif self._record and aid in observations and (episode is None or episode.is_done):
                 self._last_rewards.pop(aid, None)
                 episode = SingleAgentEpisode(env_index=self.env_index, worker_index=self.worker_index)
+                episode.agent_id = aid
+                episode.module_id = self.agent_to_module_map.get(aid)
+                episode.multi_agent_episode_id = self.id_
                 episode.add_env_reset(observations[aid], info)
                 self.agent_episodes[aid] = episode
 
     def _fast_step(self, observations: dict, actions: dict, rewards: dict, infos: Any) -> None:
         """add_env_step when nothing needs the per-agent episodes: counters, returns, last values."""
         self._env_t += 1
+        self._last_step_agents = list(observations)
         steps, returns = self._agent_steps, self._agent_returns
         for aid in actions:
             steps[aid] = steps.get(aid, 0) + 1
@@ -208,30 +216,49 @@ class MultiAgentEpisode:
         """The last action `agent_id` took."""
         return self._last_actions.get(agent_id)
 
-    def get_observations(self, agent_id: Any = None) -> Any:
-        """Observations of `agent_id` (recorded episodes), or {agent_id: last observation}."""
-        if agent_id is None:
+    def get_agents_that_stepped(self) -> list[Any]:
+        """The agents that received an observation in the latest env step (or the reset)."""
+        return list(self._last_step_agents)
+
+    def _per_agent(self, getter: str, indices: Any, agent_ids: Any, kwargs: dict) -> Any:
+        if agent_ids is None and isinstance(indices, str) and indices in self.agent_episodes:
+            # rlx's older form get_actions(agent_id): that agent's whole list.
+            return getattr(self.agent_episodes[indices], getter)(None, **kwargs)
+        if agent_ids is None:
+            ids = self.get_agents_that_stepped() if indices == -1 else list(self.agent_episodes)
+        else:
+            ids = [agent_ids] if not isinstance(agent_ids, (list, tuple, set)) else list(agent_ids)
+        out = {}
+        for aid in ids:
+            episode = self.agent_episodes.get(aid)
+            if episode is None:
+                if indices == -1 and getter == "get_observations" and aid in self._last_obs:
+                    out[aid] = self._last_obs[aid]  # episodes not recorded: the latest is known
+                    continue
+                self._agent_episode(aid)  # raises the explanatory KeyError
+            out[aid] = getattr(episode, getter)(indices, **kwargs)
+        return out
+
+    def get_observations(self, indices: Any = None, agent_ids: Any = None, **kwargs: Any) -> dict[Any, Any]:
+        """{agent id: observations}: indices as in SingleAgentEpisode.get_observations, for each
+        agent in `agent_ids` (default: with indices=-1 the agents that got an observation in the
+        latest step, else every recorded agent). Without recorded per-agent episodes (no episode
+        callback or connector), only the latest observations (indices=-1 or None) are known."""
+        if indices is None and agent_ids is None and not self.agent_episodes:
             return dict(self._last_obs)
-        return self._agent_episode(agent_id).get_observations()
+        return self._per_agent("get_observations", indices, agent_ids, kwargs)
 
-    def get_actions(self, agent_id: Any = None) -> Any:
-        """Actions `agent_id` took, or {agent_id: actions} (recorded episodes)."""
-        if agent_id is None:
-            return {aid: episode.get_actions() for aid, episode in self.agent_episodes.items()}
-        return self._agent_episode(agent_id).get_actions()
+    def get_actions(self, indices: Any = None, agent_ids: Any = None, **kwargs: Any) -> dict[Any, Any]:
+        """{agent id: actions}, indexed as get_observations (recorded episodes)."""
+        return self._per_agent("get_actions", indices, agent_ids, kwargs)
 
-    def get_rewards(self, agent_id: Any = None) -> Any:
-        """Rewards `agent_id` received per step it acted, or {agent_id: rewards} of every agent
-        (recorded episodes)."""
-        if agent_id is None:
-            return {aid: episode.get_rewards() for aid, episode in self.agent_episodes.items()}
-        return self._agent_episode(agent_id).get_rewards()
+    def get_rewards(self, indices: Any = None, agent_ids: Any = None, **kwargs: Any) -> dict[Any, Any]:
+        """{agent id: rewards per step it acted}, indexed as get_observations (recorded episodes)."""
+        return self._per_agent("get_rewards", indices, agent_ids, kwargs)
 
-    def get_infos(self, agent_id: Any = None) -> Any:
-        """Infos `agent_id` received, or {agent_id: infos} (recorded episodes)."""
-        if agent_id is None:
-            return {aid: episode.get_infos() for aid, episode in self.agent_episodes.items()}
-        return self._agent_episode(agent_id).get_infos()
+    def get_infos(self, indices: Any = None, agent_ids: Any = None, **kwargs: Any) -> dict[Any, Any]:
+        """{agent id: infos}, indexed as get_observations (recorded episodes)."""
+        return self._per_agent("get_infos", indices, agent_ids, kwargs)
 
     def _agent_episode(self, agent_id: Any) -> SingleAgentEpisode:
         if agent_id not in self.agent_episodes:

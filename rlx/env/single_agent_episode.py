@@ -6,6 +6,9 @@ import time
 import uuid
 from typing import Any, Sequence
 
+import numpy as np
+from gymnasium.spaces import Discrete as _Discrete
+
 from rlx.utils.errors import RLXError
 
 
@@ -35,6 +38,40 @@ def _one(items: Sequence[Any], index: Any, what: str) -> Any:
         raise IndexError(f"{what} index {i} out of range: the episode has {len(items)} {what}.") from None
 
 
+_NO_FILL = object()
+
+
+def _get(items: Sequence[Any], indices: Any, what: str, fill: Any, lookback: bool) -> Any:
+    if fill is _NO_FILL and not lookback:
+        return _select(items, indices, what)
+    from rlx.connectors.episode_indexing import select_items
+
+    return select_items(items, indices, what, None if fill is _NO_FILL else fill, fill is not _NO_FILL, lookback)
+
+
+def _set(items: list[Any], new_data: Any, at_indices: Any, what: str) -> None:
+    if at_indices is None:
+        if len(new_data) != len(items):
+            raise ValueError(f"set_{what.split()[0]}(new_data=...) without at_indices replaces all {len(items)} "
+                             f"{what}; got {len(new_data)} items.")
+        items[:] = list(new_data)
+        return
+    if isinstance(at_indices, slice):
+        positions = range(*at_indices.indices(len(items)))
+    elif isinstance(at_indices, (list, tuple)):
+        positions = [operator.index(i) for i in at_indices]
+    else:
+        _one(items, at_indices, what)  # the index error names the episode's length
+        items[operator.index(at_indices)] = new_data
+        return
+    positions = list(positions)
+    if len(positions) != len(new_data):
+        raise ValueError(f"set_{what.split()[0]}: {len(positions)} indices but {len(new_data)} items in new_data.")
+    for i, value in zip(positions, new_data):
+        _one(items, i, what)
+        items[i] = value
+
+
 class SingleAgentEpisode:
     """Observations, actions, rewards, infos and user data of one episode in one sub-environment.
 
@@ -52,11 +89,18 @@ class SingleAgentEpisode:
         action_space: Any = None,
     ) -> None:
         self.id_ = id_ if id_ is not None else uuid.uuid4().hex
+        #: Set for one agent's episode inside a MultiAgentEpisode.
+        self.agent_id: Any = None
+        self.module_id: Any = None
+        self.multi_agent_episode_id: str | None = None
+        self.is_numpy = False
         self.env_index = env_index
         self.worker_index = worker_index
         self.observation_space = observation_space
         self.action_space = action_space
         self.user_data: dict[str, Any] = {}
+        # RLlib's new-API name of the per-episode scratch dict (user_data is the old one).
+        self.custom_data: dict[str, Any] = self.user_data
         self.custom_metrics: dict[str, Any] = {}
         self.hist_data: dict[str, Any] = {}
         self.media: dict[str, Any] = {}
@@ -162,21 +206,66 @@ class SingleAgentEpisode:
         end = self._end_time if self._end_time is not None else time.perf_counter()
         return end - self._start_time
 
-    def get_observations(self, indices: Any = None) -> Any:
-        """Observations (the reset one at index 0): all, one (int, -1 is the last) or several."""
-        return _select(self._observations, indices, "observations")
+    def get_observations(self, indices: Any = None, *, fill: Any = _NO_FILL, neg_index_as_lookback: bool = False,
+                         **kwargs: Any) -> Any:
+        """Observations (the reset one at index 0): all, one (int, -1 is the last) or several.
 
-    def get_actions(self, indices: Any = None) -> Any:
-        """Actions taken: all, one (int, -1 is the last) or several (list of ints or slice)."""
-        return _select(self._actions, indices, "actions")
+        With `fill`, indices before the episode's start give that value (shaped like an
+        observation) instead of failing: `get_observations(slice(-4, None), fill=0.0)` is always 4
+        items. With neg_index_as_lookback, negative indices mean steps before the start.
+        """
+        return _get(self._observations, indices, "observations", fill, neg_index_as_lookback)
 
-    def get_rewards(self, indices: Any = None) -> Any:
-        """Rewards received: all, one (int, -1 is the last) or several (list of ints or slice)."""
-        return _select(self._rewards, indices, "rewards")
+    def get_actions(self, indices: Any = None, *, fill: Any = _NO_FILL, neg_index_as_lookback: bool = False,
+                    one_hot_discrete: bool = False, **kwargs: Any) -> Any:
+        """Actions taken: all, one (int, -1 is the last) or several (list of ints or slice);
+        `fill` and neg_index_as_lookback as in get_observations; one_hot_discrete encodes
+        Discrete actions as one-hot vectors."""
+        out = _get(self._actions, indices, "actions", fill, neg_index_as_lookback)
+        if one_hot_discrete and isinstance(self.action_space, _Discrete):
+            n = int(self.action_space.n)
 
-    def get_infos(self, indices: Any = None) -> Any:
+            def one_hot(a: Any) -> np.ndarray:
+                vec = np.zeros(n, np.float32)
+                if a is not None and not (isinstance(a, np.ndarray) and a.dtype.kind == "f"):
+                    vec[int(a)] = 1.0
+                return vec
+
+            out = [one_hot(a) for a in out] if isinstance(out, list) else one_hot(out)
+        return out
+
+    def get_rewards(self, indices: Any = None, *, fill: Any = _NO_FILL, neg_index_as_lookback: bool = False,
+                    **kwargs: Any) -> Any:
+        """Rewards received: all, one (int, -1 is the last) or several (list of ints or slice);
+        `fill` and neg_index_as_lookback as in get_observations."""
+        return _get(self._rewards, indices, "rewards", fill, neg_index_as_lookback)
+
+    def get_infos(self, indices: Any = None, *, fill: Any = _NO_FILL, neg_index_as_lookback: bool = False,
+                  **kwargs: Any) -> Any:
         """Infos (the reset one at index 0): all, one (int, -1 is the last) or several."""
-        return _select(self._infos, indices, "infos")
+        return _get(self._infos, indices, "infos", fill, neg_index_as_lookback)
+
+    # ------------------------------------------------------------------ changing recorded data
+
+    def set_observations(self, *, new_data: Any, at_indices: Any = None, **kwargs: Any) -> None:
+        """Overwrite observations: all of them (a list, at_indices=None), one (an int index) or
+        several (a list of indices or a slice, new_data a list). Connector pieces use this to
+        replace the latest observation with its processed form."""
+        _set(self._observations, new_data, at_indices, "observations")
+
+    def set_actions(self, *, new_data: Any, at_indices: Any = None, **kwargs: Any) -> None:
+        """Overwrite actions (indexed as in set_observations)."""
+        _set(self._actions, new_data, at_indices, "actions")
+
+    def set_rewards(self, *, new_data: Any, at_indices: Any = None, **kwargs: Any) -> None:
+        """Overwrite rewards (indexed as in set_observations); the return follows."""
+        _set(self._rewards, new_data, at_indices, "rewards")
+        self._return = float(sum(self._rewards))
+
+    def set_extra_model_outputs(self, *, key: str, new_data: Any, at_indices: Any = None, **kwargs: Any) -> None:
+        """Overwrite the extra model outputs under `key` (indexed as in set_observations)."""
+        values = self._extra_model_outputs.setdefault(key, [None] * len(self._actions))
+        _set(values, new_data, at_indices, f"extra model outputs {key!r}")
 
     def get_extra_model_outputs(self, key: str, indices: Any = None) -> Any:
         """Extra model outputs under `key`, one per action, indexed like get_actions()."""
@@ -229,6 +318,24 @@ class SingleAgentEpisode:
     def last_info_for(self, agent_id: Any = None) -> Any:
         """The latest infos dict, or None before the reset."""
         return self._infos[-1] if self._infos else None
+
+    def cut(self, len_lookback_buffer: int = 0) -> "SingleAgentEpisode":
+        """A successor chunk of this (ongoing) episode: same id, starting at its latest
+        observation, with the last `len_lookback_buffer` steps kept for indexing back."""
+        successor = SingleAgentEpisode(self.id_, env_index=self.env_index, worker_index=self.worker_index,
+                                       observation_space=self.observation_space, action_space=self.action_space)
+        keep = max(0, min(int(len_lookback_buffer), self.t))
+        successor._observations = self._observations[len(self._observations) - keep - 1:]
+        successor._infos = self._infos[len(self._infos) - keep - 1:]
+        successor._actions = self._actions[len(self._actions) - keep:] if keep else []
+        successor._rewards = self._rewards[len(self._rewards) - keep:] if keep else []
+        successor.t_started = keep
+        successor.user_data = self.user_data
+        successor._return = self._return
+        successor._start_time = self._start_time
+        for attr in ("agent_id", "module_id", "multi_agent_episode_id"):
+            setattr(successor, attr, getattr(self, attr))
+        return successor
 
     def __repr__(self) -> str:
         state = "terminated" if self.is_terminated else "truncated" if self.is_truncated else "running"

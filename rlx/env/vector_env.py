@@ -6,12 +6,14 @@ from typing import Any, Callable
 import gymnasium as gym
 
 
-class VectorEnv:
+class VectorEnv(gym.vector.VectorEnv):
     """Holds `num_envs` sub-environments; `envs[i]` is the i-th one.
 
     The EnvRunner steps the sub-environments itself (so it can write straight into its
     preallocated buffers and reset each one the moment its episode ends); this class
-    only groups them and answers questions about them.
+    only groups them and answers questions about them. It is a `gymnasium.vector.VectorEnv`
+    so that user code (callbacks) that checks for one finds it, but unlike gymnasium's its
+    `observation_space` / `action_space` are those of one sub-env (as `single_*`).
     """
 
     def __init__(self, envs: list[Any]):
@@ -21,6 +23,14 @@ class VectorEnv:
         self.num_envs = len(envs)
         self.observation_space: gym.Space = envs[0].observation_space
         self.action_space: gym.Space = envs[0].action_space
+        self.single_observation_space: gym.Space = self.observation_space
+        self.single_action_space: gym.Space = self.action_space
+        self.metadata = dict(getattr(envs[0], "metadata", None) or {})
+        self.render_mode = getattr(envs[0], "render_mode", None)
+
+    def render(self) -> tuple[Any, ...]:
+        """The rendered frame of every sub-env (gymnasium's VectorEnv.render)."""
+        return tuple(e.render() for e in self.envs)
 
     def get_sub_environments(self) -> list[Any]:
         """The sub-environments (old API name)."""

@@ -141,6 +141,11 @@ def _summary_values(result: dict[str, Any]) -> list[Any]:
             # Like Tune: NaN is left out (no point), infinities are drawn.
             if not math.isnan(number):
                 values.append(Summary.Value(tag=tensorboard_tag(key), simple_value=number))
+        elif _is_video(value) or (isinstance(value, (list, tuple)) and value and all(map(_is_video, value))):
+            # Episode videos (1, T, C, H, W), e.g. logged by a callback with reduce=None: drawn
+            # as TensorBoard videos when moviepy is installed (tensorboardX encodes with it),
+            # left out otherwise.
+            values.extend(_video_values(tensorboard_tag(key), value))
         elif isinstance(value, (list, tuple, np.ndarray)) and len(value) > 0:
             if id(value) not in histograms:
                 histograms[id(value)] = _histogram(value)
@@ -159,10 +164,45 @@ def _scalar(value: Any) -> float | None:
 
 
 def _histogram(value: Any) -> Any:
-    """The TensorBoard histogram of a list of finite numbers; None for any other list."""
+    """The TensorBoard histogram of a list of finite numbers; None for any other list (one
+    holding arrays, strings or dicts)."""
     from tensorboardX.summary import make_histogram
 
+    if not isinstance(value, np.ndarray) and not all(
+            isinstance(v, (bool, int, float, np.bool_, np.integer, np.floating)) for v in value):
+        return None
     arr = np.asarray(value)
-    if arr.dtype.kind not in "iuf" or not np.all(np.isfinite(arr)):
+    if arr.ndim != 1 or arr.dtype.kind not in "biuf" or not np.all(np.isfinite(arr)):
         return None
     return make_histogram(arr.astype(np.float64), _HISTOGRAM_BINS)
+
+
+def _is_video(value: Any) -> bool:
+    """Whether `value` is one video batch: an array (N, T, C, H, W) with C 1, 3 or 4."""
+    return isinstance(value, np.ndarray) and value.ndim == 5 and value.shape[2] in (1, 3, 4)
+
+
+_MOVIEPY: list[bool] = []
+
+
+def _video_values(tag: str, value: Any) -> list[Any]:
+    """Summary.Values drawing a video (or a list of videos, as tag/0, tag/1, ...); none when
+    moviepy, which tensorboardX encodes videos with, is not installed."""
+    if not _MOVIEPY:
+        import importlib.util
+
+        _MOVIEPY.append(importlib.util.find_spec("moviepy") is not None)
+    if not _MOVIEPY[0]:
+        return []
+    from tensorboardX.summary import video
+
+    videos = [(tag, value)] if isinstance(value, np.ndarray) else [(f"{tag}/{i}", v) for i, v in enumerate(value)]
+    out = []
+    for name, v in videos:
+        if v.dtype.kind == "f":
+            v = np.clip(v, 0.0, 1.0)
+        try:
+            out.extend(video(name, v, fps=4).value)
+        except Exception:  # noqa: BLE001 - a video that cannot be encoded is left out, training goes on
+            continue
+    return out

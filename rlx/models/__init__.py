@@ -1,4 +1,10 @@
-"""Model configuration defaults and observation preprocessors (old `ray.rllib.models` path)."""
-from rlx.models.model_defaults import MODEL_DEFAULTS
+"""Model configuration defaults, observation preprocessors and the old API's custom models
+(RLlib's `ray.rllib.models` path): `ModelCatalog`, `ModelV2`, `MODEL_DEFAULTS`.
 
-__all__ = ["MODEL_DEFAULTS"]
+PyTorch model classes live in `rlx.models.torch` (imported on first use, so that
+`import rlx` stays cheap)."""
+from rlx.models.catalog import ModelCatalog
+from rlx.models.model_defaults import MODEL_DEFAULTS
+from rlx.models.modelv2 import ModelV2
+
+__all__ = ["MODEL_DEFAULTS", "ModelCatalog", "ModelV2"]

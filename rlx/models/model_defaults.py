@@ -12,6 +12,12 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "fcnet_activation": "tanh",
     "post_fcnet_hiddens": [],
     "post_fcnet_activation": "relu",
+    # Initializers of the hidden layers: a torch.nn.init function or its name, and its kwargs
+    # (None: orthogonal with gain sqrt(2), zero biases).
+    "fcnet_kernel_initializer": None,
+    "fcnet_kernel_initializer_kwargs": None,
+    "fcnet_bias_initializer": None,
+    "fcnet_bias_initializer_kwargs": None,
     "free_log_std": False,
     "log_std_clip_param": 20.0,
     "vf_share_layers": False,
@@ -31,7 +37,8 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "grayscale": False,
     "zero_mean": True,
     "framestack": True,
-    # Custom extensions of the old ModelV2 API.
+    # Custom extensions of the old ModelV2 API. custom_model: a TorchModelV2 (registered name,
+    # import path or class) that PPO runs in rlx.models.modelv2_rl_module.ModelV2RLModule.
     "custom_model": None,
     "custom_model_config": {},
     "custom_action_dist": None,
@@ -43,10 +50,8 @@ ACTIVATIONS = ("tanh", "relu", "swish", "silu", "elu", "linear", None)
 # Keys whose feature is not built yet: they accept only their default.
 _LATER = {
     "conv_filters": "CNN encoders for image observations",
-    "use_lstm": "recurrent (LSTM) models",
     "use_attention": "attention models",
     "no_final_linear": "models without a final linear layer",
-    "custom_model": "custom ModelV2 classes (use rl_module(rl_module_spec=...) for a custom RLModule)",
     "custom_action_dist": "custom action distributions",
     "custom_preprocessor": "custom preprocessors",
 }
@@ -72,10 +77,16 @@ def _check_hiddens(key: str, value: Any) -> list[int]:
     return list(value)
 
 
+#: DefaultModelConfig field names that are other keys of rlx's model dict.
+NEW_STACK_NAMES = {"head_fcnet_hiddens": "post_fcnet_hiddens", "head_fcnet_activation": "post_fcnet_activation"}
+
+
 def merge_model_config(base: dict[str, Any] | None, update: dict[str, Any]) -> dict[str, Any]:
     """Return `base` (MODEL_DEFAULTS when None) updated with `update`, validating every key."""
     merged = copy.deepcopy(MODEL_DEFAULTS if base is None else base)
     for key, value in update.items():
+        # The new API stack's names (DefaultModelConfig fields given as a plain dict).
+        key = NEW_STACK_NAMES.get(key, key)
         if key not in MODEL_DEFAULTS:
             raise ConfigError(
                 f"Unknown model config key '{key}'.{did_you_mean(key, MODEL_DEFAULTS)} "
@@ -99,6 +110,11 @@ def merge_model_config(base: dict[str, Any] | None, update: dict[str, Any]) -> d
                 raise ConfigError(f"model['{key}'] must be a positive number, got {value!r}.")
         elif key == "custom_model_config" and not isinstance(value, dict):
             raise ConfigError(f"model['custom_model_config'] must be a dict, got {value!r}.")
+        elif key == "custom_model" and not (value is None or isinstance(value, (str, type))):
+            raise ConfigError(
+                f"model['custom_model'] must be a name given to ModelCatalog.register_custom_model, an import "
+                f"path or a ModelV2 class, got {value!r}."
+            )
         if key in _LATER and value != MODEL_DEFAULTS[key]:
             raise NotSupportedYetError(f"model['{key}']", _LATER[key])
         merged[key] = copy.deepcopy(value)

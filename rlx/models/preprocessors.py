@@ -16,6 +16,12 @@ ATARI_OBS_SHAPE = (210, 160, 3)
 ATARI_RAM_OBS_SHAPE = (128,)
 
 
+def _with_original(space: gym.spaces.Box, original: gym.Space) -> gym.spaces.Box:
+    """`space` carrying `original_space` (as RLlib's preprocessed spaces do)."""
+    space.original_space = original
+    return space
+
+
 class Preprocessor:
     """Turns an observation of `obs_space` into a float32 array of shape `self.shape`."""
 
@@ -51,8 +57,9 @@ class Preprocessor:
 
     @property
     def observation_space(self) -> gym.spaces.Box:
-        """The space of preprocessed observations."""
-        return gym.spaces.Box(-np.inf, np.inf, self.shape, dtype=np.float32)
+        """The space of preprocessed observations; its `original_space` is the space given
+        to the preprocessor (old-API ModelV2s restore their `input_dict["obs"]` to it)."""
+        return _with_original(gym.spaces.Box(-np.inf, np.inf, self.shape, dtype=np.float32), self._obs_space)
 
 
 class NoPreprocessor(Preprocessor):
@@ -88,7 +95,7 @@ class OneHotPreprocessor(Preprocessor):
 
     @property
     def observation_space(self) -> gym.spaces.Box:
-        return gym.spaces.Box(0.0, 1.0, self.shape, dtype=np.float32)
+        return _with_original(gym.spaces.Box(0.0, 1.0, self.shape, dtype=np.float32), self._obs_space)
 
 
 class MultiBinaryPreprocessor(Preprocessor):

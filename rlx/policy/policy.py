@@ -288,6 +288,8 @@ class Policy:
         adapter = self._adapter(unsquash, clip)
         if adapter.is_discrete:
             return actions + adapter.discrete_start
+        if getattr(adapter, "structured", False):  # Tuple/Dict actions: one tuple or dict per row
+            return adapter.to_env(actions)
         return np.asarray(adapter.to_env(actions))
 
     def compute_single_action(

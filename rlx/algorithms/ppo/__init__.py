@@ -9,4 +9,8 @@ def __getattr__(name: str):
         from rlx.algorithms.ppo.ppo_learner import PPOLearner
 
         return PPOLearner
+    if name == "PPOTorchLearner":
+        from rlx.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+
+        return PPOTorchLearner
     raise AttributeError(name)

@@ -7,12 +7,13 @@ import numpy as np
 import torch
 
 from rlx.core.columns import Columns
-from rlx.core.learner import Learner
+from rlx.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
+from rlx.core.learner.torch.torch_learner import TorchLearner
 from rlx.utils.postprocessing import compute_gae, discounted_returns
 from rlx.utils.schedules import PiecewiseSchedule
 
 
-class PPOLearner(Learner):
+class PPOLearner(TorchLearner):
     """Clipped-surrogate PPO with an optional adaptive KL penalty and clipped value loss.
 
     Loss per sample (RLlib's formulation):
@@ -20,21 +21,36 @@ class PPOLearner(Learner):
         + vf_loss_coeff * min((V - V_target)^2, vf_clip_param)   (no clip when vf_clip_param is None)
         - entropy_coeff * H[pi]
         + kl_coeff * KL(pi_old || pi)
+
+    The loss of every minibatch is `compute_loss_for_module(module_id=, config=, batch=,
+    fwd_out=)` (through `compute_losses` when a subclass overrides that), so a subclass can
+    add terms to it; the minibatch holds `obs`, `actions`, `action_logp`,
+    `action_dist_inputs` (of the sampling policy), `advantages` and `value_targets`, and
+    `fwd_out` is the module's `forward_train` output. The optimizers come from
+    `configure_optimizers_for_module`: with several (e.g. one for the policy, one for the
+    value function), each steps its own parameters with the gradient of the total loss.
     """
+
+    #: PPO trains recurrent (stateful) modules, on sequences (rlx.algorithms.ppo.recurrent).
+    supports_recurrent_modules = True
 
     def __init__(self, config: Any, module: Any):
         super().__init__(config, module)
         self.kl_coeff = float(config.kl_coeff)
         self.entropy_schedule = PiecewiseSchedule(config.entropy_coeff)
-        self.dist_cls = module.get_train_action_dist_cls()
+        self.dist_cls = self.rl_module.get_train_action_dist_cls()
         self._rng = np.random.default_rng(None if config.seed is None else int(config.seed) + 7)
+        # The entropy coefficient of the update in progress, and the loss terms (detached) of the
+        # last compute_loss_for_module call, which the update averages into its metrics.
+        self._curr_entropy_coeff = 0.0
+        self._loss_stats: dict[str, torch.Tensor] | None = None
 
     # ------------------------------------------------------------ advantages
 
     @torch.no_grad()
     def _values(self, obs: np.ndarray) -> np.ndarray:
         flat = torch.from_numpy(obs.reshape((-1,) + obs.shape[2:]))
-        return self.module.compute_values({Columns.OBS: flat}).numpy().reshape(obs.shape[:2])
+        return self.rl_module.compute_values({Columns.OBS: flat}).numpy().reshape(obs.shape[:2])
 
     def compute_advantages(self, batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(advantages, value_targets, vf_preds), each [T, B], for a time-major batch."""
@@ -65,18 +81,22 @@ class PPOLearner(Learner):
         if rows.size:
             next_obs = batch[Columns.NEXT_OBS][rows, cols]
             with torch.no_grad():
-                boot = self.module.compute_values({Columns.OBS: torch.from_numpy(np.ascontiguousarray(next_obs))})
+                boot = self.rl_module.compute_values({Columns.OBS: torch.from_numpy(np.ascontiguousarray(next_obs))})
             next_values[rows, cols] = boot.numpy()
         if cfg.use_gae:
             adv, targets = compute_gae(rewards, values, next_values, term, dones, cfg.gamma, cfg.lambda_)
         else:
             targets = discounted_returns(rewards, next_values, term, dones, cfg.gamma)
             adv = targets - values
-        return adv, targets, values
+        return _with_postprocessed(batch, adv, targets) + (values,)
 
     # ------------------------------------------------------------ update
 
     def update_from_batch(self, batch: dict[str, np.ndarray], timestep: int) -> dict[str, float]:
+        if self.rl_module.is_stateful():
+            from rlx.algorithms.ppo.recurrent import recurrent_update
+
+            return recurrent_update(self, batch, timestep)
         cfg = self.config
         self.begin_update(batch, timestep)
         adv, targets, vf_preds = self.compute_advantages(batch)
@@ -102,6 +122,14 @@ class PPOLearner(Learner):
         obs_shape = obs.shape[1:]
         lr = self.set_lr_for_timestep(timestep)
         entropy_coeff = self.entropy_schedule.value(timestep)
+        self._curr_entropy_coeff = entropy_coeff
+        module = self.rl_module
+        module_id = self.module_id
+        # Subclasses may override compute_losses (then called with {module_id: ...} dicts) or
+        # register several optimizers (then each steps its parameters); the default is one loss
+        # and one optimizer, the fast path.
+        custom_losses = self._overrides("compute_losses")
+        one_optimizer = len(self.optimizers) == 1 and next(iter(self._optimizer_params.values())) is self.params
         mb = min(cfg.minibatch_size, n)
         stats_rows: list[torch.Tensor] = []
         stat_names: list[str] = []
@@ -124,10 +152,23 @@ class PPOLearner(Learner):
                     Columns.VALUE_TARGETS: rows[:, obs_dim + dist_dim + 2],
                     Columns.ACTIONS: actions_t.index_select(0, idx_t),
                 }
-                loss, stats = self._loss(minibatch, entropy_coeff)
-                grad_norms += self.apply_loss(loss, terms=stats)
-                stat_names = list(stats)
-                stats_rows.append(torch.stack(list(stats.values())))
+                self._loss_stats = None
+                fwd_out = module.forward_train(minibatch)
+                if custom_losses:
+                    losses = self.compute_losses(fwd_out={module_id: fwd_out}, batch={module_id: minibatch})
+                    loss = losses[module_id] if module_id in losses else sum(losses.values())
+                else:
+                    loss = self.compute_loss_for_module(module_id=module_id, config=cfg, batch=minibatch,
+                                                        fwd_out=fwd_out)
+                stats = self._loss_stats if self._loss_stats is not None else {}
+                stats["total_loss"] = loss.detach()
+                if one_optimizer:
+                    grad_norms += self.apply_loss(loss, terms=stats)
+                else:
+                    grad_norms += self.apply_loss_to_all_optimizers(loss, terms=stats)
+                if not stat_names:
+                    stat_names = list(stats)
+                stats_rows.append(torch.stack([stats[k] for k in stat_names]))
         count = len(stats_rows)
         means = torch.stack(stats_rows).mean(0).tolist()
         metrics = dict(zip(stat_names, means))
@@ -145,45 +186,48 @@ class PPOLearner(Learner):
             self._update_kl_coeff(metrics.get("mean_kl_loss", 0.0))
         return metrics
 
-    def _loss(self, mb: dict[str, torch.Tensor], entropy_coeff: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        cfg = self.config
-        out = self.module.forward_train(mb)
-        dist = self.dist_cls.from_logits(out[Columns.ACTION_DIST_INPUTS])
-        logp = dist.logp(mb[Columns.ACTIONS])
-        ratio = torch.exp(logp - mb[Columns.ACTION_LOGP])
-        adv = mb[Columns.ADVANTAGES]
+    def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
+                                fwd_out: dict[str, Any]) -> torch.Tensor:
+        """PPO's total loss on one minibatch (see the class docstring); its terms are kept for the
+        update's metrics (policy_loss, vf_loss, vf_loss_unclipped, entropy, mean_kl_loss)."""
+        cfg = config
+        dist = self.dist_cls.from_logits(fwd_out[Columns.ACTION_DIST_INPUTS])
+        logp = dist.logp(batch[Columns.ACTIONS])
+        ratio = torch.exp(logp - batch[Columns.ACTION_LOGP])
+        adv = batch[Columns.ADVANTAGES]
         surrogate = torch.min(adv * ratio, adv * ratio.clamp(1.0 - cfg.clip_param, 1.0 + cfg.clip_param))
         policy_loss = -surrogate.mean()
         total = policy_loss
+        entropy_coeff = self._curr_entropy_coeff
         if entropy_coeff:
             entropy = dist.entropy().mean()
             total = total - entropy_coeff * entropy
         else:
             with torch.no_grad():  # reported only: no gradient needed
                 entropy = dist.entropy().mean()
-        stats = {"policy_loss": policy_loss.detach(), "entropy": entropy.detach()}
+        stats = {POLICY_LOSS_KEY: policy_loss.detach(), ENTROPY_KEY: entropy.detach()}
         if cfg.use_critic:
-            vf_preds = out.get(Columns.VF_PREDS)
+            vf_preds = fwd_out.get(Columns.VF_PREDS)
             if vf_preds is None:  # RLlib's new-API modules: the value function is a separate call
-                vf_preds = self._module_values(mb)
-            vf_err = (vf_preds - mb[Columns.VALUE_TARGETS]).pow(2)
+                vf_preds = self._module_values(batch)
+            vf_err = (vf_preds - batch[Columns.VALUE_TARGETS]).pow(2)
             vf_loss = (vf_err if cfg.vf_clip_param is None else vf_err.clamp(0.0, cfg.vf_clip_param)).mean()
             total = total + cfg.vf_loss_coeff * vf_loss
-            stats["vf_loss"] = vf_loss.detach()
+            stats[VF_LOSS_KEY] = vf_loss.detach()
             stats["vf_loss_unclipped"] = vf_err.detach().mean()
         if cfg.use_kl_loss:
-            prev = self.dist_cls.from_logits(mb[Columns.ACTION_DIST_INPUTS])
+            prev = self.dist_cls.from_logits(batch[Columns.ACTION_DIST_INPUTS])
             kl = prev.kl(dist).mean()
             total = total + self.kl_coeff * kl
             stats["mean_kl_loss"] = kl.detach()
-        stats["total_loss"] = total.detach()
-        return total, stats
+        self._loss_stats = stats
+        return total
 
     def _module_values(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        compute_values = getattr(self.module, "compute_values", None)
+        compute_values = getattr(self.rl_module, "compute_values", None)
         if compute_values is None:
             raise TypeError(
-                f"PPO with use_critic=True needs the value of each observation: {type(self.module).__name__}'s "
+                f"PPO with use_critic=True needs the value of each observation: {type(self.rl_module).__name__}'s "
                 "forward_train returns no 'vf_preds' and it has no compute_values(batch) method. Implement "
                 "compute_values (rlx.core.rl_module.apis.ValueFunctionAPI), or set training(use_critic=False).")
         return compute_values(batch)
@@ -206,3 +250,20 @@ class PPOLearner(Learner):
         self.kl_coeff = float(state.get("kl_coeff", self.kl_coeff))
         if "rng" in state:
             self._rng.bit_generator.state = state["rng"]
+
+
+def _with_postprocessed(batch: dict[str, np.ndarray], adv: np.ndarray,
+                        targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Advantages and value targets, taking those an on_postprocess_trajectory callback wrote into
+    the batch (rlx.evaluation.postprocessing) wherever it did (finite entries)."""
+    for key, own in ((Columns.ADVANTAGES, "adv"), (Columns.VALUE_TARGETS, "targets")):
+        given = batch.get(key)
+        if given is None:
+            continue
+        given = np.asarray(given, np.float32).reshape(adv.shape)
+        keep = np.isfinite(given)
+        if own == "adv":
+            adv = np.where(keep, given, adv)
+        else:
+            targets = np.where(keep, given, targets)
+    return adv, targets

@@ -1,7 +1,7 @@
 """DefaultModelConfig: the new API stack's typed model settings (`config.rl_module(model_config=...)`).
 
 Its fields and defaults are RLlib's. rlx turns it into its model dict (`head_fcnet_*` are the
-old `post_fcnet_*`); fields of features rlx does not build yet (custom initializers, layer
+old `post_fcnet_*`); fields of features rlx does not build yet (initializers of conv, head and LSTM layers, layer
 norm, the fusion net of Dict observations) accept only their defaults.
 """
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Any, Callable
 #: DefaultModelConfig fields that are rlx model-dict keys of the same name.
 _SAME_NAME = ("fcnet_hiddens", "fcnet_activation", "conv_filters", "conv_activation", "free_log_std",
               "log_std_clip_param", "vf_share_layers", "use_lstm", "max_seq_len", "lstm_cell_size",
-              "lstm_use_prev_action", "lstm_use_prev_reward")
+              "lstm_use_prev_action", "lstm_use_prev_reward", "fcnet_kernel_initializer",
+              "fcnet_kernel_initializer_kwargs", "fcnet_bias_initializer", "fcnet_bias_initializer_kwargs")
 _RENAMED = {"head_fcnet_hiddens": "post_fcnet_hiddens", "head_fcnet_activation": "post_fcnet_activation"}
 
 
@@ -75,7 +76,7 @@ def model_dict(config: DefaultModelConfig) -> dict[str, Any]:
             continue
         if getattr(config, f.name) != getattr(defaults, f.name):
             raise NotSupportedYetError(f"DefaultModelConfig.{f.name}",
-                                       "custom initializers, layer norm and the Dict-observation fusion net")
+                                       "initializers other than fcnet_*, layer norm and the Dict-observation fusion net")
     if out["conv_filters"] is None:
         del out["conv_filters"]
     return out

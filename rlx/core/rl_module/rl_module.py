@@ -87,6 +87,18 @@ class RLModule(nn.Module):
     def forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:  # noqa: D102
         return self.forward_train(batch, **kwargs)
 
+    # -------------------------------------------------------------- recurrent modules
+
+    def get_initial_state(self) -> dict[str, Any]:
+        """The state a recurrent module starts each episode with ({name: array without a batch
+        axis}); {} for stateless modules."""
+        return {}
+
+    def is_stateful(self) -> bool:
+        """Whether the module is recurrent: it then reads `state_in` and returns `state_out`, and
+        its batches carry a time axis (`obs` shaped [B, T, ...])."""
+        return bool(self.get_initial_state())
+
     # -------------------------------------------------------------- distributions
 
     def get_train_action_dist_cls(self) -> BoundDistribution:

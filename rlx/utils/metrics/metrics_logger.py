@@ -42,6 +42,8 @@ def _check_settings(
     clear_on_reduce: bool,
 ) -> tuple:
     """Validate reduce settings and return them normalised (the default EMA filled in)."""
+    if reduce == "item_series":  # RLlib's newer name of reduce=None: keep the values as they are
+        reduce = None
     if reduce not in REDUCE_METHODS:
         names = [m for m in REDUCE_METHODS if m is not None]
         raise ConfigError(
@@ -90,8 +92,13 @@ def _join_key(key: tuple) -> tuple:
 
 
 def _item(value: Any) -> Any:
-    # NumPy scalars and 0-d torch tensors both have .item(); torch is never imported here.
-    return value.item() if hasattr(value, "item") else value
+    # NumPy scalars, 0-d torch tensors and other 1-element arrays become Python numbers; larger
+    # arrays (e.g. a video logged with reduce=None) stay as they are. torch is never imported here.
+    if hasattr(value, "item"):
+        numel = value.numel() if callable(getattr(value, "numel", None)) else getattr(value, "size", 1)
+        if numel == 1:
+            return value.item()
+    return value
 
 
 class Stats:
@@ -302,7 +309,7 @@ class MetricsLogger:
         elif stat._args != (reduce, window, ema_coeff, clear_on_reduce):
             self._check_same(key, stat, reduce, window, ema_coeff, clear_on_reduce)
         if hasattr(value, "item"):
-            value = value.item()
+            value = _item(value)
         stat.push(value)
 
     def log_dict(

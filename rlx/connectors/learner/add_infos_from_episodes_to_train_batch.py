@@ -1,0 +1,4 @@
+"""AddInfosFromEpisodesToTrainBatch at RLlib's module path."""
+from rlx.connectors.learner.add_columns_from_episodes_to_train_batch import AddInfosFromEpisodesToTrainBatch
+
+__all__ = ["AddInfosFromEpisodesToTrainBatch"]

@@ -1,0 +1,33 @@
+"""The Learner (RLlib's `ray.rllib.core.learner`): `Learner` in `rlx.core.learner.learner`,
+`TorchLearner` in `rlx.core.learner.torch.torch_learner`; every name of the learner module is
+importable from this package too."""
+from rlx.core.learner.learner import (  # noqa: F401
+    DEFAULT_OPTIMIZER,
+    ENTROPY_KEY,
+    LR_KEY,
+    POLICY_LOSS_KEY,
+    VF_LOSS_KEY,
+    Learner,
+    SingleModuleView,
+    build_optimizer,
+    building_learner_for,
+    clip_gradients,
+    clip_gradients_dict,
+    make_target_network,
+    unwrap_module,
+    update_target_network,
+)
+
+__all__ = [
+    "DEFAULT_OPTIMIZER", "ENTROPY_KEY", "LR_KEY", "POLICY_LOSS_KEY", "VF_LOSS_KEY", "Learner", "SingleModuleView",
+    "build_optimizer", "building_learner_for", "clip_gradients", "clip_gradients_dict", "make_target_network",
+    "unwrap_module", "update_target_network",
+]
+
+
+def __getattr__(name: str):
+    if name == "TorchLearner":
+        from rlx.core.learner.torch.torch_learner import TorchLearner
+
+        return TorchLearner
+    raise AttributeError(f"module 'rlx.core.learner' has no attribute {name!r}")

@@ -1,0 +1,745 @@
+"""Learner: owns a module's optimizers, learning-rate schedules and gradient clipping.
+
+Algorithms subclass it and implement `update_from_batch(batch, timestep) -> metrics`
+with their loss; the shared machinery (optimizer construction from `config.optimizer`,
+lr schedules, `grad_clip` by value/norm/global_norm, state for checkpoints) lives here.
+
+RLlib's Learner API for custom learners is here too: `configure_optimizers_for_module`
+with `register_optimizer`, `compute_losses` / `compute_loss_for_module` (the algorithms
+whose loss goes through them say so: PPO), `get_optimizer`, `get_parameters`,
+`self.module[module_id]`, `self.metrics` (a MetricsLogger whose values join the learner
+results) and the `before_/after_gradient_based_update` hooks. Torch learning-rate
+schedulers from `config.experimental(_torch_lr_scheduler_classes=[...])` are attached to
+every optimizer and stepped once after every update (`update_from_batch`).
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import inspect
+import json
+import logging
+import math
+import sys
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from rlx.core import ALL_MODULES, DEFAULT_MODULE_ID
+from rlx.core.rl_module import RLModule
+from rlx.utils.errors import ConfigError, NonFiniteUpdateError, did_you_mean
+from rlx.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
+from rlx.utils.metrics.metrics_logger import MetricsLogger
+from rlx.utils.schedules import PiecewiseSchedule
+
+logger = logging.getLogger("rlx")
+
+_OWN_OPTIMIZERS = ("adam", "adamw", "sgd")
+
+#: RLlib's name of a module's only (or main) optimizer. rlx stores that optimizer as "default"
+#: (its name in checkpoints); `get_optimizer` and `register_optimizer` accept either name.
+DEFAULT_OPTIMIZER = "default_optimizer"
+_DEFAULT_NAME = "default"
+#: Keys of the loss terms in learner results (RLlib's names).
+POLICY_LOSS_KEY = "policy_loss"
+VF_LOSS_KEY = "vf_loss"
+ENTROPY_KEY = "entropy"
+#: Suffix of the per-optimizer learning-rate metrics (RLlib's name).
+LR_KEY = "learning_rate"
+
+# The module id of the Learner being built (see `building_learner_for`); DEFAULT_MODULE_ID
+# for a single-agent Learner.
+_BUILDING_MODULE_ID: contextvars.ContextVar[str] = contextvars.ContextVar("rlx_learner_module_id",
+                                                                        default=DEFAULT_MODULE_ID)
+
+
+@contextlib.contextmanager
+def building_learner_for(module_id: str) -> Iterator[None]:
+    """Learners built inside this block train the module `module_id` (their `module_id`, the key
+    of `self.module[...]`); MultiAgentLearner builds each module's Learner in one."""
+    token = _BUILDING_MODULE_ID.set(module_id)
+    try:
+        yield
+    finally:
+        _BUILDING_MODULE_ID.reset(token)
+
+
+class SingleModuleView:
+    """A Learner's module as RLlib's Learner code sees it: the RLModule itself (every attribute
+    and method is the module's) that is also a one-entry mapping {module_id: module}, so that
+    `self.module[module_id]`, `self.module.keys()` and `for mid in self.module` work as on
+    RLlib's MultiRLModule. `isinstance(view, RLModule)` holds; `view.unwrapped_module` is the
+    module object itself.
+    """
+
+    __slots__ = ("unwrapped_module", "module_id")
+
+    def __init__(self, module: Any, module_id: str):
+        object.__setattr__(self, "unwrapped_module", module)
+        object.__setattr__(self, "module_id", module_id)
+
+    # --- the mapping {module_id: module}
+    def __getitem__(self, module_id: str) -> Any:
+        if module_id == self.module_id:
+            return self.unwrapped_module
+        raise KeyError(f"Unknown module id {module_id!r}: this Learner trains the module {self.module_id!r}.")
+
+    def __contains__(self, module_id: object) -> bool:
+        return module_id == self.module_id
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((self.module_id,))
+
+    def __len__(self) -> int:
+        return 1
+
+    def keys(self) -> list[str]:
+        """[module_id]."""
+        return [self.module_id]
+
+    def values(self) -> list[Any]:
+        """[the module]."""
+        return [self.unwrapped_module]
+
+    def items(self) -> list[tuple[str, Any]]:
+        """[(module_id, the module)]."""
+        return [(self.module_id, self.unwrapped_module)]
+
+    def get(self, module_id: str, default: Any = None) -> Any:
+        """The module when `module_id` is its id, else `default`."""
+        return self.unwrapped_module if module_id == self.module_id else default
+
+    # --- everything else is the module's
+    def __getattr__(self, name: str) -> Any:
+        return getattr(object.__getattribute__(self, "unwrapped_module"), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.unwrapped_module, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(self.unwrapped_module, name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.unwrapped_module(*args, **kwargs)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # isinstance(view, RLModule) and friends see the module's class
+        return type(self.unwrapped_module)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(dir(self.unwrapped_module)) | {"keys", "values", "items", "get", "unwrapped_module"})
+
+    def __repr__(self) -> str:
+        return repr(self.unwrapped_module)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return (SingleModuleView, (self.unwrapped_module, self.module_id))
+
+
+def unwrap_module(module: Any) -> Any:
+    """The RLModule behind a Learner's `module` (a SingleModuleView), or `module` itself."""
+    if type(module) is SingleModuleView:
+        return module.unwrapped_module
+    return module
+
+
+def build_optimizer(params: Iterable[torch.nn.Parameter], lr: float, options: dict[str, Any],
+                    torch_optim: bool = False) -> Any:
+    """Create the optimizer named by `options['type']` (default Adam) with the other keys as kwargs.
+
+    'adam', 'adamw' and 'sgd' use rlx's foreach implementations (with `torch_optim=True`,
+    torch.optim's, which torch's lr schedulers need); any other name is looked up in
+    torch.optim (e.g. 'RMSprop', 'Adagrad').
+    """
+    from rlx.core import optimizers
+
+    options = dict(options or {})
+    name = str(options.pop("type", "adam"))
+    lowered = name.lower()
+    if lowered in _OWN_OPTIMIZERS:
+        cls: Any = optimizers.SGD if lowered == "sgd" else optimizers.Adam
+        if lowered == "adamw":
+            options.setdefault("weight_decay", 0.01)
+            options["decoupled"] = True
+    else:
+        torch_names = {n.lower(): n for n in dir(torch.optim) if n[:1].isupper() and n != "Optimizer"}
+        if lowered not in torch_names:
+            choices = list(_OWN_OPTIMIZERS) + sorted(torch_names.values())
+            raise ConfigError(
+                f"optimizer type '{name}' is unknown.{did_you_mean(name, choices)} "
+                f"Choose one of {', '.join(choices)}."
+            )
+        cls = getattr(torch.optim, torch_names[lowered])
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "params", "lr", "decoupled"}
+    for key in options:
+        if key not in accepted and key != "decoupled":
+            raise ConfigError(
+                f"optimizer option '{key}' is not an argument of the {name} optimizer."
+                f"{did_you_mean(key, accepted)} Accepted: {', '.join(sorted(accepted))}."
+            )
+    optimizers.check_optimizer_options(name, options)
+    if "betas" in options:
+        options["betas"] = tuple(options["betas"])
+    if torch_optim and lowered in _OWN_OPTIMIZERS:
+        decoupled = options.pop("decoupled", False)
+        cls = torch.optim.SGD if lowered == "sgd" else (torch.optim.AdamW if decoupled else torch.optim.Adam)
+    return cls(params, lr=lr, **options)
+
+
+def _clip_gradients_fn() -> Callable[..., float]:
+    """rlx.core.learner.clip_gradients as it is now: a LearnerGroup process replaces it (in the
+    package or in this module) with one that averages the gradients over its processes first."""
+    own = globals()["clip_gradients"]
+    package = sys.modules.get(__package__ or "")
+    patched = getattr(package, "clip_gradients", own)
+    return patched if patched is not _ORIGINAL_CLIP else own
+
+
+def clip_gradients(params: list[torch.nn.Parameter], grad_clip: float | None, clip_by: str) -> float:
+    """Clip gradients in place; return the global L2 norm before clipping."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return 0.0
+    total_t = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    total = float(total_t)
+    if grad_clip is None:
+        return total
+    if clip_by == "global_norm":
+        if total > grad_clip:
+            torch._foreach_mul_(grads, grad_clip / (total + 1e-6))
+        return total
+    if clip_by == "value":
+        for g in grads:
+            g.clamp_(-grad_clip, grad_clip)
+    elif clip_by == "norm":
+        for g in grads:
+            norm = torch.linalg.vector_norm(g)
+            if norm > grad_clip:
+                g.mul_(grad_clip / (norm + 1e-6))
+    else:
+        raise ConfigError(f"grad_clip_by must be 'value', 'norm' or 'global_norm', got {clip_by!r}.")
+    return total
+
+
+_ORIGINAL_CLIP = clip_gradients
+
+
+def clip_gradients_dict(gradients_dict: Mapping[Any, torch.Tensor], *, grad_clip: float | None = None,
+                        grad_clip_by: str = "value") -> float | None:
+    """RLlib's form of gradient clipping (`Learner._get_clip_function()`): clip the gradient
+    tensors of `gradients_dict` in place by 'value', 'norm' (each tensor) or 'global_norm' (all
+    together); returns the global norm before clipping for 'global_norm', else None."""
+    grads = [g for g in gradients_dict.values() if g is not None]
+    if grad_clip is None or not grads:
+        return None
+    if grad_clip_by == "value":
+        for g in grads:
+            g.clamp_(-grad_clip, grad_clip)
+        return None
+    if grad_clip_by == "norm":
+        for g in grads:
+            norm = torch.linalg.vector_norm(g)
+            g.mul_(torch.clamp(grad_clip / (norm + 1e-6), max=1.0))
+        return None
+    if grad_clip_by == "global_norm":
+        total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+        torch._foreach_mul_(grads, torch.clamp(grad_clip / (total + 1e-6), max=1.0))
+        return float(total)
+    raise ConfigError(f"grad_clip_by must be 'value', 'norm' or 'global_norm', got {grad_clip_by!r}.")
+
+
+class Learner:
+    """Updates one RLModule from training batches.
+
+    A Learner owns one or more named optimizers (`optimizers`, most algorithms have just
+    "default"), each with its own learning-rate schedule. Subclasses with several losses
+    (SAC's actor, critic and alpha) override `configure_optimizers()`; tensors outside the
+    module that must survive a checkpoint (target networks, SAC's log-alpha) go through
+    `get_extra_tensors()`/`set_extra_tensors()`.
+
+    Every optimizer step (`apply_loss`, `step_on`) is refused when the loss or the gradient
+    norm is NaN or infinite: a NonFiniteUpdateError, or with
+    `training(skip_nonfinite_updates=True)` a skipped step counted in
+    `num_nonfinite_updates_skipped`. Either way the weights are left as they were. An
+    `update_from_batch` calls `begin_update(batch, timestep)` first (the error then names the
+    env step and the batch's non-finite columns) and adds `end_update()` to its metrics.
+
+    RLlib's Learner API (for `config.training(learner_class=...)` subclasses):
+
+    - `self.module[module_id]` is the module (`self.module` is the module itself too, and a
+      one-entry mapping {module_id: module}); `self.module_id` is its id
+      ("default_policy" unless multi-agent).
+    - `configure_optimizers_for_module(module_id, config)` registers the optimizers with
+      `register_optimizer(module_id=, optimizer_name=, optimizer=, params=,
+      lr_or_lr_schedule=)`; the default is one optimizer from `config.optimizer` over all
+      parameters with `config.lr`. With several optimizers, one backward pass of the loss
+      feeds them all and each clips and steps its own parameters.
+    - `compute_losses(fwd_out=, batch=)` -> {module_id: loss} and
+      `compute_loss_for_module(module_id=, config=, batch=, fwd_out=)` -> loss compute the
+      loss, in the algorithms whose update goes through them (PPO).
+    - `self.metrics` is a MetricsLogger: what is logged under (module_id, name) or name
+      appears in this module's learner results as `name` after every update.
+    - `before_gradient_based_update(timesteps=)` / `after_gradient_based_update(timesteps=)`
+      run at the start and end of every update; the latter steps the torch lr schedulers of
+      `config.experimental(_torch_lr_scheduler_classes=...)`.
+
+    Args:
+        config: the Algorithm's (frozen) config.
+        module: the module to train (shared with the local EnvRunner).
+    """
+
+    def __init__(self, config: Any, module: RLModule):
+        module = unwrap_module(module)
+        self.config = config
+        self.module_id: str = _BUILDING_MODULE_ID.get()
+        self.module = SingleModuleView(module, self.module_id)
+        self.metrics = MetricsLogger()
+        self.params = [p for p in module.parameters() if p.requires_grad]
+        self.lr_schedules: dict[str, PiecewiseSchedule] = {}
+        self.optimizers: dict[str, Any] = {}
+        self.num_grad_updates = 0
+        self.num_nonfinite_updates_skipped = 0
+        self._last_target_update = 0
+        self._skip_nonfinite = bool(getattr(config, "skip_nonfinite_updates", False))
+        # The update in progress (see begin_update), read only to explain a non-finite loss.
+        self._update_batch: Mapping[str, Any] | None = None
+        self._update_timestep: int | None = None
+        # The parameters each optimizer steps, and the torch lr schedulers attached to it.
+        self._optimizer_params: dict[str, list[torch.Tensor]] = {}
+        self._torch_lr_schedulers: dict[str, list[Any]] = {}
+        self.configure_optimizers()
+        if not self.optimizers:
+            raise TypeError(f"{type(self).__name__}.configure_optimizers() registered no optimizer: register one "
+                            "with self.register_optimizer(...) (or self.add_optimizer(...)).")
+
+    @property
+    def rl_module(self) -> RLModule:
+        """The module this Learner trains (the object itself, not the view `self.module`)."""
+        return self.module.unwrapped_module
+
+    # ------------------------------------------------------------ optimizers
+
+    def configure_optimizers(self) -> None:
+        """Create the optimizers: by default `configure_optimizers_for_module` of this module."""
+        if self.rl_module_is_compatible(self.rl_module):
+            self.configure_optimizers_for_module(self.module_id, config=self.config)
+
+    def configure_optimizers_for_module(self, module_id: str, config: Any = None) -> None:
+        """Register the optimizers of `module_id` (RLlib's hook; override it to use other or several
+        optimizers, calling `register_optimizer` for each). The default is one optimizer
+        ("default") built from `config.optimizer` over all module parameters with `config.lr`."""
+        config = self.config if config is None else config
+        self.add_optimizer(_DEFAULT_NAME, self.params, config.lr)
+
+    def add_optimizer(self, name: str, params: list[torch.nn.Parameter], lr: Any) -> Any:
+        """Register an optimizer named `name` over `params` with lr given as a float or a schedule."""
+        schedule = PiecewiseSchedule(lr)
+        self.lr_schedules[name] = schedule
+        # torch's lr schedulers work on torch.optim optimizers only.
+        torch_optim = bool(getattr(self.config, "_torch_lr_scheduler_classes", None))
+        self.optimizers[name] = build_optimizer(params, schedule.value(0), self.config.optimizer, torch_optim)
+        self._optimizer_params[name] = params
+        self._attach_torch_lr_schedulers(name)
+        return self.optimizers[name]
+
+    def register_optimizer(self, *, module_id: str = ALL_MODULES, optimizer_name: str = DEFAULT_OPTIMIZER,
+                           optimizer: Any, params: Sequence[torch.Tensor], lr_or_lr_schedule: Any = None) -> None:
+        """Register an optimizer you built (RLlib's API): `optimizer` steps `params` (which must be
+        its parameters). With `lr_or_lr_schedule` (a float or [[timestep, lr], ...]) rlx sets its
+        learning rate from that schedule before every update; without, its lr is left alone.
+
+        `optimizer_name` tells several optimizers of one module apart; DEFAULT_OPTIMIZER is stored
+        as "default". `module_id` must be this Learner's module (or ALL_MODULES).
+        """
+        if module_id not in (self.module_id, ALL_MODULES):
+            raise ValueError(f"register_optimizer(module_id={module_id!r}): this {type(self).__name__} trains "
+                             f"the module {self.module_id!r}.")
+        name = _DEFAULT_NAME if optimizer_name == DEFAULT_OPTIMIZER else str(optimizer_name)
+        if name in self.optimizers:
+            raise ValueError(f"An optimizer named {optimizer_name!r} is registered already for module "
+                             f"{self.module_id!r}; give each optimizer its own optimizer_name.")
+        if not isinstance(optimizer, torch.optim.Optimizer) and not hasattr(optimizer, "param_groups"):
+            raise TypeError(f"register_optimizer needs a torch optimizer, got {type(optimizer).__name__}.")
+        params = list(params)
+        own = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        strangers = sum(1 for p in params if id(p) not in own)
+        if strangers:
+            raise ValueError(f"register_optimizer(optimizer_name={optimizer_name!r}): {strangers} of the {len(params)} "
+                             "params are not parameters of the optimizer; build the optimizer over the same params.")
+        if lr_or_lr_schedule is not None:
+            schedule = PiecewiseSchedule(lr_or_lr_schedule)
+            self.lr_schedules[name] = schedule
+            self._set_optimizer_lr(optimizer, schedule.value(0))
+        self.optimizers[name] = optimizer
+        self._optimizer_params[name] = params
+        self._attach_torch_lr_schedulers(name)
+
+    def _attach_torch_lr_schedulers(self, name: str) -> None:
+        """Build the torch lr schedulers of config._torch_lr_scheduler_classes on optimizer `name`."""
+        classes = getattr(self.config, "_torch_lr_scheduler_classes", None)
+        if not classes:
+            return
+        if isinstance(classes, Mapping):
+            classes = classes.get(self.module_id) or []
+        optimizer = self.optimizers[name]
+        # Built in order: each scheduler starts from the lr the ones before it set.
+        self._torch_lr_schedulers[name] = [cls(optimizer) for cls in classes]
+
+    def get_optimizer(self, module_id: str = DEFAULT_MODULE_ID, optimizer_name: str = DEFAULT_OPTIMIZER) -> Any:
+        """The optimizer `optimizer_name` of `module_id` (RLlib's API)."""
+        if module_id not in (self.module_id, ALL_MODULES):
+            raise KeyError(f"Unknown module id {module_id!r}: this {type(self).__name__} trains the module "
+                           f"{self.module_id!r}.")
+        name = _DEFAULT_NAME if optimizer_name == DEFAULT_OPTIMIZER else optimizer_name
+        if name not in self.optimizers:
+            names = [DEFAULT_OPTIMIZER if n == _DEFAULT_NAME else n for n in self.optimizers]
+            raise KeyError(f"No optimizer named {optimizer_name!r}.{did_you_mean(str(optimizer_name), names)} "
+                           f"This Learner has {names}.")
+        return self.optimizers[name]
+
+    def get_optimizers_for_module(self, module_id: str = ALL_MODULES) -> list[tuple[str, Any]]:
+        """[(optimizer_name, optimizer)] of `module_id` (the default one named DEFAULT_OPTIMIZER)."""
+        if module_id not in (self.module_id, ALL_MODULES):
+            return []
+        return [(DEFAULT_OPTIMIZER if n == _DEFAULT_NAME else n, o) for n, o in self.optimizers.items()]
+
+    def get_parameters(self, module: Any) -> list[torch.Tensor]:
+        """The parameters of `module` (any torch module, e.g. `self.module[module_id].pi`)."""
+        return list(module.parameters())
+
+    def get_param_ref(self, param: torch.Tensor) -> torch.Tensor:
+        """A hashable reference to `param` (the tensor itself)."""
+        return param
+
+    def rl_module_is_compatible(self, module: Any) -> bool:
+        """Whether this Learner can train `module` (any module; override to restrict)."""
+        return True
+
+    @staticmethod
+    def _get_optimizer_lr(optimizer: Any) -> float:
+        """The learning rate of `optimizer` (its first param group's)."""
+        return float(optimizer.param_groups[0]["lr"])
+
+    @staticmethod
+    def _set_optimizer_lr(optimizer: Any, lr: float) -> None:
+        """Set every param group of `optimizer` to `lr`."""
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+
+    @staticmethod
+    def _get_clip_function() -> Callable[..., Any]:
+        """RLlib's gradient clipping function: fn(gradients_dict, *, grad_clip, grad_clip_by)."""
+        return clip_gradients_dict
+
+    @property
+    def optimizer(self) -> Any:
+        """The first (for most algorithms the only) optimizer."""
+        return next(iter(self.optimizers.values()))
+
+    @property
+    def lr_schedule(self) -> PiecewiseSchedule:
+        """The first optimizer's learning-rate schedule."""
+        return next(iter(self.lr_schedules.values()))
+
+    # ------------------------------------------------------------ losses (RLlib's API)
+
+    def compute_losses(self, *, fwd_out: dict[str, Any], batch: dict[str, Any]) -> dict[str, Any]:
+        """{module_id: loss} from {module_id: forward_train output} and {module_id: batch}: by default
+        `compute_loss_for_module` of each module."""
+        return {
+            module_id: self.compute_loss_for_module(module_id=module_id, config=self.config,
+                                                    batch=batch[module_id], fwd_out=out)
+            for module_id, out in fwd_out.items()
+        }
+
+    def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
+                                fwd_out: dict[str, Any]) -> torch.Tensor:
+        """The total loss of `module_id` on `batch` given the module's `forward_train` output
+        `fwd_out` (algorithms whose loss goes through this hook implement it)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement compute_loss_for_module.")
+
+    def _overrides(self, name: str) -> bool:
+        """Whether this Learner's class overrides the base Learner's method `name`."""
+        return getattr(type(self), name) is not getattr(Learner, name)
+
+    # ------------------------------------------------------------ updates
+
+    def update_from_batch(self, batch: dict[str, np.ndarray], timestep: int) -> dict[str, float]:
+        """Run the algorithm's update on a sampled batch; return scalar metrics."""
+        raise TypeError(f"{type(self).__name__} must implement update_from_batch(batch, timestep)")
+
+    def before_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
+        """Called at the start of every update (RLlib's hook); does nothing by default."""
+
+    def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
+        """Called at the end of every update (RLlib's hook): steps the torch lr schedulers of
+        `config.experimental(_torch_lr_scheduler_classes=...)`; override it (calling super) for
+        other non-gradient updates."""
+        for schedulers in self._torch_lr_schedulers.values():
+            for scheduler in schedulers:
+                scheduler.step()
+
+    def begin_update(self, batch: Mapping[str, Any], timestep: int) -> None:
+        """Note the batch and env-step count of the update starting now (call it first in
+        `update_from_batch`, and `end_update` last): an error about a non-finite loss names them."""
+        self._update_batch = batch
+        self._update_timestep = int(timestep)
+        self.before_gradient_based_update(timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: int(timestep)})
+
+    def end_update(self) -> dict[str, Any]:
+        """Finish the update begun by `begin_update` (call it last in `update_from_batch`): run
+        `after_gradient_based_update`, forget the batch and return the metrics every update adds:
+        `num_nonfinite_updates_skipped` (optimizer steps skipped so far) when skip_nonfinite_updates
+        is on, the learning rate of each optimizer a torch lr scheduler drives, and whatever was
+        logged to `self.metrics` (under this module's id or at the top level)."""
+        self.after_gradient_based_update(timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: self._update_timestep or 0})
+        self._update_batch = None
+        out: dict[str, Any] = (
+            {"num_nonfinite_updates_skipped": self.num_nonfinite_updates_skipped} if self._skip_nonfinite else {}
+        )
+        for name in self._torch_lr_schedulers:
+            optimizer_name = DEFAULT_OPTIMIZER if name == _DEFAULT_NAME else name
+            out[f"{optimizer_name}_{LR_KEY}"] = self._get_optimizer_lr(self.optimizers[name])
+        logged = self.metrics.reduce()
+        if logged:
+            for key, value in logged.items():
+                if key in (self.module_id, ALL_MODULES) and isinstance(value, dict):
+                    out.update(value)
+                else:
+                    out[key] = value
+        return out
+
+    def set_lr_for_timestep(self, timestep: int) -> float:
+        """Apply the lr schedules at `timestep` (of every optimizer that has one and no torch lr
+        scheduler); return the first optimizer's lr."""
+        for name, schedule in self.lr_schedules.items():
+            if name in self._torch_lr_schedulers:
+                continue  # its torch lr schedulers set its lr
+            lr = schedule.value(timestep)
+            for group in self.optimizers[name].param_groups:
+                group["lr"] = lr
+        return self._get_optimizer_lr(self.optimizer)
+
+    def apply_loss(self, loss: torch.Tensor, optimizer_name: str | None = None,
+                   params: list[torch.nn.Parameter] | None = None,
+                   terms: Mapping[str, torch.Tensor] | None = None) -> float:
+        """Backpropagate `loss`, clip gradients and step one optimizer; return the grad norm.
+
+        `params` (default: the optimizer's parameters, for the first optimizer all module
+        parameters) are the ones whose gradients are cleared and clipped; they must be the
+        optimizer's parameters. `terms` (the loss's parts, e.g. {"policy_loss": ...,
+        "vf_loss": ...}) are read only to name the non-finite ones when the step is refused
+        (see `check_update`).
+        """
+        name = next(iter(self.optimizers)) if optimizer_name is None else optimizer_name
+        opt = self.optimizers[name]
+        if params is None:
+            params = self.params if optimizer_name is None else self._optimizer_params.get(name, self.params)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        norm = self.check_update(name, params, loss, terms)
+        if math.isfinite(norm):
+            opt.step()
+            self.num_grad_updates += 1
+        return norm
+
+    def apply_loss_to_all_optimizers(self, loss: torch.Tensor,
+                                     terms: Mapping[str, torch.Tensor] | None = None) -> float:
+        """Backpropagate `loss` once, then let every optimizer clip and step its own parameters
+        (RLlib's semantics for a module with several optimizers: each takes the gradient of the
+        one total loss for its parameters). Returns the global norm over all of them; an optimizer
+        whose gradients are not finite is handled as in `apply_loss`."""
+        if len(self.optimizers) == 1:
+            name = next(iter(self.optimizers))
+            return self.apply_loss(loss, name, self._optimizer_params[name], terms)
+        for p in self.params:
+            p.grad = None
+        for opt in self.optimizers.values():
+            opt.zero_grad(set_to_none=True)
+        loss.backward()
+        total_sq = 0.0
+        stepped = False
+        for name, opt in self.optimizers.items():
+            norm = self.check_update(name, self._optimizer_params[name], loss, terms)
+            total_sq += norm * norm
+            if math.isfinite(norm):
+                opt.step()
+                stepped = True
+        if stepped:
+            self.num_grad_updates += 1
+        return math.sqrt(total_sq)
+
+    def step_on(self, optimizer_name: str, loss: torch.Tensor, params: list[torch.Tensor],
+                terms: Mapping[str, torch.Tensor] | None = None) -> float:
+        """Gradients of `loss` for `params` only, clipped, then one step of that optimizer; the grad norm.
+
+        Unlike `apply_loss`, gradients flow through other networks (e.g. a critic inside an
+        actor loss) without being computed for their weights. A non-finite loss or gradient
+        is handled as in `apply_loss`.
+        """
+        grads = torch.autograd.grad(loss, params)
+        for p, g in zip(params, grads):
+            p.grad = g
+        norm = self.check_update(optimizer_name, params, loss, terms)
+        if math.isfinite(norm):
+            self.optimizers[optimizer_name].step()
+        return norm
+
+    def check_update(self, optimizer_name: str, params: list[torch.Tensor], loss: torch.Tensor,
+                     terms: Mapping[str, torch.Tensor] | None = None) -> float:
+        """Clip the gradients of `params` and return their norm before clipping; when `loss` or
+        that norm is not finite, raise NonFiniteUpdateError, or (skip_nonfinite_updates) clear
+        the gradients, count the skip and return the non-finite norm: the caller then must not
+        step the optimizer."""
+        grads = [p.grad for p in params if p.grad is not None]
+        if grads:
+            # Adding 0 * loss makes a non-finite loss show in the gradient norm, so the one check
+            # below (on the norm clipping reads back anyway) covers both without another host sync.
+            # In a LearnerGroup that norm is of the all-reduced gradients: every process agrees.
+            grads[0].add_(loss.detach(), alpha=0.0)
+        norm = _clip_gradients_fn()(params, self.config.grad_clip, self.config.grad_clip_by)
+        if math.isfinite(norm):
+            return norm
+        message = self._nonfinite_message(optimizer_name, loss, terms, norm)
+        if not self._skip_nonfinite:
+            raise NonFiniteUpdateError(f"{message} To skip such updates instead of stopping, set "
+                                       "config.training(skip_nonfinite_updates=True).")
+        for p in params:
+            p.grad = None
+        self.num_nonfinite_updates_skipped += 1
+        if self.num_nonfinite_updates_skipped == 1:
+            logger.warning("%s Skipped (skip_nonfinite_updates=True); later skips are only counted, in the "
+                           "learner results' num_nonfinite_updates_skipped.", message)
+        return norm
+
+    def _nonfinite_message(self, optimizer_name: str, loss: torch.Tensor,
+                           terms: Mapping[str, torch.Tensor] | None, norm: float) -> str:
+        values = dict(terms) if terms else {"loss": loss}
+        shown = {k: _describe_value(v) for k, v in values.items()}
+        bad = [f"{k}={shown[k]}" for k, v in values.items() if not _is_finite(v)]
+        if bad:
+            what = f"a non-finite loss ({', '.join(bad)})"
+        elif not _is_finite(loss):
+            what = f"a non-finite loss ({_describe_value(loss)})"
+        else:
+            finite = ", ".join(f"{k}={v}" for k, v in shown.items())
+            what = f"a non-finite gradient norm ({norm}) from a finite loss ({finite})"
+        if getattr(_clip_gradients_fn(), "_rlx_grad_sync", False):  # installed by LearnerGroup processes
+            what += (" (the gradients are averaged over the LearnerGroup's processes: another process's shard of "
+                     "the batch may hold the NaN or inf)")
+        when = f"at env step {self._update_timestep}, " if self._update_timestep is not None else ""
+        lr = self.optimizers[optimizer_name].param_groups[0]["lr"]
+        return (
+            f"{type(self).__name__} (module {type(self.rl_module).__name__}, optimizer '{optimizer_name}') got "
+            f"{what} {when}after {self.num_grad_updates} gradient updates. This optimizer step was not taken, "
+            f"so the weights are as they were before it. {_batch_hint(self._update_batch)}Check the learning "
+            f"rate (lr={float(lr):g}), the scale of rewards and returns (clip_rewards, gamma), unscaled observations "
+            "(an observation_filter such as 'MeanStdFilter' helps) and grad_clip."
+        )
+
+    def maybe_update_targets(self, timestep: int, pairs: list[tuple[torch.nn.Module, torch.nn.Module]]) -> bool:
+        """Move each (target, online) pair by `tau` when `target_network_update_freq` env steps have passed."""
+        if timestep - self._last_target_update < self.config.target_network_update_freq:
+            return False
+        for target, online in pairs:
+            update_target_network(target, online, self.config.tau)
+        self._last_target_update = timestep
+        return True
+
+    # ------------------------------------------------------------ weights and state
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """Module weights as NumPy arrays."""
+        return self.rl_module.get_state()
+
+    def set_weights(self, weights: dict[str, Any]) -> None:
+        """Load module weights."""
+        self.rl_module.set_state(weights)
+
+    def get_extra_state(self) -> dict[str, Any]:
+        """Algorithm-specific learner state as JSON-safe values (e.g. PPO's KL coefficient)."""
+        state = {"num_grad_updates": self.num_grad_updates, "last_target_update": self._last_target_update,
+                 "num_nonfinite_updates_skipped": self.num_nonfinite_updates_skipped}
+        schedulers = {}
+        for name, scheds in self._torch_lr_schedulers.items():
+            states = [s.state_dict() for s in scheds]
+            try:
+                json.dumps(states)
+            except (TypeError, ValueError):
+                continue  # e.g. a LambdaLR's function: such a scheduler restarts after a restore
+            schedulers[name] = states
+        if schedulers:
+            state["torch_lr_schedulers"] = schedulers
+        return state
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore get_extra_state()."""
+        self.num_grad_updates = int(state.get("num_grad_updates", 0))
+        self._last_target_update = int(state.get("last_target_update", 0))
+        self.num_nonfinite_updates_skipped = int(state.get("num_nonfinite_updates_skipped", 0))
+        for name, states in (state.get("torch_lr_schedulers") or {}).items():
+            scheds = self._torch_lr_schedulers.get(name, [])
+            if len(scheds) == len(states):
+                for scheduler, sched_state in zip(scheds, states):
+                    scheduler.load_state_dict(sched_state)
+
+    def get_extra_tensors(self) -> dict[str, torch.Tensor]:
+        """Tensors outside the module to checkpoint (target networks, ...); none by default."""
+        return {}
+
+    def set_extra_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Restore get_extra_tensors()."""
+        if tensors:
+            raise ValueError(f"{type(self).__name__} keeps no extra tensors, got {sorted(tensors)[:5]}.")
+
+
+def _is_finite(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return bool(torch.isfinite(value).all())
+    return bool(np.all(np.isfinite(value)))
+
+
+def _describe_value(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        value = value.detach()
+        return f"{float(value):.4g}" if value.numel() == 1 else f"tensor of shape {tuple(value.shape)}"
+    return f"{float(value):.4g}"
+
+
+def _batch_hint(batch: Mapping[str, Any] | None) -> str:
+    """'The training batch has non-finite values in ...' naming its float columns with NaN/inf, or ''."""
+    if batch is None:
+        return ""
+    found = []
+    for key, column in batch.items():
+        if isinstance(column, torch.Tensor):
+            column = column.detach().cpu().numpy()
+        if isinstance(column, np.ndarray) and column.dtype.kind in "fc" and column.size:
+            count = int(column.size - np.count_nonzero(np.isfinite(column)))
+            if count:
+                found.append(f"'{key}' ({count} of {column.size} values)")
+    if not found:
+        return ""
+    return (f"The training batch itself has non-finite values in {', '.join(found)}: find where they come from "
+            "(the env, a callback, a connector or the replay buffer). ")
+
+
+def update_target_network(target: torch.nn.Module, online: torch.nn.Module, tau: float) -> None:
+    """target <- tau * online + (1 - tau) * target, over parameters and buffers (tau=1 copies)."""
+    with torch.no_grad():
+        t_params = list(target.parameters()) + [b for b in target.buffers() if b.dtype.is_floating_point]
+        o_params = list(online.parameters()) + [b for b in online.buffers() if b.dtype.is_floating_point]
+        if tau >= 1.0:
+            torch._foreach_copy_(t_params, o_params)
+        else:
+            torch._foreach_lerp_(t_params, o_params, tau)
+
+
+def make_target_network(online: torch.nn.Module) -> torch.nn.Module:
+    """A frozen copy of `online` for computing TD targets."""
+    import copy
+
+    target = copy.deepcopy(online)
+    target.requires_grad_(False)
+    return target

@@ -1,0 +1,335 @@
+"""Sub-env wrappers that run the user's env-to-module and module-to-env connector pipelines.
+
+rlx's EnvRunners step plain arrays; when the config has custom connectors, each sub-env is
+wrapped so that the runner sees the observations as the env-to-module pipeline left them (and the
+env gets actions as the module-to-env pipeline made them). The wrapper keeps its own episode of
+the raw env data for the pieces to read and rewrite, so pieces work as in RLlib: they call
+`episode.get_observations(-1)`, rewrite it with `set_observations(at_indices=-1, ...)`, or add
+items to the batch. The runner stores the processed observations in the train batch: the Learner
+trains on what the module saw. Without custom connectors no wrapper exists and nothing is spent.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+
+from rlx.connectors.connector_pipeline_v2 import ConnectorPipelineV2
+from rlx.connectors.connector_v2 import ConnectorV2
+from rlx.core.columns import Columns
+from rlx.env.multi_agent_env import MultiAgentEnv
+from rlx.env.multi_agent_episode import MultiAgentEpisode
+from rlx.env.single_agent_episode import SingleAgentEpisode
+from rlx.utils.errors import ConfigError
+
+#: Steps after which a wrapper's episode record is cut (keeping a lookback), so that endless
+#: episodes do not grow without bound.
+_MAX_EPISODE_STEPS_KEPT = 10_000
+_LOOKBACK_KEPT = 100
+
+
+def _pieces(value: Any, option: str) -> list[ConnectorV2]:
+    if isinstance(value, ConnectorPipelineV2):
+        return list(value.connectors)
+    if isinstance(value, ConnectorV2):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, ConnectorV2) for v in value):
+        return list(value)
+    raise ConfigError(f"config.{option} must return a ConnectorV2 piece or a list of them; it returned "
+                      f"{value!r:.100}.")
+
+
+def _call_builder(fn: Callable, args: tuple, option: str) -> Any:
+    """Call a connector builder with as many of `args` as it takes (RLlib's newer builders take
+    (env, spaces, device), older ones (env) only)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return fn(*args)
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return fn(*args)
+    n = sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+    return fn(*args[:n])
+
+
+def build_env_to_module(config: Any, env: Any, obs_space: gym.Space, act_space: gym.Space) -> Any:
+    """The EnvToModulePipeline of the user's config.env_to_module_connector (None when unset)."""
+    from rlx.connectors.env_to_module import EnvToModulePipeline
+
+    builder = config.env_to_module_connector
+    if builder is None:
+        return None
+    spaces = {"__env__": (obs_space, act_space), "__env_single__": (obs_space, act_space)}
+    pieces = _pieces(_call_builder(builder, (env, spaces, None), "env_to_module_connector"),
+                     "env_to_module_connector")
+    return EnvToModulePipeline(obs_space, act_space, connectors=pieces)
+
+
+def build_module_to_env(config: Any, env: Any, obs_space: gym.Space, act_space: gym.Space) -> Any:
+    """The ModuleToEnvPipeline of the user's config.module_to_env_connector (None when unset)."""
+    from rlx.connectors.module_to_env import ModuleToEnvPipeline
+
+    builder = config.module_to_env_connector
+    if builder is None:
+        return None
+    spaces = {"__env__": (obs_space, act_space), "__env_single__": (obs_space, act_space)}
+    pieces = _pieces(_call_builder(builder, (env, spaces), "module_to_env_connector"), "module_to_env_connector")
+    return ModuleToEnvPipeline(obs_space, act_space, connectors=pieces)
+
+
+@dataclass
+class ConnectorContext:
+    """What the sub-env wrappers of one EnvRunner share: the pipelines and the call arguments."""
+
+    env_to_module: Any = None
+    module_to_env: Any = None
+    rl_module: Any = None
+    explore: bool = True
+    metrics: Any = None
+    shared_data: dict = field(default_factory=dict)
+
+    def call(self, pipeline: Any, batch: dict[str, Any], episodes: list[Any]) -> dict[str, Any]:
+        """Run one pipeline on `episodes`."""
+        return pipeline(rl_module=self.rl_module, batch=batch, episodes=episodes, explore=self.explore,
+                        shared_data=self.shared_data, metrics=self.metrics)
+
+
+def _single_item(value: Any) -> Any:
+    """The one item a pipeline produced for a one-episode call, as NumPy."""
+    if isinstance(value, dict) and value and all(isinstance(k, tuple) for k in value):
+        value = next(iter(value.values()))
+    if isinstance(value, list):
+        value = value[-1]
+    elif hasattr(value, "shape") and len(value.shape) and value.shape[0] == 1:
+        value = value[0]
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    return value
+
+
+class ConnectorEnv(gym.Env):
+    """A single-agent sub-env whose observations went through the env-to-module pipeline (and
+    whose actions through the module-to-env pipeline)."""
+
+    def __init__(self, env: Any, context: ConnectorContext, env_index: int = 0, worker_index: int = 0):
+        self.env = env
+        self.context = context
+        self.env_index = env_index
+        self.worker_index = worker_index
+        pipeline = context.env_to_module
+        self.observation_space = pipeline.observation_space if pipeline is not None else env.observation_space
+        self.action_space = env.action_space
+        self.metadata = getattr(env, "metadata", {})
+        self.render_mode = getattr(env, "render_mode", None)
+        self.spec = getattr(env, "spec", None)
+        self.episode: SingleAgentEpisode | None = None
+
+    @property
+    def unwrapped(self) -> Any:
+        """The innermost env."""
+        return self.env.unwrapped
+
+    def _processed_obs(self) -> Any:
+        pipeline = self.context.env_to_module
+        if pipeline is None:
+            return self.episode.get_observations(-1)
+        batch = self.context.call(pipeline, {}, [self.episode])
+        if Columns.OBS in batch:
+            return _single_item(batch[Columns.OBS])
+        return self.episode.get_observations(-1)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.episode = SingleAgentEpisode(env_index=self.env_index, worker_index=self.worker_index,
+                                          observation_space=self.env.observation_space,
+                                          action_space=self.env.action_space)
+        self.episode.add_env_reset(obs, info)
+        return self._processed_obs(), info
+
+    def _action_for_env(self, action: Any) -> Any:
+        pipeline = self.context.module_to_env
+        if pipeline is None:
+            return action
+        batch = self.context.call(pipeline, {Columns.ACTIONS: np.asarray([action])}, [self.episode])
+        return _single_item(batch.get(Columns.ACTIONS_FOR_ENV, batch.get(Columns.ACTIONS)))
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        obs, reward, terminated, truncated, info = self.env.step(self._action_for_env(action))
+        self._record_step(obs, action, reward, terminated, truncated, info)
+        return self._processed_obs(), reward, terminated, truncated, info
+
+    def _record_step(self, obs: Any, action: Any, reward: Any, terminated: bool, truncated: bool, info: Any) -> None:
+        if self.episode.t >= _MAX_EPISODE_STEPS_KEPT:
+            self.episode = self.episode.cut(_LOOKBACK_KEPT)
+        self.episode.add_env_step(obs, action, float(reward) if np.isscalar(reward) else reward,
+                                  info if isinstance(info, dict) else {}, terminated=terminated, truncated=truncated)
+
+    # Sub-envs stepped in their own processes (gym_env_vectorize_mode="async").
+    def step_async(self, action: Any) -> None:
+        """Send the (connector-processed) action to a sub-env in another process."""
+        self._pending_action = action
+        self.env.step_async(self._action_for_env(action))
+
+    def step_wait(self) -> tuple[Any, float, bool, bool, dict]:
+        """Receive that sub-env's step result and process its observation."""
+        obs, reward, terminated, truncated, info = self.env.step_wait()
+        self._record_step(obs, self._pending_action, reward, terminated, truncated, info)
+        return self._processed_obs(), reward, terminated, truncated, info
+
+    def render(self) -> Any:
+        return self.env.render()
+
+    def close(self) -> None:
+        self.env.close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+
+class MultiAgentConnectorEnv(MultiAgentEnv):
+    """A multi-agent sub-env whose per-agent observations went through the env-to-module
+    pipeline (whose input observation space is a Dict keyed by agent id)."""
+
+    def __init__(self, env: MultiAgentEnv, context: ConnectorContext, env_index: int = 0, worker_index: int = 0):
+        super().__init__()
+        self.env = env
+        self.context = context
+        self.env_index = env_index
+        self.worker_index = worker_index
+        self.possible_agents = list(getattr(env, "possible_agents", None) or [])
+        self.agents = list(getattr(env, "agents", None) or [])
+        out_space = context.env_to_module.observation_space if context.env_to_module is not None else None
+        self._obs_spaces = dict(out_space.spaces) if isinstance(out_space, gym.spaces.Dict) else {}
+        self.episode: MultiAgentEpisode | None = None
+
+    @property
+    def unwrapped(self) -> Any:
+        """The innermost env."""
+        return self.env.unwrapped
+
+    def get_observation_space(self, agent_id: Any) -> gym.Space:
+        if agent_id in self._obs_spaces:
+            return self._obs_spaces[agent_id]
+        return self.env.get_observation_space(agent_id)
+
+    def get_action_space(self, agent_id: Any) -> gym.Space:
+        return self.env.get_action_space(agent_id)
+
+    @property
+    def observation_spaces(self) -> dict:  # type: ignore[override]
+        return {aid: self.get_observation_space(aid) for aid in self.possible_agents}
+
+    @observation_spaces.setter
+    def observation_spaces(self, value: Any) -> None:
+        pass  # the wrapped env's spaces, processed, are the only truth
+
+    @property
+    def action_spaces(self) -> dict:  # type: ignore[override]
+        return {aid: self.env.get_action_space(aid) for aid in self.possible_agents}
+
+    @action_spaces.setter
+    def action_spaces(self, value: Any) -> None:
+        pass
+
+    def get_agent_ids(self) -> set:
+        return self.env.get_agent_ids() if hasattr(self.env, "get_agent_ids") else set(self.possible_agents)
+
+    def _processed(self, obs: dict) -> dict:
+        pipeline = self.context.env_to_module
+        if pipeline is None or not obs:
+            return obs
+        batch = self.context.call(pipeline, {}, [self.episode])
+        column = batch.get(Columns.OBS)
+        out = {}
+        for aid in obs:
+            episode = self.episode.agent_episodes.get(aid)
+            key = (self.episode.id_, aid, getattr(episode, "module_id", None))
+            if isinstance(column, dict) and key in column:
+                out[aid] = _single_item(column[key])
+            elif episode is not None:
+                out[aid] = episode.get_observations(-1)
+            else:
+                out[aid] = obs[aid]
+        return out
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        obs, infos = self.env.reset(seed=seed, options=options)
+        self.agents = list(getattr(self.env, "agents", None) or obs)
+        self.episode = MultiAgentEpisode(env_index=self.env_index, worker_index=self.worker_index, record=True)
+        self.episode.add_env_reset(obs, infos if isinstance(infos, dict) else {})
+        return self._processed(obs), infos
+
+    def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:
+        actions = action_dict
+        if self.context.module_to_env is not None:
+            actions = {}
+            for aid, action in action_dict.items():
+                batch = self.context.call(self.context.module_to_env, {Columns.ACTIONS: np.asarray([action])},
+                                          [self.episode])
+                actions[aid] = _single_item(batch.get(Columns.ACTIONS_FOR_ENV, batch.get(Columns.ACTIONS)))
+        obs, rewards, terminateds, truncateds, infos = self.env.step(actions)
+        self.agents = list(getattr(self.env, "agents", None) or self.agents)
+        self.episode.add_env_step(obs, action_dict, rewards, terminateds, truncateds,
+                                  infos if isinstance(infos, dict) else {})
+        return self._processed(obs), rewards, terminateds, truncateds, infos
+
+    def render(self) -> Any:
+        return self.env.render()
+
+    def close(self) -> None:
+        self.env.close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+
+class FilterAndConnectorState:
+    """A runner's `filter` when its connectors keep state: the observation filter plus the
+    env-to-module pipeline's state, synced across runners and checkpointed together."""
+
+    def __init__(self, obs_filter: Any, pipeline: Any):
+        self.obs_filter = obs_filter
+        self.pipeline = pipeline
+
+    @property
+    def is_identity(self) -> bool:
+        """Whether neither part changes observations (the runner then skips filtering)."""
+        return self.obs_filter.is_identity
+
+    @property
+    def has_state(self) -> bool:
+        """Whether there is anything to sync across runners."""
+        return not self.obs_filter.is_identity or self.pipeline.has_state
+
+    def get_state(self) -> dict[str, Any]:
+        """Both parts' state."""
+        return {"obs_filter": self.obs_filter.get_state(), "env_to_module": self.pipeline.get_state()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore from get_state() (or a plain observation-filter state)."""
+        if "env_to_module" in state and "obs_filter" in state:
+            self.obs_filter.set_state(state["obs_filter"])
+            self.pipeline.set_state(state["env_to_module"])
+        else:
+            self.obs_filter.set_state(state)
+
+    def pop_delta(self) -> dict[str, Any]:
+        """What both parts learned since the last call."""
+        return {"obs_filter": self.obs_filter.pop_delta(), "env_to_module": self.pipeline.pop_delta()}
+
+    def merge_delta(self, delta: dict[str, Any]) -> None:
+        """Fold another runner's pop_delta() in."""
+        self.obs_filter.merge_delta(delta.get("obs_filter", {}))
+        self.pipeline.merge_delta(delta.get("env_to_module", {}))
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("obs_filter", "pipeline") or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.obs_filter, name)

@@ -1,0 +1,1 @@
+"""Example connector pieces (RLlib's `ray.rllib.examples.connectors`), written for rlx."""

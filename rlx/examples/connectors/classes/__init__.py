@@ -1,0 +1,1 @@
+"""Example ConnectorV2 pieces: curiosity rewards and observation preprocessors."""

@@ -1,0 +1,1 @@
+"""Custom Learner classes of the learner examples."""

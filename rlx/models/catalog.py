@@ -1,0 +1,193 @@
+"""ModelCatalog: registered custom models, and the model/distribution/preprocessor a config gets.
+
+RLlib's `ray.rllib.models.ModelCatalog`, for the old API's custom models:
+
+    ModelCatalog.register_custom_model("pa_model", TorchParametricActionsModel)
+    config = {"env": ..., "model": {"custom_model": "pa_model", "custom_model_config": {...}}}
+
+`custom_model` is a registered name, a ModelV2 class, or an import path
+("package.module:Class" or "package.module.Class"). Algorithms whose default module is
+the actor-critic one (PPO) then run the model inside
+`rlx.models.modelv2_rl_module.ModelV2RLModule`.
+
+Registrations live in this process; when Ray Tune is imported they also go into Tune's
+registry (as RLlib's do), so trials running in Ray workers find them too.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import gymnasium as gym
+
+from rlx._tune_autoregister import install as _install_tune_hook
+from rlx.utils.errors import ConfigError, NotSupportedYetError, did_you_mean
+
+__all__ = ["ModelCatalog"]
+
+# Old-API scripts register a custom model and then run `tune.Tuner("PPO", ...)` without
+# importing any rlx algorithm: make rlx's algorithms Tune's "PPO", ... as `import rlx.algorithms`
+# does (standard library only; Ray is never imported here).
+_install_tune_hook()
+
+_TUNE_CATEGORY_MODEL = "rllib_model"
+_TUNE_CATEGORY_ACTION_DIST = "rllib_action_dist"
+
+
+def _tune_registry() -> Any:
+    """`ray.tune.registry` when something already imported it (never imported here)."""
+    return sys.modules.get("ray.tune.registry")
+
+
+class ModelCatalog:
+    """Registry of custom models (and action distributions); builds a config's model."""
+
+    _custom_models: dict[str, Any] = {}
+    _custom_action_dists: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ registration
+
+    @staticmethod
+    def register_custom_model(model_name: str, model_class: type) -> None:
+        """Make `model_class` usable as `model={"custom_model": model_name}`."""
+        if not isinstance(model_name, str) or not model_name:
+            raise ConfigError(f"register_custom_model needs a non-empty name, got {model_name!r}.")
+        if not isinstance(model_class, type):
+            raise ConfigError(f"register_custom_model('{model_name}', ...) needs a model class, got {model_class!r}.")
+        ModelCatalog._custom_models[model_name] = model_class
+        _register_with_tune(_TUNE_CATEGORY_MODEL, model_name, model_class)
+
+    @staticmethod
+    def register_custom_action_dist(action_dist_name: str, action_dist_class: type) -> None:
+        """Register an action distribution under a name (rlx does not use custom
+        distributions in training yet: `model={"custom_action_dist": ...}` is refused)."""
+        ModelCatalog._custom_action_dists[action_dist_name] = action_dist_class
+        _register_with_tune(_TUNE_CATEGORY_ACTION_DIST, action_dist_name, action_dist_class)
+
+    @staticmethod
+    def registered_custom_models() -> list[str]:
+        """The names registered in this process."""
+        return sorted(ModelCatalog._custom_models)
+
+    @staticmethod
+    def get_custom_model_class(custom_model: Any) -> type:
+        """The class a `custom_model` setting names (a class, a registered name, an import path)."""
+        if isinstance(custom_model, type):
+            return custom_model
+        if not isinstance(custom_model, str) or not custom_model:
+            raise ConfigError(f"model['custom_model'] must be a registered name or a model class, got {custom_model!r}.")
+        cls = ModelCatalog._custom_models.get(custom_model)
+        if cls is None:
+            cls = _from_tune(_TUNE_CATEGORY_MODEL, custom_model)
+        if cls is None and ("." in custom_model or ":" in custom_model):
+            from rlx.env.registry import import_object
+
+            try:
+                cls = import_object(custom_model)
+            except Exception as err:  # noqa: BLE001 - reported below with the name
+                raise ConfigError(f"model['custom_model']={custom_model!r} could not be imported: {err}") from err
+        if cls is None:
+            known = ModelCatalog.registered_custom_models()
+            raise ConfigError(
+                f"Unknown custom model '{custom_model}'.{did_you_mean(custom_model, known)} Register it first with "
+                "ModelCatalog.register_custom_model(name, ModelClass)"
+                + (f" (registered: {', '.join(known)})." if known else ".")
+                + " Names registered in the driver reach Ray Tune trials, but not EnvRunner processes or actors "
+                "that rlx starts itself (num_env_runners > 0): there, give the class itself, "
+                "model={'custom_model': ModelClass}, or an import path 'package.module:ModelClass'."
+            )
+        return cls
+
+    # ------------------------------------------------------------------ building
+
+    @staticmethod
+    def get_model_v2(obs_space: gym.Space, action_space: gym.Space, num_outputs: int | None, model_config: dict,
+                     framework: str = "torch", name: str = "default_model", model_interface: type | None = None,
+                     default_model: type | None = None, **model_kwargs: Any) -> Any:
+        """Build the model of `model_config`: its `custom_model` (called as
+        `cls(obs_space, action_space, num_outputs, model_config, name, **kwargs)` with
+        `custom_model_config` merged into `model_kwargs`), else `default_model`, else the
+        FullyConnectedNetwork. `model_interface` adds a mix-in class to the model's class."""
+        if framework not in ("torch", None):
+            raise ConfigError(f"framework={framework!r}: rlx is PyTorch-only; use framework='torch'.")
+        from rlx.models.model_defaults import MODEL_DEFAULTS
+
+        config = {**MODEL_DEFAULTS, **(model_config or {})}
+        custom = config.get("custom_model")
+        if custom:
+            cls = ModelCatalog.get_custom_model_class(custom)
+            kwargs = {**model_kwargs, **(config.get("custom_model_config") or {})}
+        else:
+            if config.get("use_lstm") or config.get("use_attention"):
+                raise NotSupportedYetError("use_lstm/use_attention with ModelV2 models", "recurrent ModelV2s")
+            if default_model is not None:
+                cls = default_model
+            elif len(getattr(obs_space, "shape", None) or ()) > 1 and config.get("conv_filters") is not None:
+                raise NotSupportedYetError("the old API's default vision network", "ModelV2 conv nets")
+            else:
+                from rlx.models.torch.fcnet import FullyConnectedNetwork
+
+                cls = FullyConnectedNetwork
+            kwargs = dict(model_kwargs)
+        if model_interface is not None and not issubclass(cls, model_interface):
+            cls = type(f"{cls.__name__}_as_{model_interface.__name__}", (cls, model_interface), {})
+        try:
+            model = cls(obs_space, action_space, num_outputs, config, name, **kwargs)
+        except TypeError as err:
+            if kwargs and ("unexpected keyword" in str(err) or "positional argument" in str(err)):
+                raise ConfigError(
+                    f"{cls.__name__}(obs_space, action_space, num_outputs, model_config, name, **{sorted(kwargs)}) "
+                    f"failed: {err}. Keys of model['custom_model_config'] are passed to the model's constructor."
+                ) from err
+            raise
+        return model
+
+    @staticmethod
+    def get_action_dist(action_space: gym.Space, config: dict | None = None, dist_type: Any = None,
+                        framework: str = "torch", **kwargs: Any) -> tuple[Any, int]:
+        """`(distribution class, number of model outputs it needs)` for an action space."""
+        from rlx.core.distributions import BoundDistribution, dist_class_for_space
+
+        if framework not in ("torch", None):
+            raise ConfigError(f"framework={framework!r}: rlx is PyTorch-only; use framework='torch'.")
+        config = config or {}
+        if dist_type is not None or config.get("custom_action_dist"):
+            raise NotSupportedYetError("custom action distributions", "rlx picks the distribution from the action space")
+        cls, dist_kwargs = dist_class_for_space(action_space, config)
+        return BoundDistribution(cls, **dist_kwargs), int(cls.required_input_dim(action_space, config))
+
+    @staticmethod
+    def get_preprocessor(env: Any, options: dict | None = None) -> Any:
+        """The preprocessor (an instance) of an env's observation space."""
+        return ModelCatalog.get_preprocessor_for_space(env.observation_space, options)
+
+    @staticmethod
+    def get_preprocessor_for_space(observation_space: gym.Space, options: dict | None = None) -> Any:
+        """The preprocessor (an instance) of an observation space."""
+        from rlx.models.preprocessors import get_preprocessor
+
+        return get_preprocessor(observation_space)(observation_space, options)
+
+
+def _register_with_tune(category: str, name: str, value: Any) -> None:
+    tune = _tune_registry()
+    if tune is None:
+        return
+    try:
+        tune._global_registry.register(category, name, value)
+    except Exception:  # noqa: BLE001 - the local registration stands; Ray workers then miss it
+        import logging
+
+        logging.getLogger("rlx").warning("Could not register %r with Ray Tune's registry", name, exc_info=True)
+
+
+def _from_tune(category: str, name: str) -> Any:
+    tune = _tune_registry()
+    if tune is None:
+        return None
+    try:
+        if tune._global_registry.contains(category, name):
+            return tune._global_registry.get(category, name)
+    except Exception:  # noqa: BLE001 - no Ray session: nothing registered there
+        return None
+    return None
