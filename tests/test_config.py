@@ -346,11 +346,11 @@ def test_unbuilt_features_raise_not_supported_yet_but_accept_their_default(secti
     assert getattr(config, key) == default
 
 
-def test_lstm_model_is_not_supported_yet_but_its_default_is_accepted():
-    with pytest.raises(NotSupportedYetError, match="not supported yet: .*use_lstm"):
-        PPOConfig().training(model={"use_lstm": True})
-    config = PPOConfig().training(model={"use_lstm": False})
-    assert config.model["use_lstm"] is False
+def test_attention_model_is_not_supported_yet_but_its_default_is_accepted():
+    with pytest.raises(NotSupportedYetError, match="not supported yet: .*use_attention"):
+        PPOConfig().training(model={"use_attention": True})
+    config = PPOConfig().training(model={"use_attention": False, "use_lstm": True})
+    assert config.model["use_attention"] is False and config.model["use_lstm"] is True
 
 
 def test_unknown_callback_event_is_an_error_with_a_suggestion():

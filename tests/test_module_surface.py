@@ -313,3 +313,49 @@ def test_fcnet_initializers_of_default_model_config_initialize_the_hidden_layers
         assert torch.all(hidden.weight == 0.5) and torch.all(hidden.bias == -1.0)
     finally:
         algo.stop()
+
+
+def test_custom_module_classes_read_model_config_keys_of_their_own():
+    from rlx.core.rl_module import RLModuleSpec
+    from rlx.core.models import ActorCriticModule
+
+    class WithOwnKeys(ActorCriticModule):
+        def setup(self):
+            self.embedding_dim = self.model_config["embedding_dim"]
+            super().setup()
+
+    algo = (PPOConfig().environment("CartPole-v1")
+            .rl_module(rl_module_spec=RLModuleSpec(module_class=WithOwnKeys, model_config={"embedding_dim": 7}))
+            .build())
+    try:
+        assert algo.get_module().embedding_dim == 7
+    finally:
+        algo.stop()
+    # rlx's own modules still refuse a misspelt key.
+    with pytest.raises(ConfigError, match="fcnet_hiddens"):
+        PPOConfig().environment("CartPole-v1").rl_module(
+            rl_module_spec=RLModuleSpec(model_config={"fcnet_hidens": [8]})).build()
+
+
+def test_old_api_stack_switch_is_accepted_and_modelv2_to_rl_module_starts_from_a_policy(tmp_path):
+    from rlx.core.rl_module import RLModuleSpec
+    from rlx.examples.rl_modules.classes.modelv2_to_rlm import ModelV2ToRLModule
+
+    config = (PPOConfig().api_stack(enable_env_runner_and_connector_v2=False, enable_rl_module_and_learner=False)
+              .environment("CartPole-v1").training(train_batch_size=200, minibatch_size=100, num_epochs=1))
+    old = config.build()
+    try:
+        old.train()
+        path = old.save(str(tmp_path / "old")).checkpoint.path
+        trained = old.get_module().get_state()
+    finally:
+        old.stop()
+    new = config.copy(copy_frozen=False).rl_module(rl_module_spec=RLModuleSpec(
+        module_class=ModelV2ToRLModule, model_config={"policy_checkpoint_dir": f"{path}/policies/default_policy"}))
+    algo = new.build()
+    try:
+        network = algo.get_module().get_state()
+        assert all(np.array_equal(network["network." + k], v) for k, v in trained.items())
+        assert algo.train()["num_env_steps_sampled_lifetime"] >= 200
+    finally:
+        algo.stop()

@@ -232,10 +232,6 @@ MEANINGS: dict[str, str] = {
     "_disable_action_flattening": "Keep nested actions unflattened.",
     "_disable_initialize_loss_from_dummy_batch": "Skip the old stack's dummy-batch loss initialization.",
     "_disable_execution_plan_api": "Old execution-plan switch.",
-    "enable_rl_module_and_learner": "RLlib's new-stack switch; rlx has only this stack, so only True is "
-                                    "accepted.",
-    "enable_env_runner_and_connector_v2": "RLlib's new-stack switch; rlx has only this stack, so only True "
-                                          "is accepted.",
     # SAC, DDPG
     "_deterministic_loss": "SAC: use the policy's deterministic action instead of samples in the losses "
                            "(debugging).",
@@ -270,8 +266,6 @@ DEFAULTS_ANCHOR = "defaults-each-algorithm-changes"
 STATUS_OVERRIDES: dict[str, tuple[Any, str]] = {
     "framework": ("tf2", "supported ('torch' only)"),
     "_enable_learner_api": (False, "only True"),
-    "enable_rl_module_and_learner": (False, "only True"),
-    "enable_env_runner_and_connector_v2": (False, "only True"),
 }
 
 # Values tried on each legacy key to show what rlx does with it.

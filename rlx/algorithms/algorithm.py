@@ -400,7 +400,8 @@ class Algorithm:
             module_class=user.module_class or spec.module_class,
             observation_space=user.observation_space,
             action_space=user.action_space,
-            model_config=None if model is None else merge_model_config(self.config.model, model),
+            model_config=None if model is None else merge_model_config(
+                self.config.model, model, custom_keys=user.module_class not in (None, spec.module_class)),
             inference_only=user.inference_only,
         )
 

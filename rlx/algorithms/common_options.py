@@ -399,8 +399,12 @@ COMMON_OPTIONS: list[Option] = [
                "functools.partial(torch.optim.lr_scheduler.ExponentialLR, gamma=0.99)), or {module_id: list}. "
                "They are applied in order and stepped after every Learner update (once per PPO iteration); "
                "the lr option then only sets the starting learning rate."),
-    Option("enable_rl_module_and_learner", True, API, _must_be_true("rlx has only the RLModule/Learner stack.")),
-    Option("enable_env_runner_and_connector_v2", True, API, _must_be_true("rlx has only the EnvRunner stack.")),
+    Option("enable_rl_module_and_learner", True, API, boolean,
+           doc="RLlib's switch between its new (RLModule/Learner) and old (Policy/ModelV2) API stacks.",
+           no_effect=ONE_STACK + "; it runs old-API code (Policy, ModelV2, callbacks) on it too"),
+    Option("enable_env_runner_and_connector_v2", True, API, boolean,
+           doc="RLlib's switch between its new (EnvRunner/connectors) and old (RolloutWorker) API stacks.",
+           no_effect=ONE_STACK + "; it runs old-API code (Policy, ModelV2, callbacks) on it too"),
 ]
 
 # Legacy keys without a current equivalent: accepted only at the value that means "off".

@@ -98,7 +98,8 @@ def resolve_initializer(value: Any) -> Any:
     if value is None or callable(value):
         return value
     name = str(value)
-    for candidate in (name, name + "_", name.lower(), name.lower() + "_"):
+    # The in-place forms (trailing underscore) first: the others are deprecated aliases.
+    for candidate in (name + "_", name, name.lower() + "_", name.lower()):
         fn = getattr(nn.init, candidate, None)
         if callable(fn):
             return fn

@@ -110,7 +110,26 @@ def _single_item(value: Any) -> Any:
     return value
 
 
-class ConnectorEnv(gym.Env):
+class _Forwarding:
+    """What a sub-env wrapper passes to the env it wraps: render(), close() and other attributes."""
+
+    env: Any
+
+    def render(self) -> Any:
+        """The wrapped env's render()."""
+        return self.env.render()
+
+    def close(self) -> None:
+        """Close the wrapped env."""
+        self.env.close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+
+class ConnectorEnv(_Forwarding, gym.Env):
     """A single-agent sub-env whose observations went through the env-to-module pipeline (and
     whose actions through the module-to-env pipeline)."""
 
@@ -179,19 +198,9 @@ class ConnectorEnv(gym.Env):
         self._record_step(obs, self._pending_action, reward, terminated, truncated, info)
         return self._processed_obs(), reward, terminated, truncated, info
 
-    def render(self) -> Any:
-        return self.env.render()
-
-    def close(self) -> None:
-        self.env.close()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "env":
-            raise AttributeError(name)
-        return getattr(self.env, name)
 
 
-class MultiAgentConnectorEnv(MultiAgentEnv):
+class MultiAgentConnectorEnv(_Forwarding, MultiAgentEnv):
     """A multi-agent sub-env whose per-agent observations went through the env-to-module
     pipeline (whose input observation space is a Dict keyed by agent id)."""
 
@@ -278,16 +287,6 @@ class MultiAgentConnectorEnv(MultiAgentEnv):
                                   infos if isinstance(infos, dict) else {})
         return self._processed(obs), rewards, terminateds, truncateds, infos
 
-    def render(self) -> Any:
-        return self.env.render()
-
-    def close(self) -> None:
-        self.env.close()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "env":
-            raise AttributeError(name)
-        return getattr(self.env, name)
 
 
 class FilterAndConnectorState:

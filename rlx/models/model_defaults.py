@@ -81,12 +81,20 @@ def _check_hiddens(key: str, value: Any) -> list[int]:
 NEW_STACK_NAMES = {"head_fcnet_hiddens": "post_fcnet_hiddens", "head_fcnet_activation": "post_fcnet_activation"}
 
 
-def merge_model_config(base: dict[str, Any] | None, update: dict[str, Any]) -> dict[str, Any]:
-    """Return `base` (MODEL_DEFAULTS when None) updated with `update`, validating every key."""
+def merge_model_config(base: dict[str, Any] | None, update: dict[str, Any],
+                       custom_keys: bool = False) -> dict[str, Any]:
+    """Return `base` (MODEL_DEFAULTS when None) updated with `update`, validating every key.
+
+    With `custom_keys` (the model_config of an RLModule class of the user's, which reads keys of
+    its own), keys rlx does not know are kept as they are instead of refused.
+    """
     merged = copy.deepcopy(MODEL_DEFAULTS if base is None else base)
     for key, value in update.items():
         # The new API stack's names (DefaultModelConfig fields given as a plain dict).
         key = NEW_STACK_NAMES.get(key, key)
+        if key not in MODEL_DEFAULTS and custom_keys:
+            merged[key] = value
+            continue
         if key not in MODEL_DEFAULTS:
             raise ConfigError(
                 f"Unknown model config key '{key}'.{did_you_mean(key, MODEL_DEFAULTS)} "

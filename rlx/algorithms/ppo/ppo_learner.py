@@ -129,7 +129,7 @@ class PPOLearner(TorchLearner):
         # register several optimizers (then each steps its parameters); the default is one loss
         # and one optimizer, the fast path.
         custom_losses = self._overrides("compute_losses")
-        one_optimizer = len(self.optimizers) == 1 and next(iter(self._optimizer_params.values())) is self.params
+        one_optimizer = self.uses_one_optimizer()
         mb = min(cfg.minibatch_size, n)
         stats_rows: list[torch.Tensor] = []
         stat_names: list[str] = []
@@ -160,27 +160,41 @@ class PPOLearner(TorchLearner):
                 else:
                     loss = self.compute_loss_for_module(module_id=module_id, config=cfg, batch=minibatch,
                                                         fwd_out=fwd_out)
-                stats = self._loss_stats if self._loss_stats is not None else {}
-                stats["total_loss"] = loss.detach()
-                if one_optimizer:
-                    grad_norms += self.apply_loss(loss, terms=stats)
-                else:
-                    grad_norms += self.apply_loss_to_all_optimizers(loss, terms=stats)
-                if not stat_names:
-                    stat_names = list(stats)
-                stats_rows.append(torch.stack([stats[k] for k in stat_names]))
+                grad_norms += self.step_minibatch(loss, one_optimizer, stats_rows, stat_names)
+        return self.update_metrics(stats_rows, stat_names, grad_norms, lr, select(targets), select(vf_preds))
+
+    def uses_one_optimizer(self) -> bool:
+        """Whether the update steps one optimizer over all parameters (the default, fast path)."""
+        return len(self.optimizers) == 1 and next(iter(self._optimizer_params.values())) is self.params
+
+    def step_minibatch(self, loss: torch.Tensor, one_optimizer: bool, stats_rows: list[torch.Tensor],
+                       stat_names: list[str]) -> float:
+        """Step the optimizer(s) on one minibatch's loss; appends the loss terms (in the order of
+        `stat_names`, filled on the first call) to `stats_rows`. Returns the gradient norm."""
+        stats = self._loss_stats if self._loss_stats is not None else {}
+        stats["total_loss"] = loss.detach()
+        norm = self.apply_loss(loss, terms=stats) if one_optimizer else \
+            self.apply_loss_to_all_optimizers(loss, terms=stats)
+        if not stat_names:
+            stat_names.extend(stats)
+        stats_rows.append(torch.stack([stats[k] for k in stat_names]))
+        return norm
+
+    def update_metrics(self, stats_rows: list[torch.Tensor], stat_names: list[str], grad_norms: float, lr: float,
+                       targets: np.ndarray, vf_preds: np.ndarray) -> dict[str, float]:
+        """The update's metrics: mean loss terms over the minibatches, gradient norm, learning rate,
+        entropy and KL coefficients, and how much of the value targets' variance vf_preds explain."""
+        cfg = self.config
         count = len(stats_rows)
-        means = torch.stack(stats_rows).mean(0).tolist()
-        metrics = dict(zip(stat_names, means))
+        metrics = dict(zip(stat_names, torch.stack(stats_rows).mean(0).tolist()))
         metrics["gradients_global_norm"] = grad_norms / max(count, 1)
         metrics["curr_lr"] = lr
-        metrics["curr_entropy_coeff"] = entropy_coeff
+        metrics["curr_entropy_coeff"] = self._curr_entropy_coeff
         metrics["num_minibatch_updates"] = count
         metrics.update(self.end_update())
         if cfg.use_critic:
-            t_sel = select(targets)
-            var = float(np.var(t_sel))
-            metrics["vf_explained_var"] = float(1.0 - np.var(t_sel - select(vf_preds)) / var) if var > 0 else 0.0
+            var = float(np.var(targets))
+            metrics["vf_explained_var"] = float(1.0 - np.var(targets - vf_preds) / var) if var > 0 else 0.0
         if cfg.use_kl_loss:
             metrics["curr_kl_coeff"] = self.kl_coeff
             self._update_kl_coeff(metrics.get("mean_kl_loss", 0.0))

@@ -144,7 +144,7 @@ def recurrent_update(learner: Any, batch: dict[str, np.ndarray], timestep: int) 
     mask_t = torch.from_numpy(real)
     lr = learner.set_lr_for_timestep(timestep)
     learner._curr_entropy_coeff = learner.entropy_schedule.value(timestep)
-    one_optimizer = len(learner.optimizers) == 1 and next(iter(learner._optimizer_params.values())) is learner.params
+    one_optimizer = learner.uses_one_optimizer()
     N, L = real.shape
     per_minibatch = max(1, min(N, int(cfg.minibatch_size) // L))
     stats_rows: list[torch.Tensor] = []
@@ -171,26 +171,6 @@ def recurrent_update(learner: Any, batch: dict[str, np.ndarray], timestep: int) 
             learner._loss_stats = None
             loss = learner.compute_loss_for_module(module_id=learner.module_id, config=cfg, batch=rows,
                                                    fwd_out=fwd_rows)
-            stats = learner._loss_stats if learner._loss_stats is not None else {}
-            stats["total_loss"] = loss.detach()
-            grad_norms += learner.apply_loss(loss, terms=stats) if one_optimizer else \
-                learner.apply_loss_to_all_optimizers(loss, terms=stats)
-            if not stat_names:
-                stat_names = list(stats)
-            stats_rows.append(torch.stack([stats[k] for k in stat_names]))
-    count = len(stats_rows)
-    metrics = dict(zip(stat_names, torch.stack(stats_rows).mean(0).tolist()))
-    metrics["gradients_global_norm"] = grad_norms / max(count, 1)
-    metrics["curr_lr"] = lr
-    metrics["curr_entropy_coeff"] = learner._curr_entropy_coeff
-    metrics["num_minibatch_updates"] = count
-    metrics.update(learner.end_update())
-    if cfg.use_critic:
-        valid = seqs.gather(np.ones_like(targets, bool)) & real
-        t_sel, v_sel = seqs.gather(targets)[valid], seqs.gather(vf_preds)[valid]
-        var = float(np.var(t_sel))
-        metrics["vf_explained_var"] = float(1.0 - np.var(t_sel - v_sel) / var) if var > 0 else 0.0
-    if cfg.use_kl_loss:
-        metrics["curr_kl_coeff"] = learner.kl_coeff
-        learner._update_kl_coeff(metrics.get("mean_kl_loss", 0.0))
-    return metrics
+            grad_norms += learner.step_minibatch(loss, one_optimizer, stats_rows, stat_names)
+    return learner.update_metrics(stats_rows, stat_names, grad_norms, lr, seqs.gather(targets)[real],
+                                  seqs.gather(vf_preds)[real])
