@@ -102,3 +102,26 @@ def test_use_lstm_with_an_algorithm_that_cannot_train_it_is_refused():
 def test_lstm_use_prev_action_points_to_the_connector():
     with pytest.raises(NotSupportedYetError, match="PrevActionsPrevRewards"):
         _lstm_config(lstm_use_prev_action=True).build()
+
+
+def test_a_recurrent_module_written_rllibs_way_trains_with_ppo():
+    # RLlib's example module: `_forward`, state {"h", "c"}, values from the train pass's embeddings.
+    from rlx.core.rl_module import RLModuleSpec
+    from rlx.examples.rl_modules.classes.lstm_containing_rlm import LSTMContainingRLModule
+
+    config = (PPOConfig().environment(StatelessCartPole).env_runners(num_envs_per_env_runner=8)
+              .training(train_batch_size=1024, minibatch_size=256, num_epochs=6, lr=0.0009, vf_loss_coeff=0.001)
+              .rl_module(rl_module_spec=RLModuleSpec(module_class=LSTMContainingRLModule, model_config={
+                  "lstm_cell_size": 64, "max_seq_len": 20, "dense_layers": [64]}))
+              .debugging(seed=0))
+    algo = config.build()
+    try:
+        first = algo.train()["env_runners"]["episode_return_mean"]
+        best = first
+        for _ in range(39):
+            best = max(best, algo.train()["env_runners"]["episode_return_mean"])
+            if best >= 45.0:
+                break
+        assert best >= 45.0 > first
+    finally:
+        algo.stop()

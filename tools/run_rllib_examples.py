@@ -93,6 +93,7 @@ REQUIRES: dict[str, list[str]] = {
     # Atari games (ale_py, and its ROMs) by default.
     "connectors/frame_stacking.py": ["ale_py"],
     "rl_modules/custom_cnn_rl_module.py": ["ale_py"],
+    "envs/env_rendering_and_recording.py": ["ale_py"],
 }
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
