@@ -125,3 +125,24 @@ def test_a_recurrent_module_written_rllibs_way_trains_with_ppo():
         assert best >= 45.0 > first
     finally:
         algo.stop()
+
+
+def test_compute_single_action_carries_a_recurrent_state_like_rllibs_loop():
+    algo = _lstm_config(lstm_cell_size=8, fcnet_hiddens=[8]).build()
+    try:
+        policy = algo.get_policy()
+        assert policy.is_recurrent() and policy.num_state_tensors() == 4
+        state = policy.get_initial_state()
+        assert [s.shape for s in state] == [(8,)] * 4 and not any(np.any(s) for s in state)
+        env = StatelessCartPole()
+        obs, _ = env.reset(seed=0)
+        for _ in range(3):
+            action, state, _ = algo.compute_single_action(obs, state=state, explore=False)
+            obs, *_ = env.step(action)
+        assert len(state) == 4 and np.any(state[0])
+        # The state changes what the policy sees: the same observation from another state gives other logits.
+        _, _, fresh = algo.compute_single_action(obs, state=policy.get_initial_state(), full_fetch=True)
+        _, _, carried = algo.compute_single_action(obs, state=state, full_fetch=True)
+        assert not np.allclose(fresh["action_dist_inputs"], carried["action_dist_inputs"])
+    finally:
+        algo.stop()

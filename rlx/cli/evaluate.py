@@ -254,13 +254,18 @@ def run_episodes(
         reset_seed = None
         if act_and_step is not None:
             act_and_step.new_episode()
+        # A recurrent policy carries its state through the episode, from the initial one.
+        state = algo.get_policy().get_initial_state() if act_and_step is None else []
         if render is not None:
             render(env)
         while steps_left is None or steps_left > 0:
             if act_and_step is not None:
                 action, next_obs, reward, terminated, truncated = act_and_step(obs)
             else:
-                action = algo.compute_single_action(obs, explore=explore)
+                if state:
+                    action, state, _ = algo.compute_single_action(obs, state=state, explore=explore)
+                else:
+                    action = algo.compute_single_action(obs, explore=explore)
                 next_obs, reward, terminated, truncated, _ = env.step(action)
             if render is not None:
                 render(env)

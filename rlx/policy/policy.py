@@ -250,13 +250,41 @@ class Policy:
             self._adapters[key] = self._adapter_factory(*key)
         return self._adapters[key]
 
+    def _state_names(self) -> list[str]:
+        return list(self.module.get_initial_state()) if hasattr(self.module, "get_initial_state") else []
+
+    def _module_input(self, obs_t: torch.Tensor, state: list | None) -> dict[str, Any]:
+        """The forward batch: for a recurrent module one time step and the state (the given list of
+        per-sample arrays in get_initial_state() order, else the initial state)."""
+        names = self._state_names()
+        if not names:
+            return {Columns.OBS: obs_t}
+        n = obs_t.shape[0]
+        if not state:
+            state = [np.repeat(np.asarray(v, np.float32)[None], n, axis=0)
+                     for v in self.module.get_initial_state().values()]
+        if len(state) != len(names):
+            raise ValueError(f"state holds {len(state)} arrays; this policy's recurrent state has {len(names)} "
+                             f"({', '.join(names)}): start from policy.get_initial_state().")
+        tensors = {k: torch.as_tensor(np.asarray(v, np.float32)).reshape((n,) + np.shape(init))
+                   for (k, init), v in zip(self.module.get_initial_state().items(), state)}
+        return {Columns.OBS: obs_t[:, None], Columns.STATE_IN: tensors}
+
     @torch.no_grad()
-    def _act(self, obs: np.ndarray, explore: bool | None,
-             timestep: int | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    def _act(self, obs: np.ndarray, explore: bool | None, timestep: int | None = None,
+             state: list | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         explore = self.config.explore if explore is None else bool(explore)
         obs_t = torch.from_numpy(obs)
-        out = self.module.forward_exploration({Columns.OBS: obs_t}) if explore else \
-            self.module.forward_inference({Columns.OBS: obs_t})
+        batch = self._module_input(obs_t, state)
+        out = self.module.forward_exploration(batch) if explore else self.module.forward_inference(batch)
+        if Columns.STATE_IN in batch:
+            from rlx.env.env_runner import without_time_axis
+
+            out = without_time_axis(out)
+            state_out = out.pop(Columns.STATE_OUT)
+            self._state_out = [np.asarray(state_out[k].detach()) for k in batch[Columns.STATE_IN]]
+        else:
+            self._state_out = []
         if Columns.ACTIONS in out:
             from rlx.env.env_runner import module_chosen_actions
 
@@ -280,7 +308,8 @@ class Policy:
             Columns.ACTION_LOGP: logp.numpy(),
             "action_prob": logp.exp().numpy(),
         }
-        if getattr(self.module, "has_value_function", False) and getattr(self.module, "vf", None) is not None:
+        if getattr(self.module, "has_value_function", False) and getattr(self.module, "vf", None) is not None \
+                and Columns.STATE_IN not in batch:
             extra[Columns.VF_PREDS] = self.module.compute_values({Columns.OBS: obs_t}).numpy()
         return actions.numpy(), extra
 
@@ -309,9 +338,10 @@ class Policy:
         """(action, state_out, extra_fetches) for one observation."""
         if obs is None and input_dict is not None:
             obs = input_dict["obs"]
-        actions, extra = self._act(self._prepare([obs]), explore, timestep)
+        batched_state = [np.asarray(v)[None] for v in state] if state else None
+        actions, extra = self._act(self._prepare([obs]), explore, timestep, batched_state)
         env_actions = self._to_env(actions, unsquash_action, clip_action)
-        return env_actions[0], [], {k: v[0] for k, v in extra.items()}
+        return env_actions[0], [v[0] for v in self._state_out], {k: v[0] for k, v in extra.items()}
 
     def compute_actions(
         self,
@@ -328,8 +358,8 @@ class Policy:
     ) -> tuple[np.ndarray, list, dict[str, np.ndarray]]:
         """(actions, state_outs, extra_fetches) for a batch of observations."""
         observations = list(obs_batch) if not isinstance(obs_batch, dict) else [obs_batch]
-        actions, extra = self._act(self._prepare(observations), explore, timestep)
-        return self._to_env(actions, unsquash_actions, clip_actions), [], extra
+        actions, extra = self._act(self._prepare(observations), explore, timestep, state_batches)
+        return self._to_env(actions, unsquash_actions, clip_actions), list(self._state_out), extra
 
     @torch.no_grad()
     def compute_log_likelihoods(self, actions: Any, obs_batch: Any, **kwargs: Any) -> np.ndarray:
@@ -360,16 +390,18 @@ class Policy:
             self.filter.set_state(state["filter"])
 
     def get_initial_state(self) -> list:
-        """Recurrent state at an episode start (empty: the default models are feed-forward)."""
-        return []
+        """A recurrent model's state at an episode start, as a list of arrays (empty for
+        feed-forward models); pass it as compute_single_action(obs, state=...)."""
+        init = self.module.get_initial_state() if hasattr(self.module, "get_initial_state") else {}
+        return [np.asarray(v, np.float32).copy() for v in init.values()]
 
     def is_recurrent(self) -> bool:
         """Whether the model keeps state between steps."""
-        return False
+        return bool(self._state_names())
 
     def num_state_tensors(self) -> int:
         """Number of recurrent state tensors."""
-        return 0
+        return len(self._state_names())
 
     def __repr__(self) -> str:
         return f"<rlx.policy.Policy module={type(self.module).__name__} action_space={self.action_space}>"
