@@ -102,11 +102,13 @@ class ModelV2:
 
     def variables(self, as_dict: bool = False) -> Any:
         """The model's variables (a list, or a name -> tensor dict)."""
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} is a framework-neutral ModelV2; subclass TorchModelV2, whose "
+                        "variables() lists the torch parameters.")
 
     def trainable_variables(self, as_dict: bool = False) -> Any:
         """The model's trainable variables."""
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} is a framework-neutral ModelV2; subclass TorchModelV2, whose "
+                        "trainable_variables() lists the torch parameters that require gradients.")
 
     def is_time_major(self) -> bool:
         """Whether recurrent inputs are [T, B, ...] (else [B, T, ...])."""
