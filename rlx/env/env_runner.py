@@ -1006,16 +1006,7 @@ class SingleAgentEnvRunner:
                     postprocessed_batch=segment, original_batches=original, env_runner=self,
                     metrics_logger=self.metrics,
                 )
-                for key, column in segment.items():
-                    if key in batch and column is not views.get(key):
-                        batch[key][rows, b] = column
-                    elif key in _POSTPROCESSED_COLUMNS and key not in views:
-                        # A column the callback added (advantages, value targets): kept for the
-                        # Learner, NaN in the rows of stretches it did not postprocess.
-                        if key not in batch:
-                            batch[key] = np.full(batch[Columns.REWARDS].shape + np.shape(column)[1:], np.nan,
-                                                 np.float32)
-                        batch[key][rows, b] = column
+                write_back_postprocessed(batch, segment, views, (rows, b))
                 t = end
 
     def _clip_rewards(self, rewards: np.ndarray) -> None:
@@ -1167,6 +1158,20 @@ def without_time_axis(out: dict[str, Any]) -> dict[str, Any]:
 
 #: Columns an on_postprocess_trajectory callback may add to a trajectory for the Learner to use.
 _POSTPROCESSED_COLUMNS = (Columns.ADVANTAGES, Columns.VALUE_TARGETS)
+
+
+def write_back_postprocessed(batch: dict[str, np.ndarray], segment: Any, views: dict[str, Any], index: tuple) -> None:
+    """Write what an on_postprocess_trajectory callback changed in `segment` (columns it
+    reassigned, or changed in place through `views`) into `batch[key][index]`. Columns it added
+    for the Learner (advantages, value targets) are kept too, NaN in the rows of stretches that
+    got none."""
+    for key, column in segment.items():
+        if key in batch and column is not views.get(key):
+            batch[key][index] = column
+        elif key in _POSTPROCESSED_COLUMNS and key not in views:
+            if key not in batch:
+                batch[key] = np.full(batch[Columns.REWARDS].shape + np.shape(column)[1:], np.nan, np.float32)
+            batch[key][index] = column
 
 
 def module_chosen_actions(out: dict[str, Any], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

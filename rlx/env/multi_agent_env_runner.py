@@ -25,7 +25,7 @@ from rlx.core.rl_module import MultiRLModule, RLModule, RLModuleSpec
 from rlx.env.env_context import EnvContext
 from rlx.env.env_runner import (AGENT_RETURNS_KEY, DEFAULT_AGENT_ID, EPISODE_LENGTHS_KEY,
                                 EPISODE_POLICY_RETURNS_KEY, EPISODE_RETURNS_KEY, MODULE_RETURNS_KEY, ActionAdapter, _worker_seed, clip_rewards, has_float_values,
-                                log_episode_extras, module_chosen_actions)
+                                log_episode_extras, module_chosen_actions, write_back_postprocessed)
 from rlx.env.connector_env import (
     ConnectorContext, FilterAndConnectorState, MultiAgentConnectorEnv, build_env_to_module, build_module_to_env)
 from rlx.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv
@@ -772,9 +772,7 @@ class MultiAgentEnvRunner:
                     worker=self, episode=episode, agent_id=aid, policy_id=policy_id, policies=policies,
                     postprocessed_batch=segment, original_batches=original, env_runner=self,
                     metrics_logger=self.metrics)
-                for key, value in segment.items():
-                    if key in batch and value is not views.get(key):
-                        batch[key][span, c] = value
+                write_back_postprocessed(batch, segment, views, (span, c))
                 t = end
 
     # ------------------------------------------------------------------ metrics, weights, state
