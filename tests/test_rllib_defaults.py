@@ -1,7 +1,7 @@
 """rlx's speed defaults never make valid RLlib code fail or report differently.
 
 - Defaults the user did not set adapt to what the user did set (minibatch_size to a small
-  train batch, the number of sub-envs to the env's episode limit); explicit values stay.
+  train batch or to the user's own lr, the number of sub-envs to the env's episode limit); explicit values stay.
 - Remote EnvRunners start with the learner's weights and filter, and the driver's runner
   builds sub-envs only when it needs them (create_env_on_local_worker).
 - Options with no effect refuse the values they would ignore; compute_single_action names
@@ -40,6 +40,17 @@ def test_large_train_batch_keeps_rlx_default_minibatch():
     config = PPOConfig().environment("CartPole-v1").training(train_batch_size=1024)
     config.validate()
     assert config.minibatch_size == 512
+
+
+def test_user_learning_rate_brings_rllibs_minibatch_size():
+    # rlx's 512 is tuned with rlx's lr; an lr tuned on RLlib gets RLlib's 128 (4x the updates).
+    config = PPOConfig().environment("CartPole-v1").training(lr=3e-4, train_batch_size=4000)
+    config.validate()
+    assert config.minibatch_size == 128
+    assert not config.is_user_set("minibatch_size")
+    explicit = PPOConfig().environment("CartPole-v1").training(lr=3e-4, minibatch_size=256)
+    explicit.validate()
+    assert explicit.minibatch_size == 256
 
 
 def test_explicit_contradictory_minibatch_is_an_error():

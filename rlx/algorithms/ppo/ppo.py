@@ -10,8 +10,10 @@ from rlx.utils.errors import ConfigError
 
 T = ("training",)
 
-#: RLlib's default minibatch_size: rlx's faster default (512) falls back to it when the user's
-#: train batch is too small for 512, so RLlib configs with small batches train as they do there.
+#: RLlib's default minibatch_size. rlx's faster default (512) is tuned together with rlx's default
+#: lr (3e-3); it falls back to RLlib's 128 when the user's train batch is too small for 512 or when
+#: the user sets their own lr (a learning rate tuned on RLlib, with RLlib's minibatch size: at 512
+#: it would take a quarter of the gradient steps and learn several times slower).
 RLLIB_DEFAULT_MINIBATCH_SIZE = 128
 
 
@@ -55,8 +57,10 @@ class PPOConfig(AlgorithmConfig):
         if not self.is_user_set("minibatch_size"):
             default = self._table.options["minibatch_size"].default
             batch = self.total_train_batch_size
-            self._values["minibatch_size"] = default if batch >= default else \
-                min(RLLIB_DEFAULT_MINIBATCH_SIZE, batch)
+            if batch >= default and not self.is_user_set("lr"):
+                self._values["minibatch_size"] = default
+            else:
+                self._values["minibatch_size"] = min(RLLIB_DEFAULT_MINIBATCH_SIZE, batch)
 
     def _validate_algorithm_settings(self) -> None:
         v = self._values
