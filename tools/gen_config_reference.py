@@ -123,8 +123,9 @@ MEANINGS: dict[str, str] = {
     "validate_env_runners_after_construction": "Health-check remote EnvRunners after creation.",
     "preprocessor_pref": "'deepmind' or 'rllib': one-hot Discrete, flatten Dict/Tuple observations, "
                          "downsample image frames; None: no preprocessing (Box observations only). On an "
-                         "Atari env, 'deepmind' (DeepMind's Atari wrappers) raises 'not supported yet'; "
-                         "'rllib' uses the generic pixel preprocessor.",
+                         "Atari env, 'deepmind' wraps each sub-env in DeepMind's preprocessing (no-op and fire "
+                         "resets, frame skip, episodic life, dim x dim grayscale, 4 frames stacked); 'rllib' "
+                         "uses the generic pixel preprocessor.",
     "observation_filter": "'NoFilter' or 'MeanStdFilter' (running mean/std normalization, clipped to +-10); "
                           "'ConcurrentMeanStdFilter' is the same as MeanStdFilter in one process.",
     "synchronize_filters": "Synchronize observation filters across EnvRunners each iteration.",
@@ -297,8 +298,10 @@ MODEL_MEANINGS: dict[str, str] = {
     "log_std_clip_param": "Clamp of the Gaussian log std to [-v, v].",
     "vf_share_layers": "Policy and value heads share one MLP trunk.",
     "no_final_linear": "Drop the final linear layer.",
-    "conv_filters": "CNN filter specs [[out_channels, kernel, stride], ...].",
-    "conv_activation": "CNN activation.",
+    "conv_filters": "CNN layers [[out_channels, kernel, stride(, 'same'|'valid')], ...] for image observations "
+                    "([H, W, C] boxes; [H, W] ones too when set). None: RLlib's default filters for 96x96, 84x84, "
+                    "64x64, 42x42 and 10x10 images.",
+    "conv_activation": "Activation after each CNN layer.",
     "use_lstm": "Wrap the model in an LSTM.",
     "max_seq_len": "Max sequence length for recurrent models.",
     "lstm_cell_size": "LSTM cell size.",
@@ -308,7 +311,7 @@ MODEL_MEANINGS: dict[str, str] = {
     "dim": "Side length of resized Atari frames (GenericPixelPreprocessor).",
     "grayscale": "Convert Atari frames to grayscale.",
     "zero_mean": "Scale Atari frames to [-1, 1) instead of [0, 1].",
-    "framestack": "Frame stacking flag of the old Atari preprocessing.",
+    "framestack": "Stack the last 4 frames in DeepMind's Atari preprocessing (preprocessor_pref='deepmind').",
     "custom_model": "Custom ModelV2 class (old API).",
     "custom_model_config": "Keyword arguments for a custom model.",
     "custom_action_dist": "Custom action distribution class.",

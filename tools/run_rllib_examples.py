@@ -72,6 +72,10 @@ EXTRA_ARGS: dict[str, list[str]] = {
 TIMEOUTS: dict[str, float] = {
     # Trains a recurrent PPO policy to a return of 350 whatever the budget flags say.
     "rl_modules/migrate_modelv2_to_new_api_stack_by_config.py": 300.0,
+    # Atari (Pong) frames: slower to step and to learn from than the classic-control envs.
+    "connectors/frame_stacking.py": 300.0,
+    "rl_modules/custom_cnn_rl_module.py": 300.0,
+    "envs/env_rendering_and_recording.py": 300.0,
 }
 # Scripts not run at all, with the reason: things rlx could not make work anyway.
 SKIP: dict[str, str] = {

@@ -13,6 +13,7 @@ from torch import nn
 
 from rlx.core.columns import Columns
 from rlx.core.distributions import DiagGaussian, dist_class_for_space
+from rlx.core.cnn import CNN, default_conv_filters, is_image_space
 from rlx.core.models import flat_obs_dim, make_mlp
 from rlx.core.rl_module.rl_module import RLModule
 from rlx.utils.errors import NotSupportedYetError
@@ -36,16 +37,15 @@ class LSTMActorCriticModule(RLModule):
                     f"model['{key}']", "previous actions and rewards as LSTM inputs",
                     fix="Add them to the observations with the PrevActionsPrevRewards env-to-module connector "
                         "(rlx.connectors.env_to_module), as RLlib's new API stack does.")
-        in_dim = flat_obs_dim(self.observation_space)
-        hiddens = list(cfg.get("fcnet_hiddens", [64, 64]))
-        act = cfg.get("fcnet_activation", "tanh")
         self.cell_size = int(cfg.get("lstm_cell_size", 256))
-        lstm_in = hiddens[-1] if hiddens else in_dim
-        self.encoder = make_mlp(in_dim, hiddens, act)
+        self._image = is_image_space(self.observation_space, cfg)
+        # Image observations: a CNN (conv_filters) feeds the LSTM; others: the fcnet_hiddens MLP.
+        self._obs_shape = tuple(self.observation_space.shape) if self._image else (-1,)
+        self.encoder, lstm_in = self._make_encoder()
         self.lstm = nn.LSTM(lstm_in, self.cell_size, batch_first=True)
         self.vf_share_layers = bool(cfg.get("vf_share_layers", False))
         if not self.vf_share_layers and not self.inference_only:
-            self.vf_encoder = make_mlp(in_dim, hiddens, act)
+            self.vf_encoder, _ = self._make_encoder()
             self.vf_lstm = nn.LSTM(lstm_in, self.cell_size, batch_first=True)
         dist_cls, _ = dist_class_for_space(self.action_space, cfg)
         out_dim = dist_cls.required_input_dim(self.action_space, cfg)
@@ -58,14 +58,25 @@ class LSTMActorCriticModule(RLModule):
         if self.free_log_std:
             self.log_std = nn.Parameter(torch.zeros(pi_out))
 
+    def _make_encoder(self) -> tuple[nn.Module, int]:
+        cfg = self.model_config
+        if self._image:
+            filters = cfg.get("conv_filters") or default_conv_filters(self.observation_space.shape)
+            cnn = CNN(self.observation_space.shape, filters, cfg.get("conv_activation", "relu"),
+                      scale_uint8=getattr(self.observation_space, "original_space", self.observation_space).dtype
+                      == np.uint8)
+            return cnn, cnn.out_dim
+        in_dim = flat_obs_dim(self.observation_space)
+        hiddens = list(cfg.get("fcnet_hiddens", [64, 64]))
+        return make_mlp(in_dim, hiddens, cfg.get("fcnet_activation", "tanh")), (hiddens[-1] if hiddens else in_dim)
+
     def get_initial_state(self) -> dict[str, Any]:
         names = ("h", "c") if self.vf_share_layers or self.inference_only else ("h", "c", "vf_h", "vf_c")
         return {name: np.zeros(self.cell_size, np.float32) for name in names}
 
-    @staticmethod
-    def _run(encoder: nn.Module, lstm: nn.LSTM, obs: torch.Tensor, h: Any, c: Any) -> tuple[torch.Tensor, ...]:
+    def _run(self, encoder: nn.Module, lstm: nn.LSTM, obs: torch.Tensor, h: Any, c: Any) -> tuple[torch.Tensor, ...]:
         B, T = obs.shape[:2]
-        x = encoder(obs.reshape(B * T, -1)).reshape(B, T, -1)
+        x = encoder(obs.reshape(B * T, *self._obs_shape)).reshape(B, T, -1)
         h0 = torch.as_tensor(h, dtype=torch.float32).unsqueeze(0)
         c0 = torch.as_tensor(c, dtype=torch.float32).unsqueeze(0)
         out, (h1, c1) = lstm(x, (h0, c0))

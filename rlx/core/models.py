@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rlx.core.cnn import ImageEncoder, is_image_space
 from rlx.core.columns import Columns
 from rlx.core.distributions import DiagGaussian, dist_class_for_space
 from rlx.core.rl_module import RLModule
@@ -143,6 +144,11 @@ class ActorCriticModule(RLModule):
             raise NotSupportedYetError("model['free_log_std']=True", "it applies to Box action spaces only")
         pi_out = out_dim // 2 if self.free_log_std else out_dim
         self.vf_share_layers = bool(cfg.get("vf_share_layers", False))
+        if self.free_log_std:
+            self.log_std = nn.Parameter(torch.zeros(pi_out))
+        if is_image_space(self.observation_space, cfg):
+            self._setup_image_heads(pi_out)
+            return
         self._flatten = len(self.observation_space.shape) != 1
         trunk_dim = (list(hiddens) + list(post) or [in_dim])[-1]
         inits = {k: cfg.get(k) for k in _INIT_KEYS}
@@ -158,8 +164,24 @@ class ActorCriticModule(RLModule):
             self.vf = None if self.inference_only else make_mlp(
                 in_dim, hiddens, act, 1, out_gain=1.0, post_hiddens=post, post_activation=post_act,
                 initializers=inits)
-        if self.free_log_std:
-            self.log_std = nn.Parameter(torch.zeros(pi_out))
+
+    def _setup_image_heads(self, pi_out: int) -> None:
+        """CNN encoders (one shared, or one per head without vf_share_layers) and linear heads."""
+        cfg = self.model_config
+        self._flatten = False
+        if self.vf_share_layers:
+            self.encoder = ImageEncoder(self.observation_space, cfg)
+            self.pi = make_mlp(self.encoder.out_dim, [], None, pi_out, out_gain=0.01)
+            self.vf = None if self.inference_only else make_mlp(self.encoder.out_dim, [], None, 1, out_gain=1.0)
+            return
+        self.encoder = None
+        pi_encoder = ImageEncoder(self.observation_space, cfg)
+        self.pi = nn.Sequential(pi_encoder, make_mlp(pi_encoder.out_dim, [], None, pi_out, out_gain=0.01))
+        if self.inference_only:
+            self.vf = None
+        else:
+            vf_encoder = ImageEncoder(self.observation_space, cfg)
+            self.vf = nn.Sequential(vf_encoder, make_mlp(vf_encoder.out_dim, [], None, 1, out_gain=1.0))
 
     def _obs(self, batch: dict[str, Any]) -> torch.Tensor:
         obs = batch[Columns.OBS]

@@ -194,6 +194,8 @@ class SingleAgentEnvRunner:
         self._callbacks = config.make_callback_dispatcher()
         self._resolve_callbacks()
         self._make_env, self.env_name = make_env_creator(config.env)
+        if config.preprocessor_pref == "deepmind" and not config._disable_preprocessor_api:
+            self._make_env = DeepMindAtariCreator(self._make_env, config.model)
         self._env: VectorEnv | None = None
         self._connectors = None  # the ConnectorContext of custom connector pipelines, if any
         if env_info is None:
@@ -426,14 +428,6 @@ class SingleAgentEnvRunner:
 
     def _make_preprocessor(self, space: gym.Space) -> Preprocessor:
         cfg = self.config
-        if cfg.preprocessor_pref == "deepmind" and self.is_atari:
-            # RLlib wraps Atari envs in DeepMind's wrappers (frame skip, no-op resets, 84x84
-            # grayscale, frame stacking) for this value; training without them would quietly
-            # learn something else.
-            raise NotSupportedYetError(
-                "preprocessor_pref='deepmind' on an Atari env", "DeepMind's Atari wrappers",
-                fix="Set env_runners(preprocessor_pref='rllib') to downsample frames with rlx's generic pixel "
-                    "preprocessor (dim, grayscale, zero_mean in the model config), or None for raw frames.")
         if cfg.preprocessor_pref is None or cfg._disable_preprocessor_api:
             if not isinstance(space, gym.spaces.Box):
                 raise EnvError(
@@ -1254,6 +1248,28 @@ def episode_step_limit(env: Any) -> int | None:
             limit = node._max_episode_steps
         node = node.env if isinstance(node, gym.Wrapper) else None
     return int(limit) if limit else None
+
+
+class DeepMindAtariCreator:
+    """An env creator whose raw-frame Atari envs come wrapped in DeepMind's preprocessing
+    (`preprocessor_pref="deepmind"`, RLlib's default): 84x84 grayscale (the model's `dim`), 4 frames
+    stacked (`framestack`), frame skip, no-op and fire resets, one life per episode. Other envs, and
+    Atari envs whose frames the user's creator already wraps, come as they are. Picklable, so
+    sub-env processes and remote runners wrap their envs too."""
+
+    def __init__(self, make_env: Callable[[EnvContext], Any], model_config: dict[str, Any]):
+        self.make_env = make_env
+        self.dim = int(model_config.get("dim", 84))
+        self.framestack = bool(model_config.get("framestack", True))
+
+    def __call__(self, ctx: EnvContext) -> Any:
+        from rlx.env.wrappers.atari_wrappers import is_atari, wrap_deepmind
+
+        env = self.make_env(ctx)
+        raw_space = getattr(getattr(env, "unwrapped", env), "observation_space", None)
+        if is_atari(env) and env.observation_space.shape == getattr(raw_space, "shape", None):
+            env = wrap_deepmind(env, dim=self.dim, framestack=self.framestack)
+        return env
 
 
 class _SubEnvFactory:

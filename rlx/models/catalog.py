@@ -112,6 +112,8 @@ class ModelCatalog:
             raise ConfigError(f"framework={framework!r}: rlx is PyTorch-only; use framework='torch'.")
         from rlx.models.model_defaults import MODEL_DEFAULTS
 
+        from rlx.core.cnn import is_image_space as _is_image_space
+
         config = {**MODEL_DEFAULTS, **(model_config or {})}
         custom = config.get("custom_model")
         if custom:
@@ -122,8 +124,10 @@ class ModelCatalog:
                 raise NotSupportedYetError("use_lstm/use_attention with ModelV2 models", "recurrent ModelV2s")
             if default_model is not None:
                 cls = default_model
-            elif len(getattr(obs_space, "shape", None) or ()) > 1 and config.get("conv_filters") is not None:
-                raise NotSupportedYetError("the old API's default vision network", "ModelV2 conv nets")
+            elif _is_image_space(obs_space, config):
+                from rlx.models.torch.visionnet import VisionNetwork
+
+                cls = VisionNetwork
             else:
                 from rlx.models.torch.fcnet import FullyConnectedNetwork
 

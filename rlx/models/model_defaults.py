@@ -49,7 +49,6 @@ ACTIVATIONS = ("tanh", "relu", "swish", "silu", "elu", "linear", None)
 
 # Keys whose feature is not built yet: they accept only their default.
 _LATER = {
-    "conv_filters": "CNN encoders for image observations",
     "use_attention": "attention models",
     "no_final_linear": "models without a final linear layer",
     "custom_action_dist": "custom action distributions",
@@ -59,7 +58,7 @@ _LATER = {
 # Keys that only matter together with a feature above (in RLlib too): they take any value,
 # and with that feature's key left at its default they change nothing.
 ONLY_WITH = {
-    "conv_activation": "conv_filters",
+    "conv_activation": "image observations (the CNN)",
     "max_seq_len": "use_lstm",
     "lstm_cell_size": "use_lstm",
     "lstm_use_prev_action": "use_lstm",
@@ -67,6 +66,27 @@ ONLY_WITH = {
     "framestack": "preprocessor_pref='deepmind' on Atari envs",
     "custom_model_config": "custom_model",
 }
+
+
+def check_conv_filters(filters: Any) -> list[list[Any]]:
+    """`conv_filters` checked: a non-empty list of [out_channels, [kernel_h, kernel_w] or k, stride] layers,
+    optionally with a 4th item, the padding ("same" or "valid"), as the new API stack writes them."""
+    layers = []
+    for layer in filters if isinstance(filters, (list, tuple)) and filters else [None]:
+        ok = isinstance(layer, (list, tuple)) and len(layer) in (3, 4)
+        if ok:
+            out, kernel, stride = layer[:3]
+            kernel = [kernel, kernel] if isinstance(kernel, int) else list(kernel)
+            stride = [stride, stride] if isinstance(stride, int) else list(stride)
+            ok = isinstance(out, int) and out > 0 and len(kernel) == 2 and len(stride) == 2 and all(
+                isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in kernel + stride)
+            ok = ok and (len(layer) == 3 or layer[3] in ("same", "valid"))
+        if not ok:
+            raise ConfigError(
+                "model['conv_filters'] must be a non-empty list of [out_channels, [kernel_h, kernel_w], stride"
+                "(, 'same'|'valid')] layers, e.g. [[16, [8, 8], 4], [32, [4, 4], 2]]; got {filters!r}.")
+        layers.append([out, kernel, stride] + list(layer[3:]))
+    return layers
 
 
 def _check_hiddens(key: str, value: Any) -> list[int]:
@@ -116,6 +136,8 @@ def merge_model_config(base: dict[str, Any] | None, update: dict[str, Any],
         elif key == "log_std_clip_param":
             if not isinstance(value, (int, float)) or value <= 0:
                 raise ConfigError(f"model['{key}'] must be a positive number, got {value!r}.")
+        elif key == "conv_filters" and value is not None:
+            value = check_conv_filters(value)
         elif key == "custom_model_config" and not isinstance(value, dict):
             raise ConfigError(f"model['custom_model_config'] must be a dict, got {value!r}.")
         elif key == "custom_model" and not (value is None or isinstance(value, (str, type))):

@@ -70,6 +70,10 @@ class NoPreprocessor(Preprocessor):
         space = self._obs_space
         if isinstance(space, gym.spaces.Box) and space.dtype == np.float32:
             return space
+        if isinstance(space, gym.spaces.Box):
+            # Same bounds as float32; `original_space` keeps the dtype (a CNN scales uint8 frames).
+            return _with_original(gym.spaces.Box(space.low.astype(np.float32), space.high.astype(np.float32),
+                                                 self.shape, dtype=np.float32), space)
         return gym.spaces.Box(-np.inf, np.inf, self.shape, dtype=np.float32)
 
 

@@ -25,8 +25,10 @@ def resize(img: np.ndarray, height: int, width: int) -> np.ndarray:
         return np.ascontiguousarray(img[rows][:, cols])
     channels = img.shape[2] if img.ndim == 3 else 0
     planes = [img] if channels == 0 else [img[..., c] for c in range(channels)]
-    out = [np.asarray(Image.fromarray(p.astype(np.float32), mode="F").resize((width, height), Image.BOX))
-           for p in planes]
+    # uint8 planes resize as 8-bit images ("L"), the rest as 32-bit float ones ("F").
+    as_bytes = img.dtype == np.uint8
+    out = [np.asarray(Image.fromarray(np.ascontiguousarray(p) if as_bytes else p.astype(np.float32))
+                      .resize((width, height), Image.BOX)) for p in planes]
     result = out[0] if channels == 0 else np.stack(out, axis=-1)
     if np.issubdtype(img.dtype, np.integer):
         info = np.iinfo(img.dtype)

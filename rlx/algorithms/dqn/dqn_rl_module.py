@@ -12,7 +12,8 @@ from torch import nn
 
 from rlx.core.columns import Columns
 from rlx.core.distributions import BoundDistribution, Categorical
-from rlx.core.models import MLP, flat_obs_dim, make_mlp
+from rlx.core.cnn import ImageEncoder, is_image_space
+from rlx.core.models import flat_obs_dim, make_mlp
 from rlx.core.rl_module import RLModule
 from rlx.utils.errors import ConfigError
 
@@ -101,11 +102,18 @@ class DQNRLModule(RLModule):
         sigma0 = float(cfg.get("sigma0", 0.5))
         hiddens = list(cfg.get("hiddens", [64]))
         enc_hiddens = list(cfg.get("fcnet_hiddens", [64]))
-        in_dim = flat_obs_dim(self.observation_space)
-        self._flatten = len(self.observation_space.shape) != 1
-        self.encoder: MLP | None = make_mlp(in_dim, enc_hiddens, cfg.get("fcnet_activation", "relu")) \
-            if enc_hiddens else None
-        feat_dim = enc_hiddens[-1] if enc_hiddens else in_dim
+        self.encoder: nn.Module | None
+        if is_image_space(self.observation_space, cfg):
+            # Image observations: a CNN (conv_filters, then post_fcnet_hiddens) replaces the MLP encoder.
+            self._flatten = False
+            self.encoder = ImageEncoder(self.observation_space, cfg)
+            feat_dim = self.encoder.out_dim
+        else:
+            in_dim = flat_obs_dim(self.observation_space)
+            self._flatten = len(self.observation_space.shape) != 1
+            self.encoder = make_mlp(in_dim, enc_hiddens, cfg.get("fcnet_activation", "relu")) \
+                if enc_hiddens else None
+            feat_dim = enc_hiddens[-1] if enc_hiddens else in_dim
         # Noise comes from the module's own generator, seeded from torch's (seeded) RNG at
         # build time, so seeded runs repeat exactly.
         self.noise_generator = torch.Generator()

@@ -223,7 +223,7 @@ class PPOLearner(TorchLearner):
         if cfg.use_critic:
             vf_preds = fwd_out.get(Columns.VF_PREDS)
             if vf_preds is None:  # RLlib's new-API modules: the value function is a separate call
-                vf_preds = self._module_values(batch)
+                vf_preds = self._module_values(batch, fwd_out.get(Columns.EMBEDDINGS))
             vf_err = (vf_preds - batch[Columns.VALUE_TARGETS]).pow(2)
             vf_loss = (vf_err if cfg.vf_clip_param is None else vf_err.clamp(0.0, cfg.vf_clip_param)).mean()
             total = total + cfg.vf_loss_coeff * vf_loss
@@ -237,13 +237,16 @@ class PPOLearner(TorchLearner):
         self._loss_stats = stats
         return total
 
-    def _module_values(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def _module_values(self, batch: dict[str, torch.Tensor], embeddings: Any = None) -> torch.Tensor:
         compute_values = getattr(self.rl_module, "compute_values", None)
         if compute_values is None:
             raise TypeError(
                 f"PPO with use_critic=True needs the value of each observation: {type(self.rl_module).__name__}'s "
                 "forward_train returns no 'vf_preds' and it has no compute_values(batch) method. Implement "
                 "compute_values (rlx.core.rl_module.apis.ValueFunctionAPI), or set training(use_critic=False).")
+        if embeddings is not None and _takes_embeddings(compute_values):
+            # forward_train's embeddings spare compute_values the encoder pass (RLlib's ValueFunctionAPI).
+            return compute_values(batch, embeddings=embeddings)
         return compute_values(batch)
 
     def _update_kl_coeff(self, mean_kl: float) -> None:
@@ -281,3 +284,14 @@ def _with_postprocessed(batch: dict[str, np.ndarray], adv: np.ndarray,
         else:
             targets = np.where(keep, given, targets)
     return adv, targets
+
+
+def _takes_embeddings(fn: Any) -> bool:
+    """Whether compute_values accepts `embeddings=` (ValueFunctionAPI's signature, or **kwargs)."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "embeddings" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)

@@ -75,6 +75,7 @@ class SACLearner(Learner):
         pi_out = module.policy_outputs(obs)
         with torch.no_grad():
             next_pi_out = module.policy_outputs(next_obs)
+        next_obs = module.flat_obs(next_obs)  # what the (target) Q-networks read
         if module.discrete:
             actions = torch.from_numpy(batch[Columns.ACTIONS]).long()
             logp = torch.log_softmax(pi_out, dim=-1)

@@ -45,12 +45,13 @@ class SACRLModule(RLModule):
             2 if self.twin_q else 1, q_in, q_cfg["fcnet_hiddens"], q_out, q_cfg["fcnet_activation"]
         )
 
-    def _obs(self, obs: torch.Tensor) -> torch.Tensor:
+    def flat_obs(self, obs: torch.Tensor) -> torch.Tensor:
+        """Observations [B, ...] as the MLPs read them: [B, obs_dim]."""
         return obs.reshape(obs.shape[0], -1) if self._flatten else obs
 
     def policy_outputs(self, obs: torch.Tensor) -> torch.Tensor:
         """Action-distribution inputs: [mean, log_std] (Box) or logits (Discrete)."""
-        out = self.pi(self._obs(obs))
+        out = self.pi(self.flat_obs(obs))
         if self.discrete:
             return out
         mean, log_std = out.chunk(2, dim=-1)
@@ -59,7 +60,7 @@ class SACRLModule(RLModule):
 
     def q_values(self, obs: torch.Tensor, actions: torch.Tensor | None = None) -> torch.Tensor:
         """Critic outputs: [E, B] for Box (given actions), [E, B, n] for Discrete."""
-        obs = self._obs(obs)
+        obs = self.flat_obs(obs)
         if self.discrete:
             return self.qf(obs)
         return self.qf(torch.cat([obs, actions], dim=-1)).squeeze(-1)

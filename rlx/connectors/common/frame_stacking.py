@@ -31,6 +31,8 @@ class _FrameStacking(ConnectorV2):
         super().__init__(input_observation_space, input_action_space, **kwargs)
 
     def _stacked_space(self, space: gym.Space) -> gym.Space:
+        if self._as_learner_connector and isinstance(space, gym.spaces.Box) and space.shape[-1:] == (self.num_frames,):
+            return space  # the train batch's space: rlx's runner stored the stacked observations
         if not isinstance(space, gym.spaces.Box) or space.shape[-1:] != (1,):
             raise ValueError(f"Frame stacking needs Box observations whose last axis has size 1 (e.g. (84, 84, 1)); "
                              f"got {space}.")

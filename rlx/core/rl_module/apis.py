@@ -10,6 +10,10 @@ import abc
 from typing import Any
 
 
+#: The key of forward_target's action-distribution inputs (the target network's logits or Q-values).
+TARGET_NETWORK_ACTION_DIST_INPUTS = "target_network_action_dist_inputs"
+
+
 class ValueFunctionAPI(abc.ABC):
     """A module with a value function: `compute_values(batch, embeddings=None) -> tensor [B]`."""
 
@@ -27,7 +31,7 @@ class TargetNetworkAPI(abc.ABC):
 
     @abc.abstractmethod
     def get_target_network_pairs(self) -> list[tuple[Any, Any]]:
-        """[(target network, online network), ...] for the learner's target updates."""
+        """[(online network, target network), ...] (RLlib's order) for the learner's target updates."""
 
     @abc.abstractmethod
     def forward_target(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["SlimFC", "normc_initializer", "AppendBiasLayer", "get_activation_fn"]
+__all__ = ["SlimFC", "normc_initializer", "AppendBiasLayer", "get_activation_fn", "same_padding", "valid_padding"]
 
 _ACTIVATIONS: dict[Any, Callable[[], nn.Module] | None] = {
     "tanh": nn.Tanh, "relu": nn.ReLU, "swish": nn.SiLU, "silu": nn.SiLU, "elu": nn.ELU,
@@ -32,6 +32,29 @@ def normc_initializer(std: float = 1.0) -> Callable[[torch.Tensor], None]:
             tensor.normal_(0, 1)
             tensor.mul_(std / torch.sqrt(tensor.pow(2).sum(1, keepdim=True)))
     return initializer
+
+
+def _pair(value: Any) -> tuple[int, int]:
+    return (int(value), int(value)) if isinstance(value, (int, np.integer)) else (int(value[0]), int(value[1]))
+
+
+def same_padding(in_size: Any, filter_size: Any, stride_size: Any) -> tuple[tuple[int, int, int, int], tuple[int, int]]:
+    """Padding for a "same" convolution and its output size: ((left, right, top, bottom), (out_h, out_w)).
+
+    `in_size`, `filter_size`, `stride_size` are ints or (height, width) pairs; the output size is
+    ceil(in / stride). The padding tuple fits torch.nn.ZeroPad2d.
+    """
+    (in_h, in_w), (k_h, k_w), (s_h, s_w) = _pair(in_size), _pair(filter_size), _pair(stride_size)
+    out_h, out_w = -(-in_h // s_h), -(-in_w // s_w)
+    pad_h = max((out_h - 1) * s_h + k_h - in_h, 0)
+    pad_w = max((out_w - 1) * s_w + k_w - in_w, 0)
+    return (pad_w // 2, pad_w - pad_w // 2, pad_h // 2, pad_h - pad_h // 2), (out_h, out_w)
+
+
+def valid_padding(in_size: Any, filter_size: Any, stride_size: Any) -> tuple[int, int]:
+    """Output size (out_h, out_w) of a "valid" (unpadded) convolution."""
+    (in_h, in_w), (k_h, k_w), (s_h, s_w) = _pair(in_size), _pair(filter_size), _pair(stride_size)
+    return (in_h - k_h) // s_h + 1, (in_w - k_w) // s_w + 1
 
 
 class SlimFC(nn.Module):
