@@ -305,8 +305,9 @@ MODEL_MEANINGS: dict[str, str] = {
     "use_lstm": "Wrap the model in an LSTM.",
     "max_seq_len": "Max sequence length for recurrent models.",
     "lstm_cell_size": "LSTM cell size.",
-    "lstm_use_prev_action": "Feed the previous action to the LSTM.",
-    "lstm_use_prev_reward": "Feed the previous reward to the LSTM.",
+    "lstm_use_prev_action": "Feed the previous action (one-hot for Discrete spaces) to the LSTM with the "
+                            "observation (a PrevActionsPrevRewards connector piece).",
+    "lstm_use_prev_reward": "Feed the previous reward to the LSTM with the observation.",
     "use_attention": "Wrap the model in an attention net.",
     "dim": "Side length of resized Atari frames (GenericPixelPreprocessor).",
     "grayscale": "Convert Atari frames to grayscale.",

@@ -127,6 +127,8 @@ class MultiCategorical(Distribution):
 
     @staticmethod
     def required_input_dim(space: gym.Space, model_config: dict | None = None) -> int:
+        if isinstance(space, gym.spaces.MultiBinary):
+            return 2 * int(np.prod(space.shape))
         return int(np.sum(space.nvec))
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -413,19 +415,17 @@ def dist_class_for_space(space: gym.Space, model_config: dict | None = None) -> 
         return Categorical, {}
     if isinstance(space, gym.spaces.MultiDiscrete):
         return MultiCategorical, {"input_lens": [int(n) for n in np.asarray(space.nvec).reshape(-1)]}
+    if isinstance(space, gym.spaces.MultiBinary):
+        # One two-way categorical per bit (RLlib's MultiCategorical over [2, 2, ...]).
+        return MultiCategorical, {"input_lens": [2] * int(np.prod(space.shape))}
     if isinstance(space, gym.spaces.Box):
-        if len(space.shape) != 1:
-            from rlx.utils.errors import NotSupportedYetError
-
-            raise NotSupportedYetError(
-                f"Box action spaces of shape {space.shape}", "only 1-D Box action spaces have a default distribution"
-            )
+        # Box actions of any shape: one diagonal Gaussian over the flattened components.
         return DiagGaussian, {"log_std_clip": float(model_config.get("log_std_clip_param", 20.0))}
     from rlx.utils.errors import NotSupportedYetError
 
     raise NotSupportedYetError(
         f"action space {space}",
-        "default distributions exist for Discrete, MultiDiscrete, 1-D Box and Tuple/Dict spaces of those"
+        "default distributions exist for Discrete, MultiDiscrete, MultiBinary, Box and Tuple/Dict spaces of those"
     )
 
 

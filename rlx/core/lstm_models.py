@@ -16,7 +16,6 @@ from rlx.core.distributions import DiagGaussian, dist_class_for_space
 from rlx.core.cnn import CNN, default_conv_filters, is_image_space
 from rlx.core.models import flat_obs_dim, make_mlp
 from rlx.core.rl_module.rl_module import RLModule
-from rlx.utils.errors import NotSupportedYetError
 
 
 class LSTMActorCriticModule(RLModule):
@@ -31,12 +30,6 @@ class LSTMActorCriticModule(RLModule):
 
     def setup(self) -> None:
         cfg = self.model_config
-        for key in ("lstm_use_prev_action", "lstm_use_prev_reward"):
-            if cfg.get(key):
-                raise NotSupportedYetError(
-                    f"model['{key}']", "previous actions and rewards as LSTM inputs",
-                    fix="Add them to the observations with the PrevActionsPrevRewards env-to-module connector "
-                        "(rlx.connectors.env_to_module), as RLlib's new API stack does.")
         self.cell_size = int(cfg.get("lstm_cell_size", 256))
         self._image = is_image_space(self.observation_space, cfg)
         # Image observations: a CNN (conv_filters) feeds the LSTM; others: the fcnet_hiddens MLP.

@@ -60,12 +60,36 @@ def build_env_to_module(config: Any, env: Any, obs_space: gym.Space, act_space: 
     from rlx.connectors.env_to_module import EnvToModulePipeline
 
     builder = config.env_to_module_connector
-    if builder is None:
+    prev = lstm_prev_inputs_piece(config)
+    if builder is None and prev is None:
         return None
-    spaces = {"__env__": (obs_space, act_space), "__env_single__": (obs_space, act_space)}
-    pieces = _pieces(_call_builder(builder, (env, spaces, None), "env_to_module_connector"),
-                     "env_to_module_connector")
+    pieces = []
+    if builder is not None:
+        spaces = {"__env__": (obs_space, act_space), "__env_single__": (obs_space, act_space)}
+        pieces = _pieces(_call_builder(builder, (env, spaces, None), "env_to_module_connector"),
+                         "env_to_module_connector")
+    if prev is not None:
+        pieces.append(prev)
     return EnvToModulePipeline(obs_space, act_space, connectors=pieces)
+
+
+def lstm_prev_inputs_piece(config: Any) -> ConnectorV2 | None:
+    """The PrevActionsPrevRewards piece that `lstm_use_prev_action` / `lstm_use_prev_reward` add
+    (None when neither is set): the module's input then carries the previous action (one-hot for
+    Discrete spaces) and reward, zeros at an episode's start, which the LSTM sees every step."""
+    model = getattr(config, "model", None) or {}
+    use_action, use_reward = bool(model.get("lstm_use_prev_action")), bool(model.get("lstm_use_prev_reward"))
+    if not (model.get("use_lstm") and (use_action or use_reward)):
+        return None
+    from rlx.connectors.env_to_module.prev_actions_prev_rewards import PrevActionsPrevRewards
+
+    return PrevActionsPrevRewards(n_prev_actions=int(use_action), n_prev_rewards=int(use_reward))
+
+
+def has_env_to_module_pieces(config: Any) -> bool:
+    """Whether sub-envs need the connector wrapper: user pipelines or the LSTM's previous inputs."""
+    return (config.env_to_module_connector is not None or config.module_to_env_connector is not None
+            or lstm_prev_inputs_piece(config) is not None)
 
 
 def build_module_to_env(config: Any, env: Any, obs_space: gym.Space, act_space: gym.Space) -> Any:

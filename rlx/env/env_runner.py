@@ -24,7 +24,8 @@ from rlx.env.env_checker import OldGymEnvCompatibility, check_env, describe_valu
 from rlx.env.env_context import EnvContext
 from rlx.env.registry import make_env_creator
 from rlx.env.connector_env import (
-    ConnectorContext, ConnectorEnv, FilterAndConnectorState, build_env_to_module, build_module_to_env)
+    ConnectorContext, ConnectorEnv, FilterAndConnectorState, build_env_to_module, build_module_to_env,
+    has_env_to_module_pieces)
 from rlx.env.vector_env import VectorEnv
 from rlx.models.preprocessors import NoPreprocessor, Preprocessor, get_preprocessor
 from rlx.utils.errors import EnvError, EnvOutputError, NotSupportedYetError
@@ -74,19 +75,23 @@ class ActionAdapter:
         self.space = action_space
         self.is_box = isinstance(action_space, gym.spaces.Box)
         self.is_discrete = isinstance(action_space, gym.spaces.Discrete)
+        self.is_multi_binary = isinstance(action_space, gym.spaces.MultiBinary)
         self.discrete_start = int(action_space.start) if self.is_discrete else 0
+        # Box actions of 2+ dimensions and MultiBinary actions travel flat through module and batch.
+        self.reshape = (self.is_multi_binary or isinstance(action_space, gym.spaces.Box)) \
+            and len(action_space.shape) > 1
         self.normalize = False
         self.clip = False
         if self.is_box:
             finite = bool(np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high)))
             self.normalize = normalize and finite
             self.clip = clip or self.normalize
-            self.low = action_space.low.astype(np.float64)
-            self.high = action_space.high.astype(np.float64)
+            self.low = action_space.low.astype(np.float64).reshape(-1)
+            self.high = action_space.high.astype(np.float64).reshape(-1)
         # Shape (after [T, B]) and dtype of the batch's ACTIONS column.
-        self.batch_shape: tuple = tuple(action_space.shape or ())
-        self.batch_dtype = np.int64 if isinstance(action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)) \
-            else np.float32
+        self.batch_shape: tuple = (int(np.prod(action_space.shape)),) if self.reshape else tuple(action_space.shape or ())
+        self.batch_dtype = np.int64 if isinstance(
+            action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)) else np.float32
         #: Tuple/Dict spaces: module actions are flat float32 rows, the parts' components
         #: concatenated (see rlx.core.distributions.MultiDistribution); each part has its adapter.
         self.structured = isinstance(action_space, (gym.spaces.Tuple, gym.spaces.Dict))
@@ -108,6 +113,8 @@ class ActionAdapter:
             if self.discrete_start:
                 return (actions + self.discrete_start).tolist()
             return actions.tolist()
+        if self.is_multi_binary:
+            return np.asarray(actions).reshape((-1,) + self.space.shape).astype(self.space.dtype, copy=False)
         if not self.is_box:
             return actions
         out = actions
@@ -115,6 +122,8 @@ class ActionAdapter:
             out = self.low + (out + 1.0) * 0.5 * (self.high - self.low)
         if self.clip:
             out = np.clip(out, self.low, self.high)
+        if self.reshape:
+            out = out.reshape((-1,) + self.space.shape)
         return out.astype(self.space.dtype, copy=False)
 
     def _structured_to_env(self, flat: np.ndarray) -> list[Any]:
@@ -148,7 +157,13 @@ class ActionAdapter:
         """`n` random actions (random_actions=True sampling) in the batch's form."""
         if self.structured:
             return self.from_env([self.space.sample() for _ in range(n)])
-        return np.stack([self.space.sample() for _ in range(n)])
+        actions = np.stack([self.space.sample() for _ in range(n)])
+        if self.reshape:
+            actions = actions.reshape((n,) + self.batch_shape)
+        if self.normalize:  # module actions of normalized Box spaces live in [-1, 1]
+            actions = 2.0 * (actions.reshape(n, -1) - self.low) / (self.high - self.low) - 1.0
+            actions = actions.reshape((n,) + self.batch_shape)
+        return actions.astype(self.batch_dtype, copy=False)
 
 
 def _part_from_env(part: ActionAdapter, value: Any) -> np.ndarray:
@@ -371,8 +386,7 @@ class SingleAgentEnvRunner:
         """The ConnectorContext of the config's custom connectors (built once, from the env's
         spaces); None without custom connectors."""
         cfg = self.config
-        if self._connectors is None and (cfg.env_to_module_connector is not None
-                                         or cfg.module_to_env_connector is not None):
+        if self._connectors is None and has_env_to_module_pieces(cfg):
             self._connectors = ConnectorContext(
                 env_to_module=build_env_to_module(cfg, env, obs_space, act_space),
                 module_to_env=build_module_to_env(cfg, env, obs_space, act_space),
