@@ -315,7 +315,8 @@ MODEL_MEANINGS: dict[str, str] = {
     "framestack": "Stack the last 4 frames in DeepMind's Atari preprocessing (preprocessor_pref='deepmind').",
     "custom_model": "Custom ModelV2 class (old API).",
     "custom_model_config": "Keyword arguments for a custom model.",
-    "custom_action_dist": "Custom action distribution class.",
+    "custom_action_dist": "A TorchDistributionWrapper subclass, or its name in ModelCatalog.register_custom_action_dist: "
+                          "the default networks output what it reads and actions are sampled from it.",
     "custom_preprocessor": "Custom preprocessor class.",
 }
 

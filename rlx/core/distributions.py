@@ -397,6 +397,10 @@ def _leaf_dist_class(space: gym.Space, model_config: dict) -> tuple[type[Distrib
 def dist_class_for_space(space: gym.Space, model_config: dict | None = None) -> tuple[type[Distribution], dict]:
     """The default distribution class (and its extra constructor kwargs) for an action space."""
     model_config = model_config or {}
+    if model_config.get("custom_action_dist"):
+        from rlx.models.catalog import ModelCatalog
+
+        return ModelCatalog.get_custom_action_dist_class(model_config["custom_action_dist"]), {}
     if is_structured_action_space(space):
         leaves = action_space_leaves(space)
         children, input_lens, action_lens = [], [], []

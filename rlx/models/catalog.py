@@ -59,10 +59,48 @@ class ModelCatalog:
 
     @staticmethod
     def register_custom_action_dist(action_dist_name: str, action_dist_class: type) -> None:
-        """Register an action distribution under a name (rlx does not use custom
-        distributions in training yet: `model={"custom_action_dist": ...}` is refused)."""
+        """Make `action_dist_class` (a TorchDistributionWrapper subclass) usable as
+        `model={"custom_action_dist": action_dist_name}`."""
+        if not isinstance(action_dist_name, str) or not action_dist_name:
+            raise ConfigError(f"register_custom_action_dist needs a non-empty name, got {action_dist_name!r}.")
+        ModelCatalog._check_action_dist_class(action_dist_class, action_dist_name)
         ModelCatalog._custom_action_dists[action_dist_name] = action_dist_class
         _register_with_tune(_TUNE_CATEGORY_ACTION_DIST, action_dist_name, action_dist_class)
+
+    @staticmethod
+    def _check_action_dist_class(cls: Any, name: str) -> None:
+        from rlx.core.distributions import Distribution
+
+        if not (isinstance(cls, type) and issubclass(cls, Distribution)):
+            raise ConfigError(
+                f"custom action distribution {name!r} must be a subclass of "
+                f"rlx.models.torch.torch_action_dist.TorchDistributionWrapper, got {cls!r}.")
+
+    @staticmethod
+    def get_custom_action_dist_class(custom_action_dist: Any) -> type:
+        """The class a `custom_action_dist` setting names (a class, a registered name, an import path)."""
+        cls = custom_action_dist if isinstance(custom_action_dist, type) else None
+        if cls is None and isinstance(custom_action_dist, str):
+            cls = ModelCatalog._custom_action_dists.get(custom_action_dist)
+            if cls is None:
+                cls = _from_tune(_TUNE_CATEGORY_ACTION_DIST, custom_action_dist)
+            if cls is None and ("." in custom_action_dist or ":" in custom_action_dist):
+                from rlx.env.registry import import_object
+
+                try:
+                    cls = import_object(custom_action_dist)
+                except Exception as err:  # noqa: BLE001 - reported below with the name
+                    raise ConfigError(f"model['custom_action_dist']={custom_action_dist!r} could not be imported: "
+                                      f"{err}") from err
+        if cls is None:
+            known = sorted(ModelCatalog._custom_action_dists)
+            raise ConfigError(
+                f"Unknown custom action distribution {custom_action_dist!r}.{did_you_mean(str(custom_action_dist), known)} "
+                "Register it first with ModelCatalog.register_custom_action_dist(name, DistClass)"
+                + (f" (registered: {', '.join(known)})." if known else ".")
+                + " In EnvRunner processes that rlx starts itself, give the class itself or an import path.")
+        ModelCatalog._check_action_dist_class(cls, str(custom_action_dist))
+        return cls
 
     @staticmethod
     def registered_custom_models() -> list[str]:
@@ -155,8 +193,9 @@ class ModelCatalog:
         if framework not in ("torch", None):
             raise ConfigError(f"framework={framework!r}: rlx is PyTorch-only; use framework='torch'.")
         config = config or {}
-        if dist_type is not None or config.get("custom_action_dist"):
-            raise NotSupportedYetError("custom action distributions", "rlx picks the distribution from the action space")
+        if dist_type is not None:
+            cls = ModelCatalog.get_custom_action_dist_class(dist_type)
+            return cls, int(cls.required_input_dim(action_space, config))
         cls, dist_kwargs = dist_class_for_space(action_space, config)
         return BoundDistribution(cls, **dist_kwargs), int(cls.required_input_dim(action_space, config))
 

@@ -51,7 +51,6 @@ ACTIVATIONS = ("tanh", "relu", "swish", "silu", "elu", "linear", None)
 _LATER = {
     "use_attention": "attention models",
     "no_final_linear": "models without a final linear layer",
-    "custom_action_dist": "custom action distributions",
     "custom_preprocessor": "custom preprocessors",
 }
 
@@ -138,6 +137,10 @@ def merge_model_config(base: dict[str, Any] | None, update: dict[str, Any],
                 raise ConfigError(f"model['{key}'] must be a positive number, got {value!r}.")
         elif key == "conv_filters" and value is not None:
             value = check_conv_filters(value)
+        elif key == "custom_action_dist" and not (value is None or isinstance(value, (str, type))):
+            raise ConfigError(
+                "model['custom_action_dist'] must be a name given to ModelCatalog.register_custom_action_dist, an "
+                f"import path or a TorchDistributionWrapper subclass, got {value!r}.")
         elif key == "custom_model_config" and not isinstance(value, dict):
             raise ConfigError(f"model['custom_model_config'] must be a dict, got {value!r}.")
         elif key == "custom_model" and not (value is None or isinstance(value, (str, type))):
