@@ -332,7 +332,7 @@ def test_dict_style_write_is_validated():
     "section, key, value, default",
     [
         ("debugging", "log_sys_usage", True, False),
-        ("offline_data", "output", "/tmp/out", None),
+        ("evaluation", "off_policy_estimation_methods", {"is": {"type": "ImportanceSampling"}}, {}),
         ("multi_agent", "replay_mode", "lockstep", "independent"),
         ("env_runners", "remote_env_batch_wait_ms", 10.0, 0.0),
         ("learners", "num_gpus_per_learner", 1, 0),

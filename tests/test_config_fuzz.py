@@ -38,7 +38,8 @@ def _bad_values(opt) -> list:
     if isinstance(default, (int, float)):
         # No option takes infinity: timeouts use None or 0 for "no limit".
         return [NAN, INF, -INF, "fast", {"value": 1}, [1, "x"], [[0, NAN]]]
-    if isinstance(default, str) and opt.name != "target_entropy":  # SAC: "auto" or a number
+    # SAC's target_entropy: "auto" or a number; input_: "sampler" or any path (checked when read).
+    if isinstance(default, str) and opt.name not in ("target_entropy", "input_"):
         return ["definitely-not-a-valid-choice-42", 3.5, NAN]
     if isinstance(default, dict):
         return ["not-a-dict", 3, [1, 2]]

@@ -296,11 +296,16 @@ class _FramesEnv(gym.Env):
         return np.zeros((210, 160, 3), np.uint8), 0.0, True, False, {}
 
 
-def test_deepmind_preprocessing_on_atari_is_refused_until_it_exists():
-    config = PPOConfig().environment(_FramesEnv, is_atari=True).training(train_batch_size=64)
-    with pytest.raises(NotSupportedYetError, match="preprocessor_pref='deepmind'.*preprocessor_pref='rllib'"):
-        config.build()
-    algo = config.env_runners(preprocessor_pref="rllib", num_envs_per_env_runner=1).build()
+def test_deepmind_preprocessing_wraps_only_real_atari_games():
+    # An env that only says it is Atari (is_atari=True) is no ALE game: no DeepMind wrappers
+    # (tests/test_atari.py covers real games); both preferences downsample its raw frames.
+    config = (PPOConfig().environment(_FramesEnv, is_atari=True).training(train_batch_size=64)
+              .env_runners(num_envs_per_env_runner=1))
+    algo = config.build()
+    assert "FrameStack" not in str(algo.env_runner.env.envs[0])
+    assert algo.env_runner.preprocessor.shape == (84, 84, 3)
+    algo.stop()
+    algo = config.env_runners(preprocessor_pref="rllib").build()
     assert algo.env_runner.preprocessor.shape == (84, 84, 3)
     algo.stop()
 

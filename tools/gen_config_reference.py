@@ -160,7 +160,7 @@ MEANINGS: dict[str, str] = {
     "shuffle_buffer_size": "Shuffle offline batches through a buffer of this many batches.",
     "output": "Where to write sampled experiences (None: nowhere).",
     "output_config": "Settings for writing output.",
-    "output_compress_columns": "Columns to LZ4-compress in the output.",
+    "output_compress_columns": "Columns to compress (zlib, base64) in the JSON output.",
     "output_max_file_size": "Roll over to a new output file after this many bytes.",
     "offline_sampling": "Sampling reads offline data.",
     # multi-agent

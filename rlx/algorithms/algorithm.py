@@ -137,8 +137,12 @@ class Algorithm:
         self.callbacks = self.config.make_callback_dispatcher()
         self.eval_env_runner_group: Any = None
         self._last_eval_results: dict[str, Any] | None = None
+        self._offline_io: Any = None
         try:
             self.setup(self.config)
+            from rlx.offline.offline_io import attach_offline_io
+
+            self._offline_io = attach_offline_io(self)  # input_ / output (offline data)
             self._on_learn_on_batch = self.callbacks.get("on_learn_on_batch")
             if self.config.evaluation_interval is not None:
                 self._make_eval_env_runner_group()
@@ -620,6 +624,10 @@ class Algorithm:
             eval_results = self._last_eval_results if self._last_eval_results is not None else self._empty_eval_results()
         if eval_results is not None:
             result["evaluation"] = eval_results
+        if self._offline_io is not None and not self._offline_io.samples_envs:
+            from rlx.offline.results import report_evaluation_returns
+
+            report_evaluation_returns(result, self._last_eval_results)
         self.callbacks.fire("on_train_result", algorithm=self, metrics_logger=self.metrics, result=result)
         self._add_algorithm_metrics(result)
         if cfg.env_task_fn is not None:
@@ -1155,6 +1163,9 @@ class Algorithm:
         from rlx.env.env_runner_group import run_all
 
         steps = []
+        offline_io = getattr(self, "_offline_io", None)
+        if offline_io is not None:
+            steps.append(offline_io.close)  # completes the output files
         learner_stop = getattr(getattr(self, "learner", None), "stop", None)
         if learner_stop is not None:
             steps.append(learner_stop)

@@ -26,10 +26,11 @@ from rlx.algorithms.config_options import (
 )
 from rlx.algorithms.multi_agent_options import check_overrides_per_module, check_policies, check_policies_to_train
 from rlx.callbacks.callbacks import CALLBACK_EVENTS
+from rlx.offline import options as offline_options
 from rlx.utils.errors import ConfigError
 
 EVAL = "evaluation during training (evaluation_interval and friends)"
-OFFLINE = "offline data (input/output)"
+OPE = "off-policy estimation on offline data"
 COMPILE = "torch.compile of modules"
 ONE_STACK = "a switch between RLlib's API stacks, and rlx has one"
 
@@ -177,8 +178,8 @@ COMMON_OPTIONS: list[Option] = [
            doc="Optimizer settings: {'type': 'adam'|'adamw'|'sgd'|'rmsprop', plus its keyword args}."),
     Option("max_requests_in_flight_per_env_runner", 2, T + R, integer(1),
            aliases=("max_requests_in_flight_per_sampler_worker",),
-           no_effect="only asynchronous algorithms (IMPALA, APPO) read it, in RLlib too; rlx's synchronous "
-                     "algorithms send one sample() request per runner at a time"),
+           doc="Asynchronous algorithms (IMPALA, APPO): sample() requests each remote EnvRunner may have queued; "
+               "synchronous algorithms send one request per runner at a time."),
     Option("learner_class", None, T, class_or_none, doc="Learner subclass to use."),
     Option("learner_config_dict", {}, T, dictionary(),
            doc="Settings of your own for a custom Learner class, read there as "
@@ -283,8 +284,8 @@ COMMON_OPTIONS: list[Option] = [
            doc="Run evaluation in a thread at the same time as the training step, on the previous weights."),
     Option("evaluation_config", None, EV, _evaluation_config,
            doc="Settings that override the main config on evaluation EnvRunners, e.g. {'explore': False}."),
-    Option("off_policy_estimation_methods", {}, EV, dictionary(), later=OFFLINE),
-    Option("ope_split_batch_by_episode", True, EV, boolean, later=OFFLINE),
+    Option("off_policy_estimation_methods", {}, EV, dictionary(), later=OPE),
+    Option("ope_split_batch_by_episode", True, EV, boolean, later=OPE),
     Option("evaluation_num_env_runners", 0, EV, integer(0), aliases=("evaluation_num_workers",),
            doc="Evaluation EnvRunners; 0 evaluates in the driver on its own envs."),
     Option("custom_evaluation_function", None, EV, callable_or_none, aliases=("custom_eval_function",),
@@ -298,17 +299,35 @@ COMMON_OPTIONS: list[Option] = [
     Option("explore", True, X + R, boolean, doc="Default of compute_single_action(explore=None)."),
     Option("exploration_config", {"type": "StochasticSampling"}, X, _exploration_config),
     # --- offline data
-    Option("input_", "sampler", O, any_value, aliases=("input",), later=OFFLINE),
-    Option("input_config", {}, O, dictionary(), later=OFFLINE),
-    Option("actions_in_input_normalized", False, O, boolean, later=OFFLINE),
-    Option("input_evaluation", None, O, any_value, later=OFFLINE),
-    Option("postprocess_inputs", False, O, boolean, later=OFFLINE),
-    Option("shuffle_buffer_size", 0, O, integer(0), later=OFFLINE),
-    Option("output", None, O, any_value, later=OFFLINE),
-    Option("output_config", {}, O, dictionary(), later=OFFLINE),
-    Option("output_compress_columns", ["obs", "new_obs"], O, any_value, later=OFFLINE),
-    Option("output_max_file_size", 64 * 1024 * 1024, O, integer(1), later=OFFLINE),
-    Option("offline_sampling", False, O, boolean, later=OFFLINE),
+    Option("input_", "sampler", O, offline_options.check_input, aliases=("input",),
+           doc="Where experiences come from: 'sampler' (the envs), a directory, file, glob or list of offline "
+               "files, a dict mixing sources by probability ({'sampler': 0.4, '/tmp/data': 0.6}), 'dataset' "
+               "(the files in input_config), or a callable fn(ioctx) -> InputReader; see docs/offline.md."),
+    Option("input_config", {}, O, offline_options.check_io_config,
+           doc="Settings for reading the input: {'format': 'json' or 'parquet'} (default: by the files' "
+               "extension), and 'paths' for input_='dataset'."),
+    Option("actions_in_input_normalized", False, O, boolean,
+           doc="The offline Box actions are already in [-1, 1] (as rlx and RLlib write them with "
+               "normalize_actions=True); when False and normalize_actions is True, the reader normalizes them."),
+    Option("input_evaluation", None, O, any_value, later=OPE),
+    Option("postprocess_inputs", False, O, boolean,
+           doc="Let the Learner compute advantages and value targets of offline batches with the current policy; "
+               "when False, those a record carries (RLlib writes PPO's) are used as they are."),
+    Option("shuffle_buffer_size", 0, O, integer(0),
+           doc="Shuffle offline batches over a sliding window of this many batches (0: read them in order)."),
+    Option("output", None, O, offline_options.check_output,
+           doc="Where to write every sampled batch: None (nowhere), 'logdir' (the trial directory), a "
+               "directory, or a callable fn(ioctx) -> OutputWriter; see docs/offline.md."),
+    Option("output_config", {}, O, offline_options.check_io_config,
+           doc="Settings for writing output: {'format': 'json' (default) or 'parquet'}, and 'path' for "
+               "output='dataset'."),
+    Option("output_compress_columns", ["obs", "new_obs"], O, offline_options.check_columns,
+           doc="Columns written compressed (zlib + base64 of the .npy bytes; RLlib uses LZ4) in JSON output."),
+    Option("output_max_file_size", 64 * 1024 * 1024, O, integer(1),
+           doc="Start a new output file once one holds this many bytes."),
+    Option("offline_sampling", False, O, boolean,
+           doc="RLlib: sampling reads offline data, so EnvRunners do not split batches by sub-env.",
+           no_effect="rlx reads offline input in the EnvRunnerGroup, whose batches never depend on sub-envs"),
     # --- multi-agent
     Option("policies", None, M, check_policies,
            doc="Policy ids (a set) or {policy_id: PolicySpec(policy_class, observation_space, action_space, "

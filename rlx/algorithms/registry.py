@@ -19,6 +19,21 @@ ALGORITHMS: dict[str, tuple[str, str, str, str]] = {
     "TD3": ("rlx.algorithms.td3.td3", "TD3", "TD3Config",
             "Twin Delayed DDPG: twin Q, delayed policy updates, target policy smoothing "
             "(off-policy, continuous actions)"),
+    "PG": ("rlx.algorithms.pg.pg", "PG", "PGConfig",
+           "Vanilla policy gradient (REINFORCE) on complete episodes' returns, no baseline (on-policy, any action space)"),
+    "A2C": ("rlx.algorithms.a2c.a2c", "A2C", "A2CConfig",
+            "Advantage actor-critic, synchronous, with optional microbatch gradient accumulation "
+            "(on-policy, any action space)"),
+    "IMPALA": ("rlx.algorithms.impala.impala", "IMPALA", "IMPALAConfig",
+               "Importance-weighted actor-learner: asynchronous sampling with V-trace corrections "
+               "(any action space)"),
+    "APPO": ("rlx.algorithms.appo.appo", "APPO", "APPOConfig",
+             "Asynchronous PPO (IMPACT): IMPALA's asynchronous sampling and V-trace with a clipped surrogate "
+             "and a target network (any action space)"),
+    "MARWIL": ("rlx.algorithms.marwil.marwil", "MARWIL", "MARWILConfig",
+               "Advantage-weighted imitation learning, usually from offline data (any action space)"),
+    "BC": ("rlx.algorithms.bc.bc", "BC", "BCConfig",
+           "Behavior cloning: imitation of offline data's actions (MARWIL with beta=0; any action space)"),
 }
 
 

@@ -11,7 +11,10 @@ import sys
 import threading
 import time
 import traceback
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, wait as wait_futures
 from concurrent.futures import TimeoutError as FutureTimeoutError
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -107,6 +110,11 @@ class EnvRunnerGroup:
         self._consecutive_failures = 0
         self._remote: list[Any] = []
         self._local_watchdog = _LocalSampleWatchdog(config.sample_timeout_s, config.batch_mode)
+        # Asynchronous sampling (sample_async): each remote runner's queued sample() requests, the
+        # time the oldest of them started, and the runner metrics that came back with results.
+        self._in_flight: dict[int, deque[Future]] = {}
+        self._in_flight_since: dict[int, float] = {}
+        self._async_metrics: list[dict[str, Any]] = []
         wants_local = local_env_runner or num_remote == 0
         # The driver's runner builds sub-envs only where it samples or was asked to
         # (create_env_on_local_worker); otherwise it takes the spaces from remote runner 1.
@@ -285,13 +293,24 @@ class EnvRunnerGroup:
 
     # ------------------------------------------------------------ data
 
+    #: The Algorithm's offline input and output (rlx.offline.offline_io.OfflineIO), or None.
+    offline_io: Any = None
+
     def sample(self, num_timesteps: int | None = None, explore: bool | None = None) -> dict[str, np.ndarray]:
         """Collect at least `num_timesteps` env steps (one fragment per runner when None) as one batch.
 
         Without remote runners the local runner samples. With them, every healthy remote
         runner samples its share in parallel; their time-major batches are joined along
-        the sub-env axis, so each column stays one sub-env's trajectory.
+        the sub-env axis, so each column stays one sub-env's trajectory. With offline settings
+        (`input_`, `output`) the group's `offline_io` reads the batch from the input instead,
+        and writes every batch returned to the output.
         """
+        if self.offline_io is not None:
+            return self.offline_io.sample(num_timesteps, explore, self._sample_envs)
+        return self._sample_envs(num_timesteps, explore)
+
+    def _sample_envs(self, num_timesteps: int | None, explore: bool | None) -> dict[str, np.ndarray]:
+        """`sample()` from the envs: the local runner, or every healthy remote runner's share."""
         if not self._remote:
             return self._sample_local(num_timesteps, explore)
         per_runner: dict[int, list[dict[str, np.ndarray]]] = {}
@@ -331,6 +350,147 @@ class EnvRunnerGroup:
                 batch = concat_batches(batches)
         self.num_resets = runner.num_resets
         return batch
+
+    # ------------------------------------------------------------ asynchronous sampling
+
+    def sample_async(self, *, explore: bool | None = None, weights_from: Any = None,
+                     weights_seq_no: int | None = None, global_vars: dict | None = None,
+                     request_more: bool = True, wait_s: float | None = None) -> list["AsyncSample"]:
+        """Asynchronous sampling (IMPALA, APPO): return the sample() results that are ready and
+        keep the remote runners sampling while the caller trains.
+
+        Every healthy remote runner has up to `max_requests_in_flight_per_env_runner` sample()
+        requests (one fragment each) queued. This call waits up to `wait_s` seconds (default:
+        until the first result, at most `sample_timeout_s`) and returns every finished result as
+        an AsyncSample that names the version of the weights it was sampled with. Before a runner
+        gets its next request it gets the weights of `weights_from` (a Learner) when its own are
+        older than `weights_seq_no`, and the merged observation filter. With
+        `request_more=False` (the caller's queue is full) no new requests are queued: back
+        pressure, so the runners stay at most one queue's worth ahead of the learner.
+
+        Without remote runners, the local runner samples one fragment here (its module is the
+        learner's: no lag).
+        """
+        if self.offline_io is not None:  # output: write every batch; input_: refused here
+            self.offline_io.check_sampling_mode("asynchronous sampling (IMPALA, APPO)")
+            samples = self._sample_async(explore, weights_from, weights_seq_no, global_vars, request_more, wait_s)
+            for sample in samples:
+                self.offline_io.write_sampled(sample.batch, runner_index=sample.runner_index)
+            return samples
+        return self._sample_async(explore, weights_from, weights_seq_no, global_vars, request_more, wait_s)
+
+    def _sample_async(self, explore: bool | None, weights_from: Any, weights_seq_no: int | None,
+                      global_vars: dict | None, request_more: bool, wait_s: float | None) -> list["AsyncSample"]:
+        """`sample_async()` from the envs."""
+        if not self._remote:
+            local = self._local_env_runner
+            if weights_from is not None and weights_seq_no is not None and local.weights_seq_no != weights_seq_no:
+                self.sync_weights(from_worker_or_learner_group=weights_from, weights_seq_no=weights_seq_no)
+            batch = self._sample_local(None, explore)
+            steps = num_sampled_steps(batch, self.config.count_steps_by)
+            return [AsyncSample(batch, 0, int(local.weights_seq_no), steps)]
+        handles = self._sampling_handles()
+        if request_more:
+            for handle in handles:
+                self._queue_sample_requests(handle, explore, weights_from, weights_seq_no, global_vars)
+        ready = self._wait_for_samples(wait_s)
+        samples = []
+        with_delta = self._collects_filter_deltas()
+        for handle, future in ready:
+            try:
+                batch, seq_no, resets, metrics, delta = future.result()
+            except Exception as err:  # a crashed env or a dead process
+                self._fail_async(handle, err)
+                continue
+            self._consecutive_failures = 0
+            self._async_metrics.append(metrics)
+            if with_delta and delta is not None:
+                self._local_env_runner.filter.merge_delta(delta)
+            if self._runner_resets.get(handle.index, resets) != resets:
+                self.num_resets += 1
+            self._runner_resets[handle.index] = resets
+            steps = num_sampled_steps(batch, self.config.count_steps_by)
+            samples.append(AsyncSample(batch, handle.index, int(seq_no), steps))
+        return samples
+
+    def num_sample_requests_in_flight(self) -> int:
+        """Asynchronous sample() requests queued or running on the remote runners."""
+        return sum(len(q) for q in self._in_flight.values())
+
+    def _collects_filter_deltas(self) -> bool:
+        local = self._local_env_runner
+        return local is not None and _filter_has_state(local.filter) and bool(self.config.synchronize_filters) \
+            and bool(self.config.use_worker_filter_stats)
+
+    def _queue_sample_requests(self, handle: Any, explore: bool | None, weights_from: Any,
+                               weights_seq_no: int | None, global_vars: dict | None) -> None:
+        """Fill `handle`'s queue up to max_requests_in_flight_per_env_runner sample() requests,
+        after newer weights and the merged observation filter when it has none queued."""
+        queue = self._in_flight.setdefault(handle.index, deque())
+        missing = int(self.config.max_requests_in_flight_per_env_runner) - len(queue)
+        if missing <= 0:
+            return
+        if weights_from is not None and weights_seq_no is not None \
+                and self._sent_weights.get(handle.index) != weights_seq_no:
+            weights = weights_from.get_weights()
+            if isinstance(weights, dict) and "default_policy" in weights \
+                    and not getattr(weights_from, "is_multi_agent", False):
+                weights = weights["default_policy"]
+            handle.submit(_SetWeightsCall(weights, global_vars, weights_seq_no))
+            self._sent_weights[handle.index] = weights_seq_no
+        local = self._local_env_runner
+        if local is not None and _filter_has_state(local.filter) and self.config.synchronize_filters \
+                and self.config.update_worker_filter_stats:
+            handle.submit(_SetFilterCall(local.filter.get_state()))
+        call = _AsyncSampleCall(explore, self._collects_filter_deltas())
+        if not queue:
+            self._in_flight_since[handle.index] = time.monotonic()
+        for _ in range(missing):
+            queue.append(handle.submit(call))
+
+    def _wait_for_samples(self, wait_s: float | None) -> list[tuple[Any, Future]]:
+        """(handle, future) of every finished request, oldest first per runner, after waiting up
+        to `wait_s` seconds for the first (None: until one finishes). A runner whose request has
+        run longer than sample_timeout_s is killed and handled as a failed runner."""
+        handles = {h.index: h for h in self._remote}
+        heads = {i: q[0] for i, q in self._in_flight.items() if q and i in handles}
+        if not heads:
+            return []
+        timeout = self.config.sample_timeout_s or None
+        now = time.monotonic()
+        deadline = None if timeout is None else min(self._in_flight_since[i] for i in heads) + timeout
+        limit = deadline if wait_s is None else min(now + wait_s, deadline or float("inf"))
+        wait_futures(list(heads.values()), timeout=None if limit is None else max(0.0, limit - now),
+                     return_when=FIRST_COMPLETED)
+        ready = []
+        now = time.monotonic()
+        for index in list(heads):
+            queue = self._in_flight[index]
+            while queue and queue[0].done():
+                ready.append((handles[index], queue.popleft()))
+                self._in_flight_since[index] = now
+            if queue and timeout is not None and now - self._in_flight_since[index] > timeout:
+                kill = getattr(handles[index], "kill", None)
+                if kill is not None:
+                    kill()
+                self._fail_async(handles[index], EnvRunnerFailureError(
+                    f"EnvRunner {index} did not answer sample() within {timeout:g} s; is an env stuck? The runner "
+                    f"was stopped.{_complete_episodes_hint(self.config.batch_mode)}"))
+        return ready
+
+    def _fail_async(self, handle: Any, err: BaseException) -> None:
+        """A runner failed during asynchronous sampling: mark it, and raise unless the
+        fault-tolerance settings tolerate it (as `_call_all` does)."""
+        cfg = self.config
+        self._consecutive_failures += 1
+        self._mark_failed(handle, err)
+        if not (cfg.ignore_env_runner_failures or cfg.restart_failed_env_runners):
+            raise err
+        if self._consecutive_failures > cfg.num_consecutive_env_runner_failures_tolerance:
+            raise EnvRunnerFailureError(
+                f"EnvRunners failed in {self._consecutive_failures} calls in a row, more than "
+                f"num_consecutive_env_runner_failures_tolerance={cfg.num_consecutive_env_runner_failures_tolerance}."
+            ) from err
 
     # ------------------------------------------------------------ fault tolerance
 
@@ -429,6 +589,7 @@ class EnvRunnerGroup:
         handle.healthy = False
         handle.last_error = err
         self._failed_at.setdefault(handle.index, time.monotonic())
+        self._in_flight.pop(handle.index, None)
 
     def _restart(self, index: int) -> None:
         """Replace failed runner `index` and give it the local runner's weights, filter and
@@ -468,6 +629,12 @@ class EnvRunnerGroup:
         out = []
         if self._local_env_runner is not None:
             out.append(self._local_env_runner.get_metrics())
+        if self._in_flight or self._async_metrics:
+            # Sampling asynchronously: the runners' metrics came back with their samples (asking a
+            # runner now would wait for the sample it is busy with).
+            out.extend(self._async_metrics)
+            self._async_metrics = []
+            return out
         healthy = [h for h in self._remote if h.healthy]
         if healthy:
             answers = self._call_all(healthy, _get_metrics, timeout=self.config.metrics_episode_collection_timeout_s,
@@ -715,6 +882,35 @@ def join_runner_batches(batches: list[Any]) -> Any:
 
 
 # Calls shipped to remote runners: module-level classes, so they pickle by reference.
+
+
+@dataclass
+class AsyncSample:
+    """One fragment that a runner sampled asynchronously (EnvRunnerGroup.sample_async).
+
+    `weights_seq_no` is the version of the weights it was sampled with (the Algorithm's
+    `weights_version` when they were sent), so `weights_version - weights_seq_no` is the
+    policy lag in learner updates; `env_steps` counts its steps as count_steps_by says.
+    """
+
+    batch: Any
+    runner_index: int
+    weights_seq_no: int
+    env_steps: int
+
+
+class _AsyncSampleCall:
+    """One asynchronous sample(): the fragment with the weight version that produced it, the
+    runner's reset count and metrics, and (when asked) its observation filter's new statistics."""
+
+    def __init__(self, explore: bool | None, with_filter_delta: bool):
+        self.explore = explore
+        self.with_filter_delta = with_filter_delta
+
+    def __call__(self, runner: Any) -> tuple[Any, int, int, dict[str, Any], Any]:
+        batch = runner.sample(explore=self.explore)
+        delta = runner.filter.pop_delta() if self.with_filter_delta else None
+        return batch, getattr(runner, "weights_seq_no", 0), runner.num_resets, runner.get_metrics(), delta
 
 
 class _SampleCall:

@@ -47,48 +47,11 @@ class PPOLearner(TorchLearner):
 
     # ------------------------------------------------------------ advantages
 
-    @torch.no_grad()
-    def _values(self, obs: np.ndarray) -> np.ndarray:
-        flat = torch.from_numpy(obs.reshape((-1,) + obs.shape[2:]))
-        return self.rl_module.compute_values({Columns.OBS: flat}).numpy().reshape(obs.shape[:2])
-
     def compute_advantages(self, batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(advantages, value_targets, vf_preds), each [T, B], for a time-major batch."""
         cfg = self.config
-        rewards = batch[Columns.REWARDS]
-        term = batch[Columns.TERMINATEDS]
-        trunc = batch[Columns.TRUNCATEDS]
-        valid = batch.get(Columns.VALID)
-        dones = term | trunc
-        if valid is not None:
-            dones = dones | ~valid
-        if not cfg.use_critic:
-            zeros = np.zeros_like(rewards)
-            returns = discounted_returns(rewards, zeros, term, dones, cfg.gamma)
-            return returns, returns, zeros
-        values = self._values(batch[Columns.OBS])
-        # V(s_{t+1}) is the next row's value, except where the episode was cut (truncation,
-        # the end of the rollout, or padding): there it comes from the stored next observation.
-        next_values = np.zeros_like(values)
-        next_values[:-1] = values[1:]
-        need = trunc.copy()
-        need[-1] |= ~term[-1]
-        if valid is not None:
-            need &= valid
-            # The last valid step of each env in a padded batch needs its own bootstrap.
-            need[:-1] |= valid[:-1] & ~valid[1:] & ~term[:-1]
-        rows, cols = np.nonzero(need)
-        if rows.size:
-            next_obs = batch[Columns.NEXT_OBS][rows, cols]
-            with torch.no_grad():
-                boot = self.rl_module.compute_values({Columns.OBS: torch.from_numpy(np.ascontiguousarray(next_obs))})
-            next_values[rows, cols] = boot.numpy()
-        if cfg.use_gae:
-            adv, targets = compute_gae(rewards, values, next_values, term, dones, cfg.gamma, cfg.lambda_)
-        else:
-            targets = discounted_returns(rewards, next_values, term, dones, cfg.gamma)
-            adv = targets - values
-        return _with_postprocessed(batch, adv, targets) + (values,)
+        return compute_advantages(self.rl_module, batch, gamma=cfg.gamma, lambda_=cfg.lambda_,
+                                  use_critic=cfg.use_critic, use_gae=cfg.use_gae)
 
     # ------------------------------------------------------------ update
 
@@ -284,6 +247,70 @@ def _with_postprocessed(batch: dict[str, np.ndarray], adv: np.ndarray,
         else:
             targets = np.where(keep, given, targets)
     return adv, targets
+
+
+@torch.no_grad()
+def state_values(module: Any, obs: np.ndarray) -> np.ndarray:
+    """V(obs) of a time-major [T, B, ...] observation array, as a [T, B] array."""
+    flat = torch.from_numpy(obs.reshape((-1,) + obs.shape[2:]))
+    return module.compute_values({Columns.OBS: flat}).numpy().reshape(obs.shape[:2])
+
+
+def episode_dones(batch: dict[str, np.ndarray]) -> np.ndarray:
+    """Where each [T, B] trajectory is cut: terminated, truncated, or a padding row."""
+    dones = batch[Columns.TERMINATEDS] | batch[Columns.TRUNCATEDS]
+    valid = batch.get(Columns.VALID)
+    return dones | ~valid if valid is not None else dones
+
+
+def bootstrap_mask(batch: dict[str, np.ndarray]) -> np.ndarray:
+    """[T, B]: the steps whose V(s_{t+1}) is not the next row's value but that of the stored next
+    observation, because the episode was cut there (truncation, the end of the rollout, or padding)."""
+    term = batch[Columns.TERMINATEDS]
+    valid = batch.get(Columns.VALID)
+    need = batch[Columns.TRUNCATEDS].copy()
+    need[-1] |= ~term[-1]
+    if valid is not None:
+        need &= valid
+        # The last valid step of each env in a padded batch needs its own bootstrap.
+        need[:-1] |= valid[:-1] & ~valid[1:] & ~term[:-1]
+    return need
+
+
+@torch.no_grad()
+def next_state_values(module: Any, batch: dict[str, np.ndarray], values: np.ndarray) -> np.ndarray:
+    """V(s_{t+1}) for every step of a time-major batch, given `values` = V(s_t) ([T, B]): the next
+    row's value, or where the episode was cut (`bootstrap_mask`) that of the stored next observation."""
+    next_values = np.zeros_like(values)
+    next_values[:-1] = values[1:]
+    rows, cols = np.nonzero(bootstrap_mask(batch))
+    if rows.size:
+        next_obs = batch[Columns.NEXT_OBS][rows, cols]
+        boot = module.compute_values({Columns.OBS: torch.from_numpy(np.ascontiguousarray(next_obs))})
+        next_values[rows, cols] = boot.numpy()
+    return next_values
+
+
+def compute_advantages(module: Any, batch: dict[str, np.ndarray], *, gamma: float, lambda_: float = 1.0,
+                       use_critic: bool = True, use_gae: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(advantages, value_targets, vf_preds), each [T, B], of a time-major batch: GAE (`use_gae`,
+    `lambda_`) or discounted returns minus V with the module's value function (`use_critic`), or
+    plain discounted returns without one (REINFORCE). Shared by PPO, A2C, PG and APPO."""
+    rewards = batch[Columns.REWARDS]
+    term = batch[Columns.TERMINATEDS]
+    dones = episode_dones(batch)
+    if not use_critic:
+        zeros = np.zeros_like(rewards)
+        returns = discounted_returns(rewards, zeros, term, dones, gamma)
+        return returns, returns, zeros
+    values = state_values(module, batch[Columns.OBS])
+    next_values = next_state_values(module, batch, values)
+    if use_gae:
+        adv, targets = compute_gae(rewards, values, next_values, term, dones, gamma, lambda_)
+    else:
+        targets = discounted_returns(rewards, next_values, term, dones, gamma)
+        adv = targets - values
+    return _with_postprocessed(batch, adv, targets) + (values,)
 
 
 def _takes_embeddings(fn: Any) -> bool:

@@ -1,0 +1,179 @@
+"""IMPALA's Learner: the V-trace actor-critic loss on time-major train batches."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlx.algorithms.impala.vtrace import vtrace
+from rlx.algorithms.ppo.ppo_learner import bootstrap_mask, episode_dones
+from rlx.core.columns import Columns
+from rlx.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
+from rlx.core.learner.torch.torch_learner import TorchLearner
+from rlx.utils.schedules import PiecewiseSchedule
+
+#: Batch columns the learner adds: where a trajectory is cut after a step (terminated, truncated
+#: or padding), and where V(s_{t+1}) comes from the stored next observation, not the next row.
+DONES = "dones"
+NEEDS_BOOTSTRAP = "needs_bootstrap"
+
+
+class IMPALALearner(TorchLearner):
+    """Importance-weighted actor-learner loss (Espeholt et al., 2018), mean over valid steps:
+
+        policy_loss = -log pi(a_t|x_t) * A_t          (A_t: V-trace policy-gradient advantage)
+        vf_loss     = 0.5 * (V(x_t) - v_t)^2          (v_t: V-trace value target)
+        total       = policy_loss + vf_loss_coeff * vf_loss - entropy_coeff * H[pi(.|x_t)]
+
+    `update_from_batch` runs `num_epochs` passes over the batch in minibatches of whole
+    trajectories (`minibatch_size` env steps; None: the whole batch). Each minibatch reaches
+    `compute_loss_for_module(module_id=, config=, batch=, fwd_out=)` time-major ([T, B] columns:
+    obs, actions, action_logp of the sampling policy, rewards, terminateds, `dones`,
+    `needs_bootstrap`, `values_bootstrapped` = V(next obs) where needed, `loss_mask`) with the
+    module's `forward_train` output on the flattened [T * B] observations.
+    """
+
+    def __init__(self, config: Any, module: Any):
+        super().__init__(config, module)
+        self.entropy_schedule = PiecewiseSchedule(config.entropy_coeff)
+        self.dist_cls = self.rl_module.get_train_action_dist_cls()
+        self._rng = np.random.default_rng(None if config.seed is None else int(config.seed) + 11)
+        self._curr_entropy_coeff = 0.0
+        # The loss terms (detached) of the last compute_loss_for_module call.
+        self._loss_stats: dict[str, torch.Tensor] = {}
+
+    # ------------------------------------------------------------ update
+
+    def update_from_batch(self, batch: dict[str, np.ndarray], timestep: int) -> dict[str, Any]:
+        """`num_epochs` passes of minibatch SGD on the V-trace loss; returns the mean loss terms."""
+        cfg = self.config
+        self.begin_update(batch, timestep)
+        lr = self.set_lr_for_timestep(timestep)
+        self._curr_entropy_coeff = self.entropy_schedule.value(timestep)
+        data = self.loss_inputs(batch)
+        T, B = data[Columns.REWARDS].shape
+        columns = B if cfg.minibatch_size is None else max(1, min(B, int(cfg.minibatch_size) // T))
+        rows: list[torch.Tensor] = []
+        names: list[str] = []
+        grad_norm = 0.0
+        for _ in range(cfg.num_epochs):
+            order = self._rng.permutation(B) if columns < B else np.arange(B)
+            for start in range(0, B, columns):
+                index = torch.from_numpy(order[start:start + columns])
+                minibatch = {k: v.index_select(1, index) for k, v in data.items()}
+                minibatch[Columns.VALUES_BOOTSTRAPPED] = self._bootstrap_values(minibatch)
+                fwd_out = self.rl_module.forward_train(flat_columns(minibatch))
+                loss = self.compute_loss_for_module(module_id=self.module_id, config=cfg, batch=minibatch,
+                                                    fwd_out=fwd_out)
+                stats = {**self._loss_stats, "total_loss": loss.detach()}
+                grad_norm += self.apply_loss_to_all_optimizers(loss, terms=stats)
+                names = names or list(stats)
+                rows.append(torch.stack([stats[k] for k in names]))
+        metrics: dict[str, Any] = dict(zip(names, torch.stack(rows).mean(0).tolist()))
+        metrics.update(gradients_global_norm=grad_norm / len(rows), curr_lr=lr,
+                       curr_entropy_coeff=self._curr_entropy_coeff, num_minibatch_updates=len(rows))
+        metrics.update(self.after_update(metrics))
+        metrics.update(self.end_update())
+        return metrics
+
+    def loss_inputs(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+        """The time-major [T, B] tensors the loss reads, built once per update."""
+        valid = batch.get(Columns.VALID)
+        data = {
+            Columns.OBS: torch.from_numpy(np.ascontiguousarray(batch[Columns.OBS], np.float32)),
+            Columns.NEXT_OBS: torch.from_numpy(np.ascontiguousarray(batch[Columns.NEXT_OBS], np.float32)),
+            Columns.ACTIONS: torch.from_numpy(np.ascontiguousarray(batch[Columns.ACTIONS])),
+            Columns.ACTION_LOGP: torch.from_numpy(np.asarray(batch[Columns.ACTION_LOGP], np.float32)),
+            Columns.REWARDS: torch.from_numpy(np.asarray(batch[Columns.REWARDS], np.float32)),
+            Columns.TERMINATEDS: torch.from_numpy(np.asarray(batch[Columns.TERMINATEDS], bool)),
+            DONES: torch.from_numpy(episode_dones(batch)),
+            NEEDS_BOOTSTRAP: torch.from_numpy(bootstrap_mask(batch)),
+            Columns.LOSS_MASK: torch.from_numpy(np.ones(batch[Columns.REWARDS].shape, np.float32) if valid is None
+                                                else valid.astype(np.float32)),
+        }
+        for key in (Columns.ADVANTAGES, Columns.VALUE_TARGETS):
+            if key in batch:  # e.g. APPO's GAE advantages (vtrace=False)
+                data[key] = torch.from_numpy(np.asarray(batch[key], np.float32))
+        return data
+
+    @torch.no_grad()
+    def _bootstrap_values(self, minibatch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """[T, B]: V(next obs) where the trajectory was cut (NEEDS_BOOTSTRAP), 0 elsewhere."""
+        need = minibatch[NEEDS_BOOTSTRAP]
+        out = torch.zeros(need.shape)
+        if bool(need.any()):
+            out[need] = self.rl_module.compute_values({Columns.OBS: minibatch[Columns.NEXT_OBS][need]})
+        return out
+
+    def after_update(self, metrics: dict[str, Any]) -> dict[str, Any]:
+        """Work after the gradient steps of an update, given its metrics (APPO: target network, KL
+        coefficient); returns extra metrics. IMPALA has none."""
+        return {}
+
+    # ------------------------------------------------------------ loss
+
+    def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
+                                fwd_out: dict[str, Any]) -> torch.Tensor:
+        """IMPALA's loss on one time-major minibatch (see the class docstring)."""
+        T, B = batch[Columns.REWARDS].shape
+        dist = self.dist_cls.from_logits(fwd_out[Columns.ACTION_DIST_INPUTS])
+        logp = dist.logp(flat(batch[Columns.ACTIONS])).reshape(T, B)
+        values = self.module_values(batch, fwd_out).reshape(T, B)
+        vs, pg_advantages = self.vtrace_targets(config, batch, values, logp)
+        mask = batch[Columns.LOSS_MASK]
+        count = mask.sum().clamp(min=1.0)
+        policy_loss = -(logp * pg_advantages * mask).sum() / count
+        vf_loss = 0.5 * ((values - vs).pow(2) * mask).sum() / count
+        entropy = (dist.entropy().reshape(T, B) * mask).sum() / count
+        self._loss_stats = {POLICY_LOSS_KEY: policy_loss.detach(), VF_LOSS_KEY: vf_loss.detach(),
+                            ENTROPY_KEY: entropy.detach()}
+        return policy_loss + config.vf_loss_coeff * vf_loss - self._curr_entropy_coeff * entropy
+
+    def vtrace_targets(self, config: Any, batch: dict[str, Any], values: torch.Tensor,
+                       target_logp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(vs, pg_advantages), [T, B], of V-trace for the policy with log-probabilities
+        `target_logp`, given the module's `values` of the minibatch's observations."""
+        values = values.detach()
+        shifted = torch.zeros_like(values)
+        shifted[:-1] = values[1:]
+        next_values = torch.where(batch[NEEDS_BOOTSTRAP], batch[Columns.VALUES_BOOTSTRAPPED], shifted)
+        return vtrace(batch[Columns.ACTION_LOGP], target_logp.detach(), batch[Columns.REWARDS], values, next_values,
+                      batch[Columns.TERMINATEDS], batch[DONES], config.gamma, config.vtrace_clip_rho_threshold,
+                      config.vtrace_clip_pg_rho_threshold)
+
+    def module_values(self, batch: dict[str, Any], fwd_out: dict[str, Any]) -> torch.Tensor:
+        """V of the minibatch's observations (flat [T * B]), with gradient: forward_train's
+        `vf_preds`, or the module's compute_values."""
+        values = fwd_out.get(Columns.VF_PREDS)
+        if values is not None:
+            return values
+        compute_values = getattr(self.rl_module, "compute_values", None)
+        if compute_values is None:
+            raise TypeError(
+                f"{type(self).__name__} needs the value of each observation: {type(self.rl_module).__name__}'s "
+                "forward_train returns no 'vf_preds' and it has no compute_values(batch) method. Implement "
+                "compute_values (rlx.core.rl_module.apis.ValueFunctionAPI).")
+        return compute_values({Columns.OBS: flat(batch[Columns.OBS])})
+
+    # ------------------------------------------------------------ state
+
+    def get_extra_state(self) -> dict[str, Any]:
+        state = super().get_extra_state()
+        state["rng"] = self._rng.bit_generator.state
+        return state
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        super().set_extra_state(state)
+        if "rng" in state:
+            self._rng.bit_generator.state = state["rng"]
+
+
+def flat(column: torch.Tensor) -> torch.Tensor:
+    """A time-major [T, B, ...] column as [T * B, ...] (row t * B + b)."""
+    return column.reshape((-1,) + tuple(column.shape[2:]))
+
+
+def flat_columns(minibatch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The per-step columns of a time-major minibatch, flattened for the module's forward pass."""
+    return {k: flat(minibatch[k]) for k in (Columns.OBS, Columns.ACTIONS, Columns.ACTION_LOGP, Columns.REWARDS)}

@@ -1,0 +1,124 @@
+"""Sampled time-major batches as RLlib's flat SampleBatches, with episode ids and step indices.
+
+EnvRunners fill `[T, B, ...]` arrays: column b is sub-env b's steps in order, several
+episodes one after the other. Offline files hold RLlib's flat rows instead, each episode's
+steps together, and name every row's episode (`eps_id`) and step in it (`t`). An
+`EpisodeTracker` carries each column's open episode from one sampled batch to the next,
+so an episode cut by the end of a batch keeps its id in the next one.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rlx.core.columns import Columns
+from rlx.policy.sample_batch import MultiAgentBatch, SampleBatch
+
+EPS_ID = "eps_id"
+T = "t"
+AGENT_INDEX = "agent_index"
+UNROLL_ID = "unroll_id"
+ACTION_PROB = "action_prob"
+
+#: Columns of a sampled batch that are bookkeeping, not data.
+_NOT_WRITTEN = (Columns.VALID,)
+
+
+class EpisodeTracker:
+    """The open episode (id, next step index) of every column of sampled batches.
+
+    Columns are keyed by (policy id, column index). `reset()` forgets them all (the runners
+    restarted their episodes); a key whose batch width changed starts fresh too.
+    """
+
+    def __init__(self, seed: int | None = None):
+        rng = np.random.default_rng(seed)
+        # Episode ids count up from a random start, so files of different runs rarely share ids.
+        self._next_id = int(rng.integers(1, 2**52))
+        self._open: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.unroll_id = 0
+
+    def reset(self) -> None:
+        """Start a fresh episode in every column."""
+        self._open.clear()
+
+    def new_ids(self, count: int) -> int:
+        """Reserve `count` consecutive episode ids; returns the first."""
+        first = self._next_id
+        self._next_id += count
+        return first
+
+    def columns(self, key: str, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(episode id, next t, has an open episode) arrays of the `width` columns of `key`."""
+        state = self._open.get(key)
+        if state is None or state[0].shape[0] != width:
+            state = (np.zeros(width, np.int64), np.zeros(width, np.int64), np.zeros(width, bool))
+            self._open[key] = state
+        return state
+
+
+def to_sample_batch(batch: Any, tracker: EpisodeTracker, key: str = "") -> Any:
+    """The flat SampleBatch (MultiAgentBatch of them) of a sampled time-major batch.
+
+    Rows are grouped by column (each episode's steps together, in order); rows marked
+    invalid are left out. Adds `eps_id`, `t`, `agent_index` (0 single-agent; the agent's
+    column in its policy's batch multi-agent), `unroll_id` (one per sampled batch) and
+    `action_prob` (from `action_logp`). `key` tells apart batches whose columns are different
+    sub-envs (those of different runners, sampled asynchronously).
+    """
+    unroll_id = tracker.unroll_id
+    tracker.unroll_id += 1
+    if isinstance(batch, MultiAgentBatch):
+        policy_batches = {pid: _flatten(dict(b), tracker, f"{key}policy:{pid}", unroll_id, per_column_agents=True)
+                          for pid, b in batch.policy_batches.items()}
+        return MultiAgentBatch(policy_batches, batch.env_steps(), batch.agent_steps())
+    return _flatten(dict(batch), tracker, f"{key}default_policy", unroll_id, per_column_agents=False)
+
+
+def _flatten(batch: dict[str, np.ndarray], tracker: EpisodeTracker, key: str, unroll_id: int,
+             per_column_agents: bool) -> SampleBatch:
+    rewards = batch[Columns.REWARDS]
+    T_, B = rewards.shape[:2]
+    valid = batch.get(Columns.VALID)
+    dones = batch[Columns.TERMINATEDS] | batch[Columns.TRUNCATEDS]
+    eps_id_open, t_open, has_open = tracker.columns(key, B)
+    eps_parts, t_parts, agent_parts = [], [], []
+    for b in range(B):
+        rows = np.flatnonzero(valid[:, b]) if valid is not None else None
+        done = dones[rows, b] if rows is not None else dones[:, b]
+        n = done.shape[0]
+        if n == 0:
+            continue
+        # A row starts an episode after a done row, or at the top when no episode is open.
+        starts = np.empty(n, bool)
+        starts[0] = not has_open[b]
+        starts[1:] = done[:-1]
+        number = np.cumsum(starts)  # 0: the episode that was open before this batch
+        new = int(number[-1])
+        first = tracker.new_ids(new) if new else 0
+        eps = np.where(number == 0, eps_id_open[b], first + number - 1)
+        position = np.arange(n)
+        last_start = np.maximum.accumulate(np.where(starts, position, -1))
+        steps = np.where(last_start < 0, t_open[b] + position, position - last_start)
+        eps_parts.append(eps)
+        t_parts.append(steps)
+        agent_parts.append(np.full(n, b if per_column_agents else 0, np.int64))
+        has_open[b] = not done[-1]
+        eps_id_open[b] = eps[-1]
+        t_open[b] = steps[-1] + 1
+    keep = None if valid is None else valid.T.reshape(-1)
+    out = SampleBatch()
+    for name, column in batch.items():
+        if name in _NOT_WRITTEN:
+            continue
+        rows = np.swapaxes(column, 0, 1).reshape((T_ * B,) + column.shape[2:])
+        out[name] = rows if keep is None else rows[keep]
+    empty = np.zeros(0, np.int64)
+    out[EPS_ID] = np.concatenate(eps_parts) if eps_parts else empty
+    out[T] = np.concatenate(t_parts) if t_parts else empty
+    out[AGENT_INDEX] = np.concatenate(agent_parts) if agent_parts else empty
+    out[UNROLL_ID] = np.full(out[EPS_ID].shape[0], unroll_id, np.int64)
+    if Columns.ACTION_LOGP in out:
+        out[ACTION_PROB] = np.exp(out[Columns.ACTION_LOGP])
+    return out

@@ -1,0 +1,248 @@
+"""Experiences as Parquet files (optional: needs pyarrow, rlx's `parquet` extra).
+
+One row per step, one Parquet column per batch column. Columns with several values per
+row (observations, action distribution inputs) are fixed-size lists of the row's values
+flattened, their row shape in the field's metadata (`rlx_shape`). Each written batch is
+one row group, read back as one batch; multi-agent batches add a `policy_id` column and a
+`batch_env_steps` column (the MultiAgentBatch's env-step count).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import weakref
+from typing import Any, Iterator
+
+import numpy as np
+
+from rlx.offline.concat import concat_flat, num_rows
+from rlx.offline.files import resolve_input_files
+from rlx.offline.input_reader import InputReader
+from rlx.offline.io_context import IOContext
+from rlx.offline.json_writer import DEFAULT_MAX_FILE_SIZE, local_directory, output_file_name
+from rlx.offline.output_writer import OutputWriter
+from rlx.offline.spaces import OfflineDataError, check_batch, spaces_of
+from rlx.policy.sample_batch import MultiAgentBatch, SampleBatch
+
+logger = logging.getLogger("rlx")
+
+PARQUET_EXTENSIONS = (".parquet",)
+POLICY_ID = "policy_id"
+ENV_STEPS = "batch_env_steps"
+_SHAPE_KEY = b"rlx_shape"
+_JSON_KEY = b"rlx_json"
+
+
+def import_pyarrow() -> Any:
+    """pyarrow and pyarrow.parquet; a ConfigError naming the extra to install when missing."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        from rlx.utils.errors import ConfigError, install_hint
+
+        raise ConfigError("Parquet offline data (output_config/input_config {'format': 'parquet'}, or *.parquet "
+                          "input files) needs pyarrow, rlx's optional 'parquet' extra: "
+                          f"{install_hint('parquet')}. Or use the default JSON format.") from None
+    return pa, pq
+
+
+class ParquetWriter(OutputWriter):
+    """Writes each batch as one row group of Parquet files under `path`, starting a new file
+    once one holds `max_file_size` bytes. Files are complete once closed (the Algorithm closes
+    them when it stops, and at interpreter exit at the latest)."""
+
+    def __init__(self, path: str, ioctx: IOContext | None = None, max_file_size: int = DEFAULT_MAX_FILE_SIZE):
+        self._pa, self._pq = import_pyarrow()
+        self.ioctx = ioctx or IOContext()
+        self.path = local_directory(path, "output")
+        self.max_file_size = int(max_file_size)
+        self.file_index = 0
+        self.files: list[str] = []
+        self._sink: Any = None
+        self._writer: Any = None
+        self._schema: Any = None
+        self._finalizer = weakref.finalize(self, _close_parquet, [None, None])
+
+    def write(self, sample_batch: Any) -> None:
+        """Append `sample_batch` (a flat SampleBatch or MultiAgentBatch) as one row group."""
+        table = batch_to_table(sample_batch)
+        if self._writer is not None and (self._sink.tell() >= self.max_file_size or not table.schema.equals(self._schema)):
+            self.close()
+        if self._writer is None:
+            self._open(table.schema)
+        self._writer.write_table(table)
+
+    def _open(self, schema: Any) -> None:
+        path = os.path.join(self.path, output_file_name(self.ioctx, self.file_index, "parquet"))
+        while os.path.exists(path):
+            self.file_index += 1
+            path = os.path.join(self.path, output_file_name(self.ioctx, self.file_index, "parquet"))
+        self._sink = open(path, "wb")
+        self._writer = self._pq.ParquetWriter(self._sink, schema)
+        self._schema = schema
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _close_parquet, [self._writer, self._sink])
+        self.files.append(path)
+        self.file_index += 1
+        logger.info("Writing experiences to %s", path)
+
+    def close(self) -> None:
+        """Finish the current file (writes its footer)."""
+        if self._writer is not None:
+            self._finalizer()
+            self._writer = self._sink = None
+
+    def __repr__(self) -> str:
+        return f"ParquetWriter(path={self.path!r}, files={len(self.files)})"
+
+
+def _close_parquet(handles: list) -> None:
+    writer, sink = handles
+    if writer is not None:
+        writer.close()
+    if sink is not None:
+        sink.close()
+
+
+def batch_to_table(batch: Any) -> Any:
+    """The pyarrow Table of a flat SampleBatch or MultiAgentBatch."""
+    pa, _ = import_pyarrow()
+    if isinstance(batch, MultiAgentBatch):
+        parts = []
+        for pid, columns in batch.policy_batches.items():
+            n = num_rows(SampleBatch(columns))
+            extra = {POLICY_ID: np.array([str(pid)] * n, dtype=object),
+                     ENV_STEPS: np.full(n, batch.env_steps(), np.int64)}
+            parts.append(_table(pa, {**columns, **extra}))
+        try:
+            return pa.concat_tables(parts)
+        except pa.ArrowInvalid:
+            from rlx.utils.errors import NotSupportedYetError
+
+            raise NotSupportedYetError(
+                "Parquet output of policies whose columns differ in shape or type",
+                "one Parquet file holds one schema", fix="Use the default JSON output for these policies.") from None
+    return _table(pa, dict(batch))
+
+
+def _table(pa: Any, columns: dict[str, Any]) -> Any:
+    arrays, fields = [], []
+    for name, value in columns.items():
+        value = np.asarray(value)
+        metadata = None
+        if value.dtype == object:
+            if name == POLICY_ID:
+                array = pa.array(value.tolist(), pa.string())
+            else:
+                array = pa.array([json.dumps(v, default=repr) for v in value.tolist()], pa.string())
+                metadata = {_JSON_KEY: b"1"}
+        elif value.ndim > 1:
+            width = int(np.prod(value.shape[1:]))
+            flat = pa.array(np.ascontiguousarray(value).reshape(-1))
+            array = pa.FixedSizeListArray.from_arrays(flat, width)
+            metadata = {_SHAPE_KEY: json.dumps(list(value.shape[1:])).encode()}
+        else:
+            array = pa.array(value)
+        arrays.append(array)
+        fields.append(pa.field(str(name), array.type, metadata=metadata))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def table_to_batch(table: Any) -> Any:
+    """The flat SampleBatch (MultiAgentBatch when it has a policy_id column) of a Table."""
+    columns = {}
+    for field, column in zip(table.schema, table.columns):
+        columns[field.name] = _column_values(field, column)
+    if POLICY_ID not in columns:
+        return SampleBatch(columns)
+    ids = columns.pop(POLICY_ID)
+    steps = columns.pop(ENV_STEPS, None)
+    batches = {}
+    for pid in dict.fromkeys(ids.tolist()):
+        rows = ids == pid
+        batches[str(pid)] = SampleBatch({k: v[rows] for k, v in columns.items()})
+    count = int(steps.max()) if steps is not None and len(steps) else max(len(b) for b in batches.values())
+    return MultiAgentBatch(batches, count)
+
+
+def _column_values(field: Any, column: Any) -> np.ndarray:
+    metadata = field.metadata or {}
+    if _SHAPE_KEY in metadata:
+        shape = tuple(json.loads(metadata[_SHAPE_KEY]))
+        flat = column.combine_chunks().flatten().to_numpy(zero_copy_only=False)
+        return flat.reshape((len(column),) + shape)
+    if _JSON_KEY in metadata:
+        out = np.empty(len(column), dtype=object)
+        out[:] = [json.loads(v) for v in column.to_pylist()]
+        return out
+    values = column.to_numpy(zero_copy_only=False)
+    if values.dtype == object and field.name == POLICY_ID:
+        return np.asarray(values, dtype=object)
+    return values
+
+
+class ParquetReader(InputReader):
+    """Reads batches from Parquet files (one row group per batch), as JsonReader does from JSON:
+    the first file by worker index, later ones at random with the config's seed; at least
+    `train_batch_size` rows per `next()`; every batch checked against the worker's spaces."""
+
+    def __init__(self, inputs: Any, ioctx: IOContext | None = None):
+        self._pa, self._pq = import_pyarrow()
+        self.ioctx = ioctx or IOContext()
+        config = self.ioctx.config
+        get = config.get if hasattr(config, "get") else lambda k: getattr(config, k, None)
+        self.batch_size = int(get("train_batch_size") or 1)
+        workers = int(get("num_env_runners") or 0)
+        if workers:
+            self.batch_size = max(math.ceil(self.batch_size / workers), 1)
+        self._count_steps_by = get("count_steps_by") or "env_steps"
+        self.files = resolve_input_files(inputs, PARQUET_EXTENSIONS)
+        seed = get("seed")
+        self._rng = random.Random(None if seed is None else int(seed) + self.ioctx.worker_index)
+        self._groups: Iterator[Any] | None = None
+        self._started = False
+
+    def next(self) -> Any:
+        """At least `batch_size` rows of the next row groups, as one batch."""
+        batches, count = [], 0
+        while count < self.batch_size or not batches:
+            batch = self._next_group()
+            batches.append(batch)
+            count += num_rows(batch, self._count_steps_by)
+        return concat_flat(batches)
+
+    def read_all_files(self) -> Iterator[Any]:
+        """Every row group of every file once, in file order: one batch each."""
+        for path in self.files:
+            yield from self._file_groups(path)
+
+    def _next_group(self) -> Any:
+        for _ in range(2 * len(self.files) + 100):
+            if self._groups is None:
+                path = self.files[0] if not self._started else self._rng.choice(self.files)
+                self._started = True
+                self._groups = self._file_groups(path)
+            batch = next(self._groups, None)
+            if batch is not None:
+                return batch
+            self._groups = None
+        raise OfflineDataError(f"the offline input files hold no rows: {', '.join(self.files[:5])}.")
+
+    def _file_groups(self, path: str) -> Iterator[Any]:
+        try:
+            parquet = self._pq.ParquetFile(path)
+        except Exception as err:  # pyarrow raises ArrowInvalid and OSError for damaged files
+            raise OfflineDataError(f"{path}: not a readable Parquet file ({type(err).__name__}: {err}); a file "
+                                   "whose writer did not close it has no footer.") from None
+        for index in range(parquet.num_row_groups):
+            batch = table_to_batch(parquet.read_row_group(index))
+            if self.ioctx.worker is not None:
+                check_batch(batch, spaces_of(self.ioctx.worker), f"{path}, row group {index}")
+            yield batch
+
+    def __repr__(self) -> str:
+        return f"ParquetReader({len(self.files)} file(s), batch_size={self.batch_size})"
