@@ -67,6 +67,8 @@ MAX_JOBS = 2
 EXTRA_ARGS: dict[str, list[str]] = {
     # The script asserts this itself (its env has two agents).
     "multi_agent/two_step_game_with_grouped_agents.py": ["--num-agents=2"],
+    # Its default asks for a GPU learner; this machine (and CI) has none.
+    "ray_tune/appo_hyperparameter_tune.py": ["--num-gpus-per-learner=0"],
 }
 # Time limits other than --timeout, in seconds.
 TIMEOUTS: dict[str, float] = {
@@ -76,6 +78,8 @@ TIMEOUTS: dict[str, float] = {
     "connectors/frame_stacking.py": 300.0,
     "rl_modules/custom_cnn_rl_module.py": 300.0,
     "envs/env_rendering_and_recording.py": 300.0,
+    # A 12-trial Tune sweep.
+    "ray_tune/appo_hyperparameter_tune.py": 300.0,
 }
 # Scripts not run at all, with the reason: things rlx could not make work anyway.
 SKIP: dict[str, str] = {

@@ -110,7 +110,7 @@ class EnvRunnerGroup:
         self._consecutive_failures = 0
         self._remote: list[Any] = []
         self._local_watchdog = _LocalSampleWatchdog(config.sample_timeout_s, config.batch_mode)
-        # Asynchronous sampling (sample_async): each remote runner's queued sample() requests, the
+        # Asynchronous sampling (async_sample): each remote runner's queued sample() requests, the
         # time the oldest of them started, and the runner metrics that came back with results.
         self._in_flight: dict[int, deque[Future]] = {}
         self._in_flight_since: dict[int, float] = {}
@@ -353,9 +353,9 @@ class EnvRunnerGroup:
 
     # ------------------------------------------------------------ asynchronous sampling
 
-    def sample_async(self, *, explore: bool | None = None, weights_from: Any = None,
+    def async_sample(self, *, explore: bool | None = None, weights_from: Any = None,
                      weights_seq_no: int | None = None, global_vars: dict | None = None,
-                     request_more: bool = True, wait_s: float | None = None) -> list["AsyncSample"]:
+                     max_new_requests: int | None = None, wait_s: float | None = None) -> list["AsyncSample"]:
         """Asynchronous sampling (IMPALA, APPO): return the sample() results that are ready and
         keep the remote runners sampling while the caller trains.
 
@@ -364,24 +364,27 @@ class EnvRunnerGroup:
         until the first result, at most `sample_timeout_s`) and returns every finished result as
         an AsyncSample that names the version of the weights it was sampled with. Before a runner
         gets its next request it gets the weights of `weights_from` (a Learner) when its own are
-        older than `weights_seq_no`, and the merged observation filter. With
-        `request_more=False` (the caller's queue is full) no new requests are queued: back
-        pressure, so the runners stay at most one queue's worth ahead of the learner.
+        older than `weights_seq_no`, and the merged observation filter; a runner that delivered
+        gets its next request before this call returns, so it samples on while the caller trains.
+        `max_new_requests` caps the requests this call queues (the caller's queue has room for
+        that many more fragments; 0: none): back pressure, so the runners run at most one
+        queue's worth ahead of the learner. None: every runner's queue is filled.
 
         Without remote runners, the local runner samples one fragment here (its module is the
         learner's: no lag).
         """
         if self.offline_io is not None:  # output: write every batch; input_: refused here
             self.offline_io.check_sampling_mode("asynchronous sampling (IMPALA, APPO)")
-            samples = self._sample_async(explore, weights_from, weights_seq_no, global_vars, request_more, wait_s)
+            samples = self._sample_async(explore, weights_from, weights_seq_no, global_vars, max_new_requests, wait_s)
             for sample in samples:
                 self.offline_io.write_sampled(sample.batch, runner_index=sample.runner_index)
             return samples
-        return self._sample_async(explore, weights_from, weights_seq_no, global_vars, request_more, wait_s)
+        return self._sample_async(explore, weights_from, weights_seq_no, global_vars, max_new_requests, wait_s)
 
     def _sample_async(self, explore: bool | None, weights_from: Any, weights_seq_no: int | None,
-                      global_vars: dict | None, request_more: bool, wait_s: float | None) -> list["AsyncSample"]:
-        """`sample_async()` from the envs."""
+                      global_vars: dict | None, max_new_requests: int | None,
+                      wait_s: float | None) -> list["AsyncSample"]:
+        """`async_sample()` from the envs."""
         if not self._remote:
             local = self._local_env_runner
             if weights_from is not None and weights_seq_no is not None and local.weights_seq_no != weights_seq_no:
@@ -389,10 +392,19 @@ class EnvRunnerGroup:
             batch = self._sample_local(None, explore)
             steps = num_sampled_steps(batch, self.config.count_steps_by)
             return [AsyncSample(batch, 0, int(local.weights_seq_no), steps)]
-        handles = self._sampling_handles()
-        if request_more:
-            for handle in handles:
-                self._queue_sample_requests(handle, explore, weights_from, weights_seq_no, global_vars)
+        budget = [float("inf") if max_new_requests is None else int(max_new_requests)]
+        sync = _RunnerSync(self, weights_from, weights_seq_no, global_vars)
+
+        def request(handles: list[Any]) -> None:
+            # One request at a time to the emptiest queue, so a small budget goes to idle runners.
+            while budget[0] > 0 and handles:
+                handle = min(handles, key=lambda h: len(self._in_flight.get(h.index, ())))
+                if self._queue_sample_request(handle, explore, sync):
+                    budget[0] -= 1
+                else:
+                    handles.remove(handle)  # its queue is full
+
+        request(self._sampling_handles())
         ready = self._wait_for_samples(wait_s)
         samples = []
         with_delta = self._collects_filter_deltas()
@@ -411,6 +423,8 @@ class EnvRunnerGroup:
             self._runner_resets[handle.index] = resets
             steps = num_sampled_steps(batch, self.config.count_steps_by)
             samples.append(AsyncSample(batch, handle.index, int(seq_no), steps))
+        # The runners that delivered sample on while the caller trains.
+        request(list({h.index: h for h, _ in ready if h.healthy}.values()))
         return samples
 
     def num_sample_requests_in_flight(self) -> int:
@@ -422,31 +436,17 @@ class EnvRunnerGroup:
         return local is not None and _filter_has_state(local.filter) and bool(self.config.synchronize_filters) \
             and bool(self.config.use_worker_filter_stats)
 
-    def _queue_sample_requests(self, handle: Any, explore: bool | None, weights_from: Any,
-                               weights_seq_no: int | None, global_vars: dict | None) -> None:
-        """Fill `handle`'s queue up to max_requests_in_flight_per_env_runner sample() requests,
-        after newer weights and the merged observation filter when it has none queued."""
+    def _queue_sample_request(self, handle: Any, explore: bool | None, sync: "_RunnerSync") -> bool:
+        """Queue one sample() request on `handle` (after what `sync` has for it) unless it has
+        max_requests_in_flight_per_env_runner already; whether it was queued."""
         queue = self._in_flight.setdefault(handle.index, deque())
-        missing = int(self.config.max_requests_in_flight_per_env_runner) - len(queue)
-        if missing <= 0:
-            return
-        if weights_from is not None and weights_seq_no is not None \
-                and self._sent_weights.get(handle.index) != weights_seq_no:
-            weights = weights_from.get_weights()
-            if isinstance(weights, dict) and "default_policy" in weights \
-                    and not getattr(weights_from, "is_multi_agent", False):
-                weights = weights["default_policy"]
-            handle.submit(_SetWeightsCall(weights, global_vars, weights_seq_no))
-            self._sent_weights[handle.index] = weights_seq_no
-        local = self._local_env_runner
-        if local is not None and _filter_has_state(local.filter) and self.config.synchronize_filters \
-                and self.config.update_worker_filter_stats:
-            handle.submit(_SetFilterCall(local.filter.get_state()))
-        call = _AsyncSampleCall(explore, self._collects_filter_deltas())
+        if len(queue) >= int(self.config.max_requests_in_flight_per_env_runner):
+            return False
+        sync.before_requests(handle)
         if not queue:
             self._in_flight_since[handle.index] = time.monotonic()
-        for _ in range(missing):
-            queue.append(handle.submit(call))
+        queue.append(handle.submit(_AsyncSampleCall(explore, self._collects_filter_deltas())))
+        return True
 
     def _wait_for_samples(self, wait_s: float | None) -> list[tuple[Any, Future]]:
         """(handle, future) of every finished request, oldest first per runner, after waiting up
@@ -886,7 +886,7 @@ def join_runner_batches(batches: list[Any]) -> Any:
 
 @dataclass
 class AsyncSample:
-    """One fragment that a runner sampled asynchronously (EnvRunnerGroup.sample_async).
+    """One fragment that a runner sampled asynchronously (EnvRunnerGroup.async_sample).
 
     `weights_seq_no` is the version of the weights it was sampled with (the Algorithm's
     `weights_version` when they were sent), so `weights_version - weights_seq_no` is the
@@ -897,6 +897,44 @@ class AsyncSample:
     runner_index: int
     weights_seq_no: int
     env_steps: int
+
+
+class _RunnerSync:
+    """What a runner gets ahead of its next asynchronous sample() requests, once per
+    `async_sample` call: the source's weights when the runner's are older than `weights_seq_no`
+    (fetched from the source once for all runners) and the merged observation filter."""
+
+    def __init__(self, group: EnvRunnerGroup, weights_from: Any, weights_seq_no: int | None,
+                 global_vars: dict | None):
+        self.group, self.weights_from, self.weights_seq_no, self.global_vars = \
+            group, weights_from, weights_seq_no, global_vars
+        self._weights: Any = None
+        self._synced: set[int] = set()
+        local, config = group.local_env_runner, group.config
+        self._filter_state = local.filter.get_state() if local is not None and _filter_has_state(local.filter) \
+            and config.synchronize_filters and config.update_worker_filter_stats else None
+
+    def before_requests(self, handle: Any) -> None:
+        """Queue the weights and filter `handle` needs (once per call)."""
+        if handle.index in self._synced:
+            return
+        self._synced.add(handle.index)
+        sent = self.group._sent_weights
+        if self.weights_from is not None and self.weights_seq_no is not None \
+                and sent.get(handle.index) != self.weights_seq_no:
+            handle.submit(_SetWeightsCall(self._source_weights(), self.global_vars, self.weights_seq_no))
+            sent[handle.index] = self.weights_seq_no
+        if self._filter_state is not None:
+            handle.submit(_SetFilterCall(self._filter_state))
+
+    def _source_weights(self) -> Any:
+        if self._weights is None:
+            weights = self.weights_from.get_weights()
+            if isinstance(weights, dict) and "default_policy" in weights \
+                    and not getattr(self.weights_from, "is_multi_agent", False):
+                weights = weights["default_policy"]
+            self._weights = weights
+        return self._weights
 
 
 class _AsyncSampleCall:

@@ -11,10 +11,7 @@ from rlx.algorithms.ppo.ppo_learner import compute_advantages
 from rlx.core.columns import Columns
 from rlx.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY, make_target_network, \
     update_target_network
-from rlx.core.rl_module.apis import TargetNetworkAPI
-
-#: Key of the target networks' action-distribution inputs in `forward_target`'s output (RLlib's name).
-TARGET_NETWORK_ACTION_DIST_INPUTS = "target_network_action_dist_inputs"
+from rlx.core.rl_module.apis import TARGET_NETWORK_ACTION_DIST_INPUTS, TargetNetworkAPI
 
 
 class APPOLearner(IMPALALearner):

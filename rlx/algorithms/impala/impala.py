@@ -149,6 +149,8 @@ class IMPALA(Algorithm):
         self._fragment_steps = 0
         #: The weights version the runners are given (moves every broadcast_interval updates).
         self._broadcast_version = self.weights_version
+        #: Env steps one sample request brings: a fragment of each sub-env (or the largest seen).
+        self._steps_per_request = config.get_rollout_fragment_length() * self.env_runner_group.num_envs_per_env_runner
 
     def make_learner_queue(self) -> LearnerQueue:
         """The queue of train batches waiting for the learner: FIFO, `learner_queue_size` batches,
@@ -160,10 +162,10 @@ class IMPALA(Algorithm):
         cfg = self.config
         queue = self.learner_queue
         started = time.monotonic()
-        samples = self.env_runner_group.sample_async(
+        samples = self.env_runner_group.async_sample(
             weights_from=self.learner, weights_seq_no=self._broadcast_version,
             global_vars={"timestep": self._counters["num_env_steps_sampled_lifetime"]},
-            request_more=not queue.full,
+            max_new_requests=self._sample_request_budget(),
             wait_s=cfg.timeout_s_sampler_manager if len(queue) else cfg.learner_queue_timeout)
         if not samples and not len(queue) and time.monotonic() - started >= cfg.learner_queue_timeout:
             raise RLXError(f"{type(self).__name__}'s learner got no samples for learner_queue_timeout="
@@ -188,8 +190,19 @@ class IMPALA(Algorithm):
         self._log_queue_state()
         return self.module_results(metrics) if metrics else {}
 
+    def _sample_request_budget(self) -> int:
+        """How many more sample requests the learner queue has room for, counting the fragments
+        in flight and those waiting to fill a train batch (back pressure)."""
+        queue = self.learner_queue
+        in_flight = self.env_runner_group.num_sample_requests_in_flight()
+        room = (queue.capacity - len(queue)) * self.config.total_train_batch_size - self._fragment_steps
+        budget = max(0, (room - in_flight * self._steps_per_request) // self._steps_per_request)
+        # A fragment larger than the whole queue still has to come, one at a time.
+        return budget if budget or len(queue) or in_flight else 1
+
     def _add_fragment(self, sample: AsyncSample) -> None:
         """Count a harvested fragment and queue a train batch once `train_batch_size` steps are in."""
+        self._steps_per_request = max(self._steps_per_request, sample.env_steps)
         steps = self.count_sampled(sample.batch)
         self._fragments.append(sample)
         self._fragment_steps += steps

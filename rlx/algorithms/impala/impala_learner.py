@@ -30,8 +30,9 @@ class IMPALALearner(TorchLearner):
     trajectories (`minibatch_size` env steps; None: the whole batch). Each minibatch reaches
     `compute_loss_for_module(module_id=, config=, batch=, fwd_out=)` time-major ([T, B] columns:
     obs, actions, action_logp of the sampling policy, rewards, terminateds, `dones`,
-    `needs_bootstrap`, `values_bootstrapped` = V(next obs) where needed, `loss_mask`) with the
-    module's `forward_train` output on the flattened [T * B] observations.
+    `needs_bootstrap`, `values_bootstrapped` = V(next obs) where the trajectory was cut, from
+    the weights at the start of the update, `loss_mask`) with the module's `forward_train`
+    output on the flattened [T * B] observations.
     """
 
     def __init__(self, config: Any, module: Any):
@@ -62,7 +63,6 @@ class IMPALALearner(TorchLearner):
             for start in range(0, B, columns):
                 index = torch.from_numpy(order[start:start + columns])
                 minibatch = {k: v.index_select(1, index) for k, v in data.items()}
-                minibatch[Columns.VALUES_BOOTSTRAPPED] = self._bootstrap_values(minibatch)
                 fwd_out = self.rl_module.forward_train(flat_columns(minibatch))
                 loss = self.compute_loss_for_module(module_id=self.module_id, config=cfg, batch=minibatch,
                                                     fwd_out=fwd_out)
@@ -78,17 +78,19 @@ class IMPALALearner(TorchLearner):
         return metrics
 
     def loss_inputs(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-        """The time-major [T, B] tensors the loss reads, built once per update."""
+        """The time-major [T, B] tensors the loss reads, built once per update (the values of the
+        observations that follow a cut come from the weights at the update's start)."""
         valid = batch.get(Columns.VALID)
+        needs_bootstrap = bootstrap_mask(batch)
         data = {
             Columns.OBS: torch.from_numpy(np.ascontiguousarray(batch[Columns.OBS], np.float32)),
-            Columns.NEXT_OBS: torch.from_numpy(np.ascontiguousarray(batch[Columns.NEXT_OBS], np.float32)),
+            Columns.VALUES_BOOTSTRAPPED: self._bootstrap_values(batch, needs_bootstrap),
             Columns.ACTIONS: torch.from_numpy(np.ascontiguousarray(batch[Columns.ACTIONS])),
             Columns.ACTION_LOGP: torch.from_numpy(np.asarray(batch[Columns.ACTION_LOGP], np.float32)),
             Columns.REWARDS: torch.from_numpy(np.asarray(batch[Columns.REWARDS], np.float32)),
             Columns.TERMINATEDS: torch.from_numpy(np.asarray(batch[Columns.TERMINATEDS], bool)),
             DONES: torch.from_numpy(episode_dones(batch)),
-            NEEDS_BOOTSTRAP: torch.from_numpy(bootstrap_mask(batch)),
+            NEEDS_BOOTSTRAP: torch.from_numpy(needs_bootstrap),
             Columns.LOSS_MASK: torch.from_numpy(np.ones(batch[Columns.REWARDS].shape, np.float32) if valid is None
                                                 else valid.astype(np.float32)),
         }
@@ -98,13 +100,14 @@ class IMPALALearner(TorchLearner):
         return data
 
     @torch.no_grad()
-    def _bootstrap_values(self, minibatch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """[T, B]: V(next obs) where the trajectory was cut (NEEDS_BOOTSTRAP), 0 elsewhere."""
-        need = minibatch[NEEDS_BOOTSTRAP]
-        out = torch.zeros(need.shape)
-        if bool(need.any()):
-            out[need] = self.rl_module.compute_values({Columns.OBS: minibatch[Columns.NEXT_OBS][need]})
-        return out
+    def _bootstrap_values(self, batch: dict[str, np.ndarray], needs_bootstrap: np.ndarray) -> torch.Tensor:
+        """[T, B]: V(next obs) where the trajectory was cut (`needs_bootstrap`), 0 elsewhere."""
+        out = np.zeros(needs_bootstrap.shape, np.float32)
+        rows, cols = np.nonzero(needs_bootstrap)
+        if rows.size:
+            next_obs = np.ascontiguousarray(batch[Columns.NEXT_OBS][rows, cols], np.float32)
+            out[rows, cols] = self.rl_module.compute_values({Columns.OBS: torch.from_numpy(next_obs)}).numpy()
+        return torch.from_numpy(out)
 
     def after_update(self, metrics: dict[str, Any]) -> dict[str, Any]:
         """Work after the gradient steps of an update, given its metrics (APPO: target network, KL

@@ -15,6 +15,7 @@ value of the observation that followed, V(x_{s+1}) = `next_values[s]`, as at the
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 
@@ -51,12 +52,14 @@ def vtrace(
     discounts = gamma * (1.0 - terminateds.float())
     deltas = rhos * (rewards + discounts * next_values - values)
     carry = (1.0 - dones.float()) * discounts * cs
-    # corrections[t] = v_t - V(x_t), accumulated backwards in time.
-    corrections = torch.zeros_like(values)
-    acc = torch.zeros_like(values[0])
-    for t in range(values.shape[0] - 1, -1, -1):
-        acc = deltas[t] + carry[t] * acc
-        corrections[t] = acc
+    # corrections[t] = v_t - V(x_t), accumulated backwards in time (in NumPy: a loop of small ops).
+    deltas_np, carry_np = deltas.cpu().numpy(), carry.cpu().numpy()
+    corrections_np = np.zeros_like(deltas_np)
+    acc = np.zeros_like(deltas_np[0])
+    for t in range(deltas_np.shape[0] - 1, -1, -1):
+        acc = deltas_np[t] + carry_np[t] * acc
+        corrections_np[t] = acc
+    corrections = torch.from_numpy(corrections_np).to(values.device)
     vs = values + corrections
     # v_{t+1}: the next row's target, or V(x_{t+1}) where the trajectory is cut or the batch ends.
     next_corrections = torch.zeros_like(corrections)
