@@ -716,6 +716,16 @@ class Algorithm:
                 result["env_runners"].setdefault(key, value)
         deep_update(result, reduced)
 
+    def sample_and_learn(self) -> dict[str, Any]:
+        """The synchronous on-policy training step (PPO, PG, A2C, MARWIL): sample (or read)
+        `train_batch_size` steps, update on them, push the new weights, return the module results."""
+        batch = self.env_runner_group.sample(num_timesteps=self.config.total_train_batch_size)
+        steps = self.count_sampled(batch)
+        metrics = self.learn_on_batch(batch, timestep=self._counters["num_env_steps_sampled_lifetime"])
+        self.count_trained(batch, steps)
+        self.sync_env_runner_weights()
+        return self.module_results(metrics)
+
     def learn_on_batch(self, batch: Any, timestep: int) -> dict[str, Any]:
         """Update the learner on `batch`, after the old-API `on_learn_on_batch` callbacks saw it.
 

@@ -75,12 +75,7 @@ class MARWIL(Algorithm):
 
     def training_step(self) -> dict[str, Any]:
         """Read (or sample) a train batch, take one gradient step on it, and push the new weights."""
-        batch = self.env_runner_group.sample(num_timesteps=self.config.total_train_batch_size)
-        steps = self.count_sampled(batch)
-        metrics = self.learn_on_batch(batch, timestep=self._counters["num_env_steps_sampled_lifetime"])
-        self.count_trained(batch, steps)
-        self.sync_env_runner_weights()
-        return self.module_results(metrics)
+        return self.sample_and_learn()
 
 
 # Old names (Trainer era).

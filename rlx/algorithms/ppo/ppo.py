@@ -92,12 +92,7 @@ class PPO(Algorithm):
 
     def training_step(self) -> dict[str, Any]:
         """Sample a train batch, run PPO's update on it, and push the new weights."""
-        batch = self.env_runner_group.sample(num_timesteps=self.config.total_train_batch_size)
-        steps = self.count_sampled(batch)
-        metrics = self.learn_on_batch(batch, timestep=self._counters["num_env_steps_sampled_lifetime"])
-        self.count_trained(batch, steps)
-        self.sync_env_runner_weights()
-        return self.module_results(metrics)
+        return self.sample_and_learn()
 
 
 # Old names (Trainer era).
