@@ -144,6 +144,28 @@ class RLModule(nn.Module):
         """Whether `compute_values` is available."""
         return hasattr(self, "compute_values")
 
+    def summary(self, print_fn: Any = print) -> str:
+        """Print (with `print_fn`; None: do not print) and return a Keras-style table of the
+        module's layers: output shapes for one observation, parameter counts and totals."""
+        from rlx.utils.model_summary import summarize
+
+        text = str(summarize(self, self._example_forward, title=type(self).__name__))
+        if print_fn is not None:
+            print_fn(text)
+        return text
+
+    def _example_forward(self) -> Any:
+        """forward_train on one sampled observation (one time step for recurrent modules)."""
+        obs = np.asarray(self.observation_space.sample())
+        obs_t = torch.as_tensor(obs[None] if obs.dtype == np.uint8 else obs[None].astype(np.float32))
+        device = next((p.device for p in self.parameters()), torch.device("cpu"))
+        batch: dict[str, Any] = {Columns.OBS: obs_t.to(device)}
+        initial = self.get_initial_state()
+        if initial:
+            batch[Columns.OBS] = batch[Columns.OBS][:, None]
+            batch[Columns.STATE_IN] = {k: torch.as_tensor(np.asarray(v))[None].to(device) for k, v in initial.items()}
+        return self.forward_train(batch)
+
     def output_specs_inference(self) -> list[str]:
         """Keys forward_inference returns."""
         return [Columns.ACTION_DIST_INPUTS]

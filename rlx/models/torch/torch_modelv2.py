@@ -39,3 +39,27 @@ class TorchModelV2(ModelV2):
         """The parameters that require gradients."""
         named = {k: v for k, v in self.named_parameters() if v.requires_grad}  # type: ignore[attr-defined]
         return named if as_dict else list(named.values())
+
+    def summary(self, print_fn: Any = print) -> str:
+        """Print (with `print_fn`; None: do not print) and return a Keras-style table of the
+        model's layers: output shapes for one observation, parameter counts and totals."""
+        import numpy as np
+        import torch
+
+        from rlx.utils.model_summary import summarize
+
+        def run_example() -> Any:
+            obs = np.asarray(self.obs_space.sample(), dtype=np.float32)[None]
+            state = [torch.as_tensor(np.asarray(s))[None] for s in self.get_initial_state()]
+            out = self({"obs": torch.as_tensor(obs)}, state, torch.ones(1, dtype=torch.int32))  # type: ignore[operator]
+            try:
+                self.value_function()  # value branches of separate-vf models run here
+            except Exception:  # noqa: BLE001 - models without a value head
+                pass
+            return out
+
+        text = str(summarize(self, run_example, title=self.name))  # type: ignore[arg-type]
+        if print_fn is not None:
+            print_fn(text)
+        return text
+
