@@ -158,8 +158,6 @@ class ModelCatalog:
             cls = ModelCatalog.get_custom_model_class(custom)
             kwargs = {**model_kwargs, **(config.get("custom_model_config") or {})}
         else:
-            if config.get("use_lstm") or config.get("use_attention"):
-                raise NotSupportedYetError("use_lstm/use_attention with ModelV2 models", "recurrent ModelV2s")
             if default_model is not None:
                 cls = default_model
             elif _is_image_space(obs_space, config):
@@ -171,8 +169,23 @@ class ModelCatalog:
 
                 cls = FullyConnectedNetwork
             kwargs = dict(model_kwargs)
+        if config.get("use_attention"):
+            raise NotSupportedYetError("use_attention with ModelV2 models", "attention around old-API ModelV2s",
+                                       fix="Leave custom_model unset to get the default attention module, or use "
+                                           "use_lstm=True.")
         if model_interface is not None and not issubclass(cls, model_interface):
             cls = type(f"{cls.__name__}_as_{model_interface.__name__}", (cls, model_interface), {})
+        if config.get("use_lstm"):
+            from rlx.models.torch.recurrent_net import LSTMWrapper
+
+            # The wrapped model outputs its features (num_outputs=None); the LSTM's branches the outputs.
+            wrapped = ModelCatalog._construct(cls, obs_space, action_space, None, config, name, kwargs)
+            return LSTMWrapper(wrapped, obs_space, action_space, num_outputs, config, f"{name}_lstm")
+        return ModelCatalog._construct(cls, obs_space, action_space, num_outputs, config, name, kwargs)
+
+    @staticmethod
+    def _construct(cls: type, obs_space: gym.Space, action_space: gym.Space, num_outputs: int | None,
+                   config: dict, name: str, kwargs: dict[str, Any]) -> Any:
         try:
             model = cls(obs_space, action_space, num_outputs, config, name, **kwargs)
         except TypeError as err:

@@ -63,7 +63,9 @@ class ModelV2:
         )
 
     def custom_loss(self, policy_loss: Any, loss_inputs: Any) -> Any:
-        """Change the policy loss (rlx's learners do not call this: the loss is the algorithm's)."""
+        """Return the policy losses (a list, one per optimizer) changed by a loss of the model's own;
+        `loss_inputs` is the train batch. rlx's Learners call it on every loss they step, and log
+        the model's `metrics()` into the learner results."""
         return policy_loss
 
     def metrics(self) -> dict:

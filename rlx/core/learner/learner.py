@@ -308,6 +308,7 @@ class Learner:
         # The parameters each optimizer steps, and the torch lr schedulers attached to it.
         self._optimizer_params: dict[str, list[torch.Tensor]] = {}
         self._torch_lr_schedulers: dict[str, list[Any]] = {}
+        self._custom_loss_model = _model_with_custom_loss(module)
         self.configure_optimizers()
         if not self.optimizers:
             raise TypeError(f"{type(self).__name__}.configure_optimizers() registered no optimizer: register one "
@@ -534,6 +535,7 @@ class Learner:
         """
         name = next(iter(self.optimizers)) if optimizer_name is None else optimizer_name
         opt = self.optimizers[name]
+        loss = self.add_model_custom_loss(loss)
         if params is None:
             params = self.params if optimizer_name is None else self._optimizer_params.get(name, self.params)
         opt.zero_grad(set_to_none=True)
@@ -553,6 +555,7 @@ class Learner:
         if len(self.optimizers) == 1:
             name = next(iter(self.optimizers))
             return self.apply_loss(loss, name, self._optimizer_params[name], terms)
+        loss = self.add_model_custom_loss(loss)
         for p in self.params:
             p.grad = None
         for opt in self.optimizers.values():
@@ -569,6 +572,34 @@ class Learner:
         if stepped:
             self.num_grad_updates += 1
         return math.sqrt(total_sq)
+
+    def add_model_custom_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        """`loss` changed by the old-API model's `custom_loss([loss], train_batch)` when the module
+        runs a ModelV2 that overrides it (RLlib's old stack calls it on every loss), with the
+        model's `metrics()` logged into this update's results; otherwise `loss` itself."""
+        model = self._custom_loss_model
+        if model is None:
+            return loss
+        result = model.custom_loss([loss], self._update_batch if self._update_batch is not None else {})
+        if isinstance(result, (list, tuple)):
+            if len(result) != 1:
+                from rlx.utils.errors import NotSupportedYetError
+
+                raise NotSupportedYetError(
+                    f"{type(model).__name__}.custom_loss returning {len(result)} losses",
+                    "a custom loss with an optimizer of its own",
+                    fix="Return [policy_loss[0] + your_loss] (one loss per optimizer; rlx's default has one).")
+            result = result[0]
+        if not isinstance(result, torch.Tensor) or result.dim() != 0:
+            raise TypeError(f"{type(model).__name__}.custom_loss must return a list of scalar loss tensors (or one "
+                            f"scalar tensor), got {type(result).__name__}.")
+        for key, value in (model.metrics() or {}).items():
+            value = value.detach() if isinstance(value, torch.Tensor) else value
+            try:
+                self.metrics.log_value(key, float(value))
+            except (TypeError, ValueError):
+                continue  # a metric that is not one number is not a learner result
+        return result
 
     def step_on(self, optimizer_name: str, loss: torch.Tensor, params: list[torch.Tensor],
                 terms: Mapping[str, torch.Tensor] | None = None) -> float:
@@ -692,6 +723,18 @@ class Learner:
         """Restore get_extra_tensors()."""
         if tensors:
             raise ValueError(f"{type(self).__name__} keeps no extra tensors, got {sorted(tensors)[:5]}.")
+
+
+def _model_with_custom_loss(module: Any) -> Any:
+    """The old-API ModelV2 a module runs (its `model`, unwrapped from an LSTMWrapper) when that
+    model overrides `custom_loss`; else None."""
+    from rlx.models.modelv2 import ModelV2
+
+    model = getattr(module, "model", None)
+    inner = getattr(model, "wrapped", model)
+    if isinstance(inner, ModelV2) and type(inner).custom_loss is not ModelV2.custom_loss:
+        return model
+    return None
 
 
 def _is_finite(value: Any) -> bool:
