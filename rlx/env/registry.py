@@ -8,7 +8,8 @@ Accepted, in this order: a name registered with `register_env` (or with
 Registrations live in this process. Worker processes (EnvRunners, sub-envs, learners) and
 Ray actors get a snapshot of them when they start (`registry_snapshot()` in the process
 that starts them, `restore_registry()` in the new one), so a name registered in the driver
-resolves everywhere; one registered after a worker started does not reach that worker.
+resolves everywhere; one registered after a worker started does not reach that worker. The
+snapshot carries ModelCatalog's custom models and action distributions the same way.
 """
 from __future__ import annotations
 
@@ -188,7 +189,25 @@ def registry_snapshot() -> dict[str, dict[str, Any]]:
     unpicklable = {name: why for name, why in _NOT_SHIPPED.items() if name not in pickled}
     unpicklable.update({name: f"{type(err).__name__}: {err}" for name, err in pickled.items()
                         if isinstance(err, Exception)})
-    return {"creators": creators, "unpicklable": unpicklable}
+    return {"creators": creators, "unpicklable": unpicklable, **_model_catalog_snapshot()}
+
+
+def _model_catalog_snapshot() -> dict[str, dict[str, bytes]]:
+    """ModelCatalog's registrations (custom models and action distributions) of this process,
+    cloudpickled: a model registered in the driver resolves in the processes it starts too.
+    Classes that do not pickle are left out (the worker's error then names the class)."""
+    catalog = sys.modules.get("rlx.models.catalog")
+    if catalog is None:
+        return {}
+    out: dict[str, dict[str, bytes]] = {}
+    for key, registered in (("custom_models", catalog.ModelCatalog._custom_models),
+                            ("custom_action_dists", catalog.ModelCatalog._custom_action_dists)):
+        out[key] = {}
+        for name, cls in registered.items():
+            data = _pickle_creator(cls)
+            if isinstance(data, bytes):
+                out[key][name] = data
+    return out
 
 
 def restore_registry(snapshot: Mapping[str, Mapping[str, Any]] | None, where: str) -> None:
@@ -205,6 +224,15 @@ def restore_registry(snapshot: Mapping[str, Mapping[str, Any]] | None, where: st
     for name, reason in snapshot.get("unpicklable", {}).items():
         _SHIPPED.pop(name, None)
         _NOT_SHIPPED[name] = reason
+    if snapshot.get("custom_models") or snapshot.get("custom_action_dists"):
+        import cloudpickle
+
+        from rlx.models.catalog import ModelCatalog
+
+        for name, data in snapshot.get("custom_models", {}).items():
+            ModelCatalog._custom_models.setdefault(name, cloudpickle.loads(data))
+        for name, data in snapshot.get("custom_action_dists", {}).items():
+            ModelCatalog._custom_action_dists.setdefault(name, cloudpickle.loads(data))
 
 
 # ---------------------------------------------------------------- resolving env specifiers

@@ -98,7 +98,7 @@ class ModelCatalog:
                 f"Unknown custom action distribution {custom_action_dist!r}.{did_you_mean(str(custom_action_dist), known)} "
                 "Register it first with ModelCatalog.register_custom_action_dist(name, DistClass)"
                 + (f" (registered: {', '.join(known)})." if known else ".")
-                + " In EnvRunner processes that rlx starts itself, give the class itself or an import path.")
+                + " Register it before the Algorithm is built, so that the processes rlx starts get it too.")
         ModelCatalog._check_action_dist_class(cls, str(custom_action_dist))
         return cls
 
@@ -130,9 +130,9 @@ class ModelCatalog:
                 f"Unknown custom model '{custom_model}'.{did_you_mean(custom_model, known)} Register it first with "
                 "ModelCatalog.register_custom_model(name, ModelClass)"
                 + (f" (registered: {', '.join(known)})." if known else ".")
-                + " Names registered in the driver reach Ray Tune trials, but not EnvRunner processes or actors "
-                "that rlx starts itself (num_env_runners > 0): there, give the class itself, "
-                "model={'custom_model': ModelClass}, or an import path 'package.module:ModelClass'."
+                + " Names registered in the driver reach the processes and Ray actors rlx starts (registered before "
+                "the Algorithm is built) and Ray Tune trials; a class that cannot be pickled does not: give an "
+                "import path 'package.module:ModelClass' then."
             )
         return cls
 

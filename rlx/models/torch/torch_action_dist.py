@@ -21,7 +21,34 @@ from rlx.core.distributions import Categorical, DiagGaussian, Distribution, Mult
 __all__ = ["TorchDistributionWrapper", "TorchCategorical", "TorchMultiCategorical", "TorchDiagGaussian"]
 
 
-class TorchDistributionWrapper(Distribution):
+class _OldApiSampling:
+    """Lets subclasses write RLlib's old `sample()` (no arguments): rlx passes its seeded generator
+    only to samplers that accept one, and remembers each sample (for `sampled_action_logp()` and
+    RLlib's `last_sample`)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        sample = cls.__dict__.get("sample")
+        if sample is not None and "generator" not in inspect.signature(sample).parameters:
+            @functools.wraps(sample)
+            def sample_with_generator(self: Any, generator: Any = None) -> torch.Tensor:
+                out = sample(self)
+                self._last_sample = self.last_sample = out
+                return out
+
+            cls.sample = sample_with_generator  # type: ignore[method-assign]
+        deterministic = cls.__dict__.get("deterministic_sample")
+        if deterministic is not None:
+            @functools.wraps(deterministic)
+            def remembered_deterministic(self: Any) -> torch.Tensor:
+                out = deterministic(self)
+                self._last_sample = self.last_sample = out
+                return out
+
+            cls.deterministic_sample = remembered_deterministic  # type: ignore[method-assign]
+
+
+class TorchDistributionWrapper(_OldApiSampling, Distribution):
     """Base class of old-API (custom) action distributions: `inputs` are the model's outputs.
 
     Subclasses' `sample()` may take no arguments (RLlib's signature): rlx passes its seeded
@@ -33,27 +60,6 @@ class TorchDistributionWrapper(Distribution):
         super().__init__(inputs, model)
         self.model = model
         self.last_sample: torch.Tensor | None = None
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        sample = cls.__dict__.get("sample")
-        if sample is not None and "generator" not in inspect.signature(sample).parameters:
-            @functools.wraps(sample)
-            def sample_with_generator(self: "TorchDistributionWrapper", generator: Any = None) -> torch.Tensor:
-                out = sample(self)
-                self._last_sample = self.last_sample = out
-                return out
-
-            cls.sample = sample_with_generator  # type: ignore[method-assign]
-        deterministic = cls.__dict__.get("deterministic_sample")
-        if deterministic is not None:
-            @functools.wraps(deterministic)
-            def remembered_deterministic(self: "TorchDistributionWrapper") -> torch.Tensor:
-                out = deterministic(self)
-                self._last_sample = self.last_sample = out
-                return out
-
-            cls.deterministic_sample = remembered_deterministic  # type: ignore[method-assign]
 
     @staticmethod
     def required_model_output_shape(action_space: gym.Space, model_config: dict) -> Any:
@@ -71,8 +77,9 @@ class TorchDistributionWrapper(Distribution):
         raise TypeError(f"{type(self).__name__} defines no kl(other): set training(use_kl_loss=False) or add kl().")
 
 
-class TorchCategorical(Categorical):
-    """Categorical over Discrete actions (the old API's name for rlx's Categorical)."""
+class TorchCategorical(_OldApiSampling, Categorical):
+    """Categorical over Discrete actions (the old API's name for rlx's Categorical); subclasses may
+    override `sample()` with RLlib's signature."""
 
     @staticmethod
     def required_model_output_shape(action_space: gym.Space, model_config: dict) -> int:
@@ -80,7 +87,7 @@ class TorchCategorical(Categorical):
         return int(action_space.n)
 
 
-class TorchMultiCategorical(MultiCategorical):
+class TorchMultiCategorical(_OldApiSampling, MultiCategorical):
     """Independent categoricals over MultiDiscrete actions (old-API name)."""
 
     @staticmethod
@@ -89,7 +96,7 @@ class TorchMultiCategorical(MultiCategorical):
         return int(np.sum(action_space.nvec))
 
 
-class TorchDiagGaussian(DiagGaussian):
+class TorchDiagGaussian(_OldApiSampling, DiagGaussian):
     """Diagonal Gaussian over Box actions (old-API name): means and log-stds."""
 
     @staticmethod
