@@ -332,10 +332,10 @@ def test_dict_style_write_is_validated():
     "section, key, value, default",
     [
         ("debugging", "log_sys_usage", True, False),
-        ("evaluation", "off_policy_estimation_methods", {"is": {"type": "ImportanceSampling"}}, {}),
+        ("env_runners", "compress_observations", True, False),
         ("multi_agent", "replay_mode", "lockstep", "independent"),
         ("env_runners", "remote_env_batch_wait_ms", 10.0, 0.0),
-        ("learners", "num_gpus_per_learner", 1, 0),
+        ("debugging", "fake_sampler", True, False),
     ],
 )
 def test_unbuilt_features_raise_not_supported_yet_but_accept_their_default(section, key, value, default):
@@ -346,11 +346,11 @@ def test_unbuilt_features_raise_not_supported_yet_but_accept_their_default(secti
     assert getattr(config, key) == default
 
 
-def test_attention_model_is_not_supported_yet_but_its_default_is_accepted():
-    with pytest.raises(NotSupportedYetError, match="not supported yet: .*use_attention"):
-        PPOConfig().training(model={"use_attention": True})
-    config = PPOConfig().training(model={"use_attention": False, "use_lstm": True})
-    assert config.model["use_attention"] is False and config.model["use_lstm"] is True
+def test_model_keys_of_unbuilt_features_refuse_other_values_but_accept_their_default():
+    with pytest.raises(NotSupportedYetError, match="not supported yet: .*custom_preprocessor"):
+        PPOConfig().training(model={"custom_preprocessor": "my_preprocessor"})
+    config = PPOConfig().training(model={"custom_preprocessor": None, "use_attention": True})
+    assert config.model["custom_preprocessor"] is None and config.model["use_attention"] is True
 
 
 def test_unknown_callback_event_is_an_error_with_a_suggestion():

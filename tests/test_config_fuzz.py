@@ -38,8 +38,9 @@ def _bad_values(opt) -> list:
     if isinstance(default, (int, float)):
         # No option takes infinity: timeouts use None or 0 for "no limit".
         return [NAN, INF, -INF, "fast", {"value": 1}, [1, "x"], [[0, NAN]]]
-    # SAC's target_entropy: "auto" or a number; input_: "sampler" or any path (checked when read).
-    if isinstance(default, str) and opt.name not in ("target_entropy", "input_"):
+    # SAC's target_entropy: "auto" or a number; input_: "sampler" or any path (checked when read);
+    # action_mask_key: any key name of a Dict observation.
+    if isinstance(default, str) and opt.name not in ("target_entropy", "input_", "action_mask_key"):
         return ["definitely-not-a-valid-choice-42", 3.5, NAN]
     if isinstance(default, dict):
         return ["not-a-dict", 3, [1, 2]]

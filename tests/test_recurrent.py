@@ -94,10 +94,10 @@ def test_recurrent_checkpoints_restore_the_module(tmp_path):
 
 
 def test_use_lstm_with_an_algorithm_that_cannot_train_it_is_refused():
-    from rlx.algorithms.dqn import DQNConfig
+    from rlx.algorithms.sac import SACConfig
 
     with pytest.raises(NotSupportedYetError, match="use_lstm"):
-        DQNConfig().environment("CartPole-v1").training(model={"use_lstm": True}).build()
+        SACConfig().environment("Pendulum-v1").training(model={"use_lstm": True}).build()
 
 
 class HiddenBit(gym.Env):

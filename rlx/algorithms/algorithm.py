@@ -7,6 +7,7 @@ result dict, checkpoints, compute_single_action, the old-API accessors) lives he
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import math
 import os
@@ -234,6 +235,13 @@ class Algorithm:
         module = self.env_runner_group.local_env_runner.module
         learner_cls = self._resolved_learner_class()
         self._check_recurrent_support(module, learner_cls)
+        if config.num_learners == 0:
+            from rlx.core.learner.device import learner_trains_a_copy
+
+            if learner_trains_a_copy(config):
+                # A GPU Learner trains its own copy; the local EnvRunner keeps acting on the CPU and
+                # gets the new weights after each update (sync_weights copies them when modules differ).
+                module = copy.deepcopy(module)
         if self.is_multi_agent:
             from rlx.core.multi_agent_learner import MultiAgentLearner
 
@@ -287,9 +295,6 @@ class Algorithm:
         modules = [module[mid] for mid in module.keys()] if self.is_multi_agent and hasattr(module, "keys") else [module]
         if not any(getattr(m, "is_stateful", lambda: False)() for m in modules):
             return
-        if self.is_multi_agent:
-            raise NotSupportedYetError("recurrent (stateful) RLModules in multi-agent runs",
-                                       "the multi-agent EnvRunner samples stateless modules")
         if not getattr(learner_cls, "supports_recurrent_modules", False):
             raise NotSupportedYetError(f"a recurrent (stateful) RLModule with {learner_cls.__name__}",
                                        "recurrent modules train with PPO's Learner")
@@ -339,10 +344,17 @@ class Algorithm:
             from rlx.models.modelv2_rl_module import ModelV2RLModule
 
             return RLModuleSpec(module_class=ModelV2RLModule)
+        if self.config.model.get("use_lstm") and self.config.model.get("use_attention"):
+            raise ConfigError("model['use_lstm'] and model['use_attention'] are both True; a default model has one "
+                              "memory: set only one of them.")
         if self.config.model.get("use_lstm"):
             from rlx.core.lstm_models import LSTMActorCriticModule
 
             return RLModuleSpec(module_class=LSTMActorCriticModule)
+        if self.config.model.get("use_attention"):
+            from rlx.core.attention_models import AttentionActorCriticModule
+
+            return RLModuleSpec(module_class=AttentionActorCriticModule)
         from rlx.core.models import ActorCriticModule
 
         return RLModuleSpec(module_class=ActorCriticModule)
@@ -362,7 +374,9 @@ class Algorithm:
                 return self._completed_spec(specs)
             return MultiRLModuleSpec(rl_module_specs={mid: self._completed_spec(s) for mid, s in (specs or {}).items()},
                                      default_spec=self._completed_spec(None))
-        return self._completed_spec(user)
+        from rlx.core.action_masking import with_action_mask_key
+
+        return with_action_mask_key(self._completed_spec(user), self.config, self.is_multi_agent)
 
     def _completed_spec(self, user: Any) -> Any:
         """The user's RLModuleSpec (or RLModule class) with the algorithm's defaults filled in."""
@@ -370,13 +384,22 @@ class Algorithm:
         from rlx.models.model_defaults import merge_model_config
 
         spec = self.get_default_rl_module_spec()
-        if self.config.model.get("use_lstm") and (user is None or getattr(user, "module_class", None) is None):
+        memory_key = next((k for k in ("use_lstm", "use_attention") if self.config.model.get(k)), None)
+        if memory_key and (user is None or getattr(user, "module_class", None) is None):
+            from rlx.core.attention_models import AttentionActorCriticModule
             from rlx.core.lstm_models import LSTMActorCriticModule
 
-            if spec.module_class is not LSTMActorCriticModule:
+            from rlx.algorithms.dqn.recurrent_dqn_rl_module import RecurrentDQNRLModule
+            from rlx.models.modelv2_rl_module import ModelV2RLModule
+
+            # A custom_model with use_lstm runs in an LSTMWrapper inside ModelV2RLModule.
+            recurrent = (LSTMActorCriticModule, AttentionActorCriticModule) + (
+                (ModelV2RLModule, RecurrentDQNRLModule) if memory_key == "use_lstm" else ())
+            if spec.module_class not in recurrent:
                 raise NotSupportedYetError(
-                    f"model['use_lstm'] with {type(self).__name__}", "recurrent models train with PPO",
-                    fix="Use PPO for recurrent policies, or leave use_lstm=False.")
+                    f"model['{memory_key}'] with {type(self).__name__}",
+                    "recurrent models train with PPO (and use_lstm with DQN)",
+                    fix=f"Use PPO (or DQN) for recurrent policies, or leave {memory_key}=False.")
         if self.config.model.get("custom_model") and (user is None or
                                                       (isinstance(user, RLModuleSpec) and user.module_class is None)):
             from rlx.models.modelv2_rl_module import ModelV2RLModule
@@ -872,7 +895,7 @@ class Algorithm:
     def _run_evaluation(self, synced: list[Any],
                         training_done: threading.Event | None = None) -> tuple[dict[str, Any], list[int]]:
         """(results, indices of runners that failed) of one evaluation on the `synced` runners."""
-        from rlx.algorithms.evaluation import EvaluationPlan, run_evaluation
+        from rlx.algorithms.evaluation import EvaluationPlan, add_off_policy_estimates, run_evaluation
 
         cfg = self.config
         group = self._make_eval_env_runner_group()
@@ -898,7 +921,9 @@ class Algorithm:
             stop_event=training_done,
         )
         outcome = run_evaluation(synced, plan)
-        return self._compile_eval_results(outcome.metrics), outcome.failed_runner_indices
+        results = self._compile_eval_results(outcome.metrics)
+        add_off_policy_estimates(self, results)
+        return results, outcome.failed_runner_indices
 
     def _finish_evaluation(self, results: dict[str, Any], failed_runner_indices: list[int]) -> dict[str, Any]:
         """Restart failed runners (if configured), fire on_evaluate_end and remember the results."""

@@ -43,8 +43,13 @@ def _replay_buffer_config(name: str, value: Any) -> dict:
     from rlx.utils.replay_buffers import make_replay_buffer
 
     value = dictionary()(name, value)
-    make_replay_buffer(value)  # Buffers allocate lazily, so this only validates type and keys.
+    # Buffers allocate lazily, so this only validates type and keys. The old sequence keys
+    # (replay_sequence_length, ...) are checked at validate(): recurrent DQN takes them.
+    make_replay_buffer({k: v for k, v in value.items() if k not in _SEQUENCE_KEYS})
     return value
+
+
+_SEQUENCE_KEYS = ("replay_sequence_length", "replay_burn_in", "replay_zero_init_states")
 
 
 class OffPolicyConfig(AlgorithmConfig):

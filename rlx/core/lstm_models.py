@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlx.core.action_masking import apply_action_mask, find_action_mask
 from rlx.core.columns import Columns
 from rlx.core.distributions import DiagGaussian, dist_class_for_space
 from rlx.core.cnn import CNN, default_conv_filters, is_image_space
@@ -31,9 +32,12 @@ class LSTMActorCriticModule(RLModule):
     def setup(self) -> None:
         cfg = self.model_config
         self.cell_size = int(cfg.get("lstm_cell_size", 256))
-        self._image = is_image_space(self.observation_space, cfg)
+        # With an action mask in the (Dict) observation, the networks read only the other keys.
+        self.action_mask = find_action_mask(self.observation_space, self.action_space, cfg)
+        self._space = self.action_mask.input_space if self.action_mask is not None else self.observation_space
+        self._image = is_image_space(self._space, cfg)
         # Image observations: a CNN (conv_filters) feeds the LSTM; others: the fcnet_hiddens MLP.
-        self._obs_shape = tuple(self.observation_space.shape) if self._image else (-1,)
+        self._obs_shape = tuple(self._space.shape) if self._image else (-1,)
         self.encoder, lstm_in = self._make_encoder()
         self.lstm = nn.LSTM(lstm_in, self.cell_size, batch_first=True)
         self.vf_share_layers = bool(cfg.get("vf_share_layers", False))
@@ -54,12 +58,11 @@ class LSTMActorCriticModule(RLModule):
     def _make_encoder(self) -> tuple[nn.Module, int]:
         cfg = self.model_config
         if self._image:
-            filters = cfg.get("conv_filters") or default_conv_filters(self.observation_space.shape)
-            cnn = CNN(self.observation_space.shape, filters, cfg.get("conv_activation", "relu"),
-                      scale_uint8=getattr(self.observation_space, "original_space", self.observation_space).dtype
-                      == np.uint8)
+            filters = cfg.get("conv_filters") or default_conv_filters(self._space.shape)
+            cnn = CNN(self._space.shape, filters, cfg.get("conv_activation", "relu"),
+                      scale_uint8=getattr(self._space, "original_space", self._space).dtype == np.uint8)
             return cnn, cnn.out_dim
-        in_dim = flat_obs_dim(self.observation_space)
+        in_dim = flat_obs_dim(self._space)
         hiddens = list(cfg.get("fcnet_hiddens", [64, 64]))
         return make_mlp(in_dim, hiddens, cfg.get("fcnet_activation", "tanh")), (hiddens[-1] if hiddens else in_dim)
 
@@ -75,8 +78,15 @@ class LSTMActorCriticModule(RLModule):
         out, (h1, c1) = lstm(x, (h0, c0))
         return out, h1.squeeze(0), c1.squeeze(0)
 
+    def _obs(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The networks' input [B, T, ...] and the action mask [B, T, n] (None without one)."""
+        obs, mask = batch[Columns.OBS], None
+        if self.action_mask is not None:
+            obs, mask = self.action_mask.split(obs if isinstance(obs, dict) else torch.as_tensor(obs))
+        return torch.as_tensor(obs, dtype=torch.float32), mask
+
     def _embeddings(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        obs = torch.as_tensor(batch[Columns.OBS], dtype=torch.float32)
+        obs, _ = self._obs(batch)
         state = batch[Columns.STATE_IN]
         out, h, c = self._run(self.encoder, self.lstm, obs, state["h"], state["c"])
         state_out = {"h": h, "c": c}
@@ -87,25 +97,25 @@ class LSTMActorCriticModule(RLModule):
     def _value_embeddings(self, batch: dict[str, Any], embeddings: torch.Tensor | None) -> torch.Tensor:
         if self.vf_share_layers:
             return embeddings if embeddings is not None else self._embeddings(batch)[0]
-        obs = torch.as_tensor(batch[Columns.OBS], dtype=torch.float32)
+        obs, _ = self._obs(batch)
         state = batch[Columns.STATE_IN]
         out, _, _ = self._run(self.vf_encoder, self.vf_lstm, obs, state["vf_h"], state["vf_c"])
         return out
 
-    def _logits(self, embeddings: torch.Tensor) -> torch.Tensor:
+    def _logits(self, embeddings: torch.Tensor, batch: dict[str, Any]) -> torch.Tensor:
         out = self.pi(embeddings)
         if self.free_log_std:
             out = torch.cat([out, self.log_std.expand_as(out)], dim=-1)
-        return out
+        return apply_action_mask(out, self._obs(batch)[1]) if self.action_mask is not None else out
 
     def forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         embeddings, state_out = self._embeddings(batch)
         if "vf_h" in state_out:
             # The value LSTM steps too, so its state stays in sync with the episode.
-            obs = torch.as_tensor(batch[Columns.OBS], dtype=torch.float32)
+            obs, _ = self._obs(batch)
             _, state_out["vf_h"], state_out["vf_c"] = self._run(self.vf_encoder, self.vf_lstm, obs,
                                                                  state_out["vf_h"], state_out["vf_c"])
-        return {Columns.ACTION_DIST_INPUTS: self._logits(embeddings), Columns.STATE_OUT: state_out}
+        return {Columns.ACTION_DIST_INPUTS: self._logits(embeddings, batch), Columns.STATE_OUT: state_out}
 
     def forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return self.forward_inference(batch, **kwargs)
@@ -113,7 +123,7 @@ class LSTMActorCriticModule(RLModule):
     def forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         embeddings, state_out = self._embeddings(batch)
         values = self.vf(self._value_embeddings(batch, embeddings)).squeeze(-1)
-        return {Columns.ACTION_DIST_INPUTS: self._logits(embeddings), Columns.STATE_OUT: state_out,
+        return {Columns.ACTION_DIST_INPUTS: self._logits(embeddings, batch), Columns.STATE_OUT: state_out,
                 Columns.EMBEDDINGS: embeddings, Columns.VF_PREDS: values}
 
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rlx.core.action_masking import apply_action_mask, find_action_mask
 from rlx.core.cnn import ImageEncoder, is_image_space
 from rlx.core.columns import Columns
 from rlx.core.distributions import DiagGaussian, dist_class_for_space
@@ -112,6 +113,23 @@ _INIT_KEYS = ("fcnet_kernel_initializer", "fcnet_kernel_initializer_kwargs", "fc
               "fcnet_bias_initializer_kwargs")
 
 
+def _last_layer_resized(hiddens: Sequence[int], post: Sequence[int], size: int) -> tuple[list[int], list[int]]:
+    """(hiddens, post_hiddens) with the last layer of the two (one layer when both are empty)
+    given `size` units: the layout of `no_final_linear`."""
+    hiddens, post = list(hiddens), list(post)
+    if post:
+        return hiddens, post[:-1] + [size]
+    return hiddens[:-1] + [size], post
+
+
+def refuse_no_final_linear(model_config: dict[str, Any], algorithm: str) -> None:
+    """NotSupportedYetError for model['no_final_linear'] in a module whose heads need their linear layer."""
+    if model_config.get("no_final_linear"):
+        raise NotSupportedYetError(f"model['no_final_linear'] with {algorithm}",
+                                   "it applies to the actor-critic network of policy-gradient algorithms (PPO, ...)",
+                                   fix="Remove no_final_linear from the model config.")
+
+
 def flat_obs_dim(space: gym.Space) -> int:
     """Input width of an MLP reading (preprocessed) observations of `space`."""
     if isinstance(space, gym.spaces.Box):
@@ -136,7 +154,10 @@ class ActorCriticModule(RLModule):
         act = cfg.get("fcnet_activation", "tanh")
         post = cfg.get("post_fcnet_hiddens", [])
         post_act = cfg.get("post_fcnet_activation", "relu")
-        in_dim = flat_obs_dim(self.observation_space)
+        # With an action mask in the (Dict) observation, the networks read only the other keys.
+        self.action_mask = find_action_mask(self.observation_space, self.action_space, cfg)
+        space = self.action_mask.input_space if self.action_mask is not None else self.observation_space
+        in_dim = flat_obs_dim(space)
         dist_cls, _ = dist_class_for_space(self.action_space, cfg)
         out_dim = dist_cls.required_input_dim(self.action_space, cfg)
         self.free_log_std = bool(cfg.get("free_log_std", False)) and dist_cls is DiagGaussian
@@ -146,77 +167,87 @@ class ActorCriticModule(RLModule):
         self.vf_share_layers = bool(cfg.get("vf_share_layers", False))
         if self.free_log_std:
             self.log_std = nn.Parameter(torch.zeros(pi_out))
-        if is_image_space(self.observation_space, cfg):
-            self._setup_image_heads(pi_out)
+        no_final_linear = bool(cfg.get("no_final_linear", False))
+        if is_image_space(space, cfg):
+            if no_final_linear:
+                raise NotSupportedYetError("model['no_final_linear'] with image observations",
+                                           "it applies to the fully connected network of vector observations")
+            self._setup_image_heads(pi_out, space)
             return
-        self._flatten = len(self.observation_space.shape) != 1
-        trunk_dim = (list(hiddens) + list(post) or [in_dim])[-1]
+        self._flatten = len(space.shape) != 1
+        # no_final_linear (RLlib's meaning): the last hidden layer gets pi_out units (with its
+        # activation) and is the policy output; no extra linear layer follows it.
+        pi_hiddens, pi_post = _last_layer_resized(hiddens, post, pi_out) if no_final_linear else (hiddens, post)
+        trunk_dim = (list(pi_hiddens) + list(pi_post) or [in_dim])[-1]
         inits = {k: cfg.get(k) for k in _INIT_KEYS}
         if self.vf_share_layers:
-            self.encoder = make_mlp(in_dim, hiddens, act, post_hiddens=post, post_activation=post_act,
+            self.encoder = make_mlp(in_dim, pi_hiddens, act, post_hiddens=pi_post, post_activation=post_act,
                                     initializers=inits)
-            self.pi = make_mlp(trunk_dim, [], None, pi_out, out_gain=0.01)
+            self.pi = nn.Identity() if no_final_linear else make_mlp(trunk_dim, [], None, pi_out, out_gain=0.01)
             self.vf = None if self.inference_only else make_mlp(trunk_dim, [], None, 1, out_gain=1.0)
         else:
             self.encoder = None
-            self.pi = make_mlp(in_dim, hiddens, act, pi_out, out_gain=0.01, post_hiddens=post, post_activation=post_act,
-                               initializers=inits)
+            self.pi = make_mlp(in_dim, pi_hiddens, act, None if no_final_linear else pi_out, out_gain=0.01,
+                               post_hiddens=pi_post, post_activation=post_act, initializers=inits)
             self.vf = None if self.inference_only else make_mlp(
                 in_dim, hiddens, act, 1, out_gain=1.0, post_hiddens=post, post_activation=post_act,
                 initializers=inits)
 
-    def _setup_image_heads(self, pi_out: int) -> None:
+    def _setup_image_heads(self, pi_out: int, space: gym.spaces.Box) -> None:
         """CNN encoders (one shared, or one per head without vf_share_layers) and linear heads."""
         cfg = self.model_config
         self._flatten = False
         if self.vf_share_layers:
-            self.encoder = ImageEncoder(self.observation_space, cfg)
+            self.encoder = ImageEncoder(space, cfg)
             self.pi = make_mlp(self.encoder.out_dim, [], None, pi_out, out_gain=0.01)
             self.vf = None if self.inference_only else make_mlp(self.encoder.out_dim, [], None, 1, out_gain=1.0)
             return
         self.encoder = None
-        pi_encoder = ImageEncoder(self.observation_space, cfg)
+        pi_encoder = ImageEncoder(space, cfg)
         self.pi = nn.Sequential(pi_encoder, make_mlp(pi_encoder.out_dim, [], None, pi_out, out_gain=0.01))
         if self.inference_only:
             self.vf = None
         else:
-            vf_encoder = ImageEncoder(self.observation_space, cfg)
+            vf_encoder = ImageEncoder(space, cfg)
             self.vf = nn.Sequential(vf_encoder, make_mlp(vf_encoder.out_dim, [], None, 1, out_gain=1.0))
 
-    def _obs(self, batch: dict[str, Any]) -> torch.Tensor:
-        obs = batch[Columns.OBS]
+    def _obs(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The networks' input and the action mask (None without one)."""
+        obs, mask = batch[Columns.OBS], None
+        if self.action_mask is not None:
+            obs, mask = self.action_mask.split(obs)
         if self._flatten:
             obs = obs.reshape(obs.shape[0], -1)
-        return obs
+        return obs, mask
 
-    def _pi(self, features: torch.Tensor) -> torch.Tensor:
+    def _pi(self, features: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         out = self.pi(features)
         if self.free_log_std:
             out = torch.cat([out, self.log_std.expand_as(out)], dim=-1)
-        return out
+        return apply_action_mask(out, mask)
 
     def forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        obs = self._obs(batch)
+        obs, mask = self._obs(batch)
         features = self.encoder(obs) if self.encoder is not None else obs
-        return {Columns.ACTION_DIST_INPUTS: self._pi(features)}
+        return {Columns.ACTION_DIST_INPUTS: self._pi(features, mask)}
 
     def forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return self.forward_inference(batch, **kwargs)
 
     def forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        obs = self._obs(batch)
+        obs, mask = self._obs(batch)
         if self.encoder is not None:
             features = self.encoder(obs)
-            logits = self._pi(features)
+            logits = self._pi(features, mask)
             values = self.vf(features).squeeze(-1)
         else:
-            logits = self._pi(obs)
+            logits = self._pi(obs, mask)
             values = self.vf(obs).squeeze(-1)
         return {Columns.ACTION_DIST_INPUTS: logits, Columns.VF_PREDS: values}
 
     def compute_values(self, batch: dict[str, Any]) -> torch.Tensor:
         """State values V(obs), shape [B]."""
-        obs = self._obs(batch)
+        obs, _ = self._obs(batch)
         if self.encoder is not None:
             obs = self.encoder(obs)
         return self.vf(obs).squeeze(-1)

@@ -74,16 +74,24 @@ def build_env_to_module(config: Any, env: Any, obs_space: gym.Space, act_space: 
 
 
 def lstm_prev_inputs_piece(config: Any) -> ConnectorV2 | None:
-    """The PrevActionsPrevRewards piece that `lstm_use_prev_action` / `lstm_use_prev_reward` add
-    (None when neither is set): the module's input then carries the previous action (one-hot for
-    Discrete spaces) and reward, zeros at an episode's start, which the LSTM sees every step."""
+    """The PrevActionsPrevRewards piece that `lstm_use_prev_action` / `lstm_use_prev_reward` (with
+    use_lstm) or `attention_use_n_prev_actions` / `attention_use_n_prev_rewards` (with use_attention)
+    add (None when none is set): the module's input then carries the previous action(s) (one-hot for
+    Discrete spaces) and reward(s), zeros at an episode's start, which the memory sees every step."""
     model = getattr(config, "model", None) or {}
-    use_action, use_reward = bool(model.get("lstm_use_prev_action")), bool(model.get("lstm_use_prev_reward"))
-    if not (model.get("use_lstm") and (use_action or use_reward)):
+    if model.get("use_attention"):
+        # GTrXL's attention_use_n_prev_actions/rewards: the last n actions and rewards.
+        n_actions = int(model.get("attention_use_n_prev_actions") or 0)
+        n_rewards = int(model.get("attention_use_n_prev_rewards") or 0)
+    elif model.get("use_lstm"):
+        n_actions, n_rewards = int(bool(model.get("lstm_use_prev_action"))), int(bool(model.get("lstm_use_prev_reward")))
+    else:
+        return None
+    if not (n_actions or n_rewards):
         return None
     from rlx.connectors.env_to_module.prev_actions_prev_rewards import PrevActionsPrevRewards
 
-    return PrevActionsPrevRewards(n_prev_actions=int(use_action), n_prev_rewards=int(use_reward))
+    return PrevActionsPrevRewards(n_prev_actions=n_actions, n_prev_rewards=n_rewards)
 
 
 def has_env_to_module_pieces(config: Any) -> bool:

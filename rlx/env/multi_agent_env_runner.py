@@ -25,7 +25,8 @@ from rlx.core.rl_module import MultiRLModule, RLModule, RLModuleSpec
 from rlx.env.env_context import EnvContext
 from rlx.env.env_runner import (AGENT_RETURNS_KEY, DEFAULT_AGENT_ID, EPISODE_LENGTHS_KEY,
                                 EPISODE_POLICY_RETURNS_KEY, EPISODE_RETURNS_KEY, MODULE_RETURNS_KEY, ActionAdapter, _worker_seed, clip_rewards, has_float_values,
-                                log_episode_extras, module_chosen_actions, write_back_postprocessed)
+                                log_episode_extras, module_chosen_actions, state_column, without_time_axis,
+                                write_back_postprocessed)
 from rlx.env.connector_env import (
     ConnectorContext, FilterAndConnectorState, MultiAgentConnectorEnv, build_env_to_module, build_module_to_env)
 from rlx.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv
@@ -116,6 +117,10 @@ class ModuleSlot:
         from rlx.utils.exploration import make_exploration
 
         self.module = module
+        # A recurrent module's initial state; the runner carries one state per (sub-env, agent).
+        initial = module.get_initial_state() if hasattr(module, "get_initial_state") else {}
+        self.initial_state = {k: np.asarray(v, np.float32) for k, v in initial.items()}
+        self.stateful = bool(self.initial_state)
         self.dist_cls = module.get_exploration_action_dist_cls()
         self.inference_dist_cls = module.get_inference_action_dist_cls()
         self.exploration = make_exploration(
@@ -123,11 +128,20 @@ class ModuleSlot:
             model=module, num_workers=num_workers, worker_index=worker_index,
             seed=None if seed is None else seed + 7919)
 
-    def act(self, obs: np.ndarray, explore: bool, random_actions: bool,
-            timestep: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(actions, log-probabilities, distribution inputs) for a batch of filtered observations."""
+    def act(self, obs: np.ndarray, explore: bool, random_actions: bool, timestep: int,
+            state_in: dict[str, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(actions, log-probabilities, distribution inputs) for a batch of filtered observations;
+        a recurrent module gets `state_in` (one row per observation) and leaves its new state in
+        `self.state_out`."""
         batch = {Columns.OBS: torch.from_numpy(obs)}
+        if state_in is not None:  # one time step: [B, 1, ...] and each agent's state
+            batch = {Columns.OBS: batch[Columns.OBS][:, None],
+                     Columns.STATE_IN: {k: torch.from_numpy(v) for k, v in state_in.items()}}
         out = self.module.forward_exploration(batch) if explore else self.module.forward_inference(batch)
+        if state_in is not None:
+            out = without_time_axis(out)
+            self.state_out = {k: np.asarray(v.detach().numpy() if hasattr(v, "detach") else v, np.float32)
+                              for k, v in out.pop(Columns.STATE_OUT).items()}
         if Columns.ACTIONS in out:
             return module_chosen_actions(out, obs.shape[0])
         dist_inputs = out[Columns.ACTION_DIST_INPUTS]
@@ -222,6 +236,8 @@ class MultiAgentEnvRunner:
         self._episodes: list[MultiAgentEpisode | None] = [None] * B
         self._obs: list[dict[Any, np.ndarray]] = [{} for _ in range(B)]  # preprocessed, per acting agent
         self._pending: list[dict[Any, list]] = [{} for _ in range(B)]  # agent -> open transition
+        # agent -> its recurrent module's state (agents of stateful modules only), reset per episode
+        self._agent_state: list[dict[Any, dict[str, np.ndarray]]] = [{} for _ in range(B)]
         self._last_row: list[dict[Any, np.ndarray]] = [{} for _ in range(B)]
         self._at_boundary = np.ones(B, dtype=bool)
         self._check_steps = [True] * B  # check what step() returns (first episode of each sub-env)
@@ -459,6 +475,7 @@ class MultiAgentEnvRunner:
         episode = MultiAgentEpisode(env_index=b, worker_index=self.worker_index, record=self._record)
         self._episodes[b] = episode
         self._pending[b] = {}
+        self._agent_state[b] = {}
         self._last_row[b] = {}
         if self._on_episode_created is not None:
             self._on_episode_created(**self._episode_kwargs(b))
@@ -579,12 +596,22 @@ class MultiAgentEnvRunner:
             else:
                 slot.filter.update(raw)
                 obs = slot.filter.apply_batch(raw, update=False)
+            state_in = None
+            if slot.stateful:
+                states = [self._agent_state[b].get(aid, slot.initial_state) for b, aid in members]
+                state_in = {k: np.stack([st[k] for st in states]) for k in slot.initial_state}
             acts, logp, dist_inputs = slot.act(np.ascontiguousarray(obs, dtype=np.float32), explore,
-                                               random_actions, self.num_env_steps_sampled_lifetime)
+                                               random_actions, self.num_env_steps_sampled_lifetime, state_in)
             env_actions = slot.actions.to_env(acts)
             for k, (b, aid) in enumerate(members):
                 actions[b][aid] = env_actions[k]
-                self._pending[b][aid] = [pid, obs[k], acts[k], logp[k], dist_inputs[k], 0.0]
+                transition = [pid, obs[k], acts[k], logp[k], dist_inputs[k], 0.0]
+                if state_in is not None:
+                    # The state before this step travels with the transition (the Learner's sequences start
+                    # there); the state after it is the agent's next state_in.
+                    transition.append({key: v[k] for key, v in state_in.items()})
+                    self._agent_state[b][aid] = {key: v[k] for key, v in slot.state_out.items()}
+                self._pending[b][aid] = transition
         return actions
 
     def _raise_nonfinite(self, raw: np.ndarray, members: list[tuple[int, Any]]) -> None:
@@ -678,7 +705,8 @@ class MultiAgentEnvRunner:
             cols = self._columns[pid] = _Columns()
         col = cols.column((b, aid))
         cols.rows[col].append((transition[1], transition[2], transition[3], transition[4], transition[5],
-                               terminated, truncated, next_row, self._episodes[b], aid))
+                               terminated, truncated, next_row, self._episodes[b], aid,
+                               transition[6] if len(transition) > 6 else None))
 
     def _log_episode(self, episode: MultiAgentEpisode) -> None:
         m = self.metrics
@@ -726,7 +754,7 @@ class MultiAgentEnvRunner:
             n = len(column)
             if not n:
                 continue
-            o, a, lp, d, r, te, tr, no, _, _ = zip(*column)
+            o, a, lp, d, r, te, tr, no = list(zip(*column))[:8]
             obs[:n, c] = o
             actions[:n, c] = a
             logp[:n, c] = lp
@@ -742,6 +770,13 @@ class MultiAgentEnvRunner:
         batch = {Columns.OBS: obs, Columns.NEXT_OBS: next_obs, Columns.ACTIONS: actions,
                  Columns.ACTION_LOGP: logp, Columns.ACTION_DIST_INPUTS: dist, Columns.REWARDS: rewards,
                  Columns.TERMINATEDS: term, Columns.TRUNCATEDS: trunc}
+        if slot.stateful:  # each step's state_in, where the Learner starts its sequences
+            for key, initial in slot.initial_state.items():
+                column_state = np.zeros((T, C) + initial.shape, np.float32)
+                for c, column in enumerate(rows):
+                    if column:
+                        column_state[:len(column), c] = [row[10][key] for row in column]
+                batch[state_column(key)] = column_state
         if not valid.all():
             batch[Columns.VALID] = valid
         if self._on_postprocess_trajectory is not None:

@@ -32,6 +32,17 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "lstm_use_prev_action": False,
     "lstm_use_prev_reward": False,
     "use_attention": False,
+    # GTrXL (use_attention): units, widths, memories (steps attended to while acting / training).
+    "attention_num_transformer_units": 1,
+    "attention_dim": 64,
+    "attention_num_heads": 1,
+    "attention_head_dim": 32,
+    "attention_memory_inference": 50,
+    "attention_memory_training": 50,
+    "attention_position_wise_mlp_dim": 32,
+    "attention_init_gru_gate_bias": 2.0,
+    "attention_use_n_prev_actions": 0,
+    "attention_use_n_prev_rewards": 0,
     # Image preprocessing (GenericPixelPreprocessor).
     "dim": 84,
     "grayscale": False,
@@ -49,8 +60,6 @@ ACTIVATIONS = ("tanh", "relu", "swish", "silu", "elu", "linear", None)
 
 # Keys whose feature is not built yet: they accept only their default.
 _LATER = {
-    "use_attention": "attention models",
-    "no_final_linear": "models without a final linear layer",
     "custom_preprocessor": "custom preprocessors",
 }
 
@@ -58,10 +67,18 @@ _LATER = {
 # and with that feature's key left at its default they change nothing.
 ONLY_WITH = {
     "conv_activation": "image observations (the CNN)",
-    "max_seq_len": "use_lstm",
+    "max_seq_len": "use_lstm or use_attention",
     "lstm_cell_size": "use_lstm",
     "lstm_use_prev_action": "use_lstm",
     "lstm_use_prev_reward": "use_lstm",
+    "attention_num_transformer_units": "use_attention",
+    "attention_dim": "use_attention",
+    "attention_num_heads": "use_attention",
+    "attention_head_dim": "use_attention",
+    "attention_memory_inference": "use_attention",
+    "attention_memory_training": "use_attention",
+    "attention_position_wise_mlp_dim": "use_attention",
+    "attention_init_gru_gate_bias": "use_attention",
     "framestack": "preprocessor_pref='deepmind' on Atari envs",
     "custom_model_config": "custom_model",
 }
@@ -126,12 +143,20 @@ def merge_model_config(base: dict[str, Any] | None, update: dict[str, Any],
                 raise ConfigError(
                     f"model['{key}'] must be one of {', '.join(map(repr, ACTIVATIONS))}; got {value!r}."
                 )
-        elif key in ("free_log_std", "vf_share_layers", "grayscale", "zero_mean", "framestack"):
+        elif key in ("free_log_std", "vf_share_layers", "grayscale", "zero_mean", "framestack", "no_final_linear"):
             if not isinstance(value, bool):
                 raise ConfigError(f"model['{key}'] must be True or False, got {value!r}.")
-        elif key in ("max_seq_len", "lstm_cell_size", "dim"):
+        elif key in ("max_seq_len", "lstm_cell_size", "dim", "attention_num_transformer_units", "attention_dim",
+                     "attention_num_heads", "attention_head_dim", "attention_memory_inference",
+                     "attention_memory_training", "attention_position_wise_mlp_dim"):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"model['{key}'] must be a positive integer, got {value!r}.")
+        elif key == "attention_init_gru_gate_bias":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(f"model['{key}'] must be a number, got {value!r}.")
+        elif key in ("attention_use_n_prev_actions", "attention_use_n_prev_rewards"):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"model['{key}'] must be a non-negative integer, got {value!r}.")
         elif key == "log_std_clip_param":
             if not isinstance(value, (int, float)) or value <= 0:
                 raise ConfigError(f"model['{key}'] must be a positive number, got {value!r}.")

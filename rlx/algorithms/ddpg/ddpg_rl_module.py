@@ -8,9 +8,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlx.core.cnn import is_image_space
 from rlx.core.columns import Columns
 from rlx.core.distributions import BoundDistribution, Deterministic
-from rlx.core.models import EnsembleMLP, flat_obs_dim, make_mlp
+from rlx.core.flat_image_encoders import ImageCriticEnsemble, image_policy
+from rlx.core.models import EnsembleMLP, flat_obs_dim, make_mlp, refuse_no_final_linear
 from rlx.core.rl_module import RLModule
 from rlx.utils.errors import ConfigError
 
@@ -30,6 +32,7 @@ class DDPGRLModule(RLModule):
 
     def setup(self) -> None:
         cfg = self.model_config
+        refuse_no_final_linear(cfg, "DDPG and TD3")
         space = self.action_space
         if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1):
             raise ConfigError(
@@ -39,11 +42,20 @@ class DDPGRLModule(RLModule):
         obs_dim = flat_obs_dim(self.observation_space)
         self._flatten = len(self.observation_space.shape) != 1
         self.action_dim = int(np.prod(space.shape))
+        self.twin_q = bool(cfg.get("twin_q", False))
+        actor_hiddens, actor_act = cfg.get("actor_hiddens", [400, 300]), cfg.get("actor_hidden_activation", "relu")
+        if is_image_space(self.observation_space, cfg):
+            # Image observations: a CNN (conv_filters, post_fcnet_hiddens) in front of the actor and of
+            # each critic, then the actor_hiddens / critic_hiddens MLPs.
+            self._flatten = True
+            self.pi = image_policy(self.observation_space, cfg, actor_hiddens, actor_act, self.action_dim)
+            self.qf = None if self.inference_only else ImageCriticEnsemble(
+                2 if self.twin_q else 1, self.observation_space, cfg, self.action_dim,
+                cfg.get("critic_hiddens", [400, 300]), 1, cfg.get("critic_hidden_activation", "relu"))
+            return
         # A small output gain starts the actor near the middle of the action range, away from
         # tanh's flat tails where its gradients vanish.
-        self.pi = make_mlp(obs_dim, cfg.get("actor_hiddens", [400, 300]), cfg.get("actor_hidden_activation", "relu"),
-                           self.action_dim, out_gain=0.01)
-        self.twin_q = bool(cfg.get("twin_q", False))
+        self.pi = make_mlp(obs_dim, actor_hiddens, actor_act, self.action_dim, out_gain=0.01)
         self.qf = None if self.inference_only else EnsembleMLP(
             2 if self.twin_q else 1, obs_dim + self.action_dim, cfg.get("critic_hiddens", [400, 300]), 1,
             cfg.get("critic_hidden_activation", "relu"),

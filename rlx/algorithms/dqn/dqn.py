@@ -47,6 +47,11 @@ class DQNConfig(OffPolicyConfig):
         Option("adam_epsilon", 1e-8, T, number(0.0, exclusive_min=True), doc="Adam's epsilon."),
         Option("before_learn_on_batch", None, T, lambda n, v: v,
                doc="Callable(batch, policies, train_batch_size) -> batch applied to each replayed batch."),
+        Option("burn_in_len", 0, T, integer(0),
+               doc="Recurrent DQN (model use_lstm): leading steps of each replayed sequence that only warm up "
+                   "the stored state (no loss); must be < model max_seq_len. 0: off."),
+        Option("zero_init_states", False, T, boolean,
+               doc="Recurrent DQN: start replayed sequences from a zero state instead of the stored one."),
     ]
     # rlx's defaults learn CartPole-v1 (mean return 450 over 100 episodes) in 60k-80k env steps;
     # they differ from RLlib's (lr 5e-4, batch 32, n_step 1, [256] layers) in the ways that
@@ -83,6 +88,9 @@ class DQNConfig(OffPolicyConfig):
             v["exploration_config"] = exp
         if v["adam_epsilon"] != 1e-8 and "eps" not in v["optimizer"]:
             v["optimizer"] = {**v["optimizer"], "eps": v["adam_epsilon"]}
+        from rlx.algorithms.dqn.recurrent_dqn import fold_sequence_replay_settings
+
+        fold_sequence_replay_settings(v)
         super().validate()
 
     def _validate_algorithm_settings(self) -> None:
@@ -102,12 +110,30 @@ class DQN(OffPolicyAlgorithm):
 
     @property
     def _learner_class(self) -> Any:  # type: ignore[override]
+        if self.config.model.get("use_lstm"):
+            from rlx.algorithms.dqn.recurrent_dqn_learner import RecurrentDQNLearner
+
+            return RecurrentDQNLearner
         from rlx.algorithms.dqn.dqn_learner import DQNLearner
 
         return DQNLearner
 
+    def setup(self, config: Any) -> None:
+        """OffPolicyAlgorithm's setup; a recurrent module (use_lstm) replays sequences instead."""
+        from rlx.algorithms.dqn.recurrent_dqn import check_recurrent_setup, make_sequence_replay_buffer
+
+        check_recurrent_setup(config)
+        super().setup(config)
+        if config.model.get("use_lstm"):
+            if self.is_multi_agent:  # found only once the env was built
+                self.stop()
+                check_recurrent_setup(config, multi_agent=True)
+            self.local_replay_buffer = make_sequence_replay_buffer(config)
+            self._prioritized = self.local_replay_buffer.prioritized
+
     def get_default_rl_module_spec(self) -> Any:
-        """DQN's Q-network, with the Rainbow options folded into its model config."""
+        """DQN's Q-network, with the Rainbow options folded into its model config (with use_lstm:
+        the recurrent Q-network)."""
         from rlx.algorithms.dqn.dqn_rl_module import DQNRLModule
         from rlx.core.rl_module import RLModuleSpec
 
@@ -123,6 +149,10 @@ class DQN(OffPolicyAlgorithm):
             "sigma0": cfg.sigma0,
             "categorical_distribution_temperature": cfg.categorical_distribution_temperature,
         }
+        if cfg.model.get("use_lstm") and not cfg.model.get("custom_model"):
+            from rlx.algorithms.dqn.recurrent_dqn_rl_module import RecurrentDQNRLModule
+
+            return RLModuleSpec(module_class=RecurrentDQNRLModule, model_config=model)
         return RLModuleSpec(module_class=DQNRLModule, model_config=model)
 
     def _replay_hook(self, batch: dict) -> dict:

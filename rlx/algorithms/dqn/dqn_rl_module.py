@@ -10,12 +10,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rlx.core.action_masking import apply_action_mask, find_action_mask
 from rlx.core.columns import Columns
 from rlx.core.distributions import BoundDistribution, Categorical
 from rlx.core.cnn import ImageEncoder, is_image_space
-from rlx.core.models import flat_obs_dim, make_mlp
+from rlx.core.models import flat_obs_dim, make_mlp, refuse_no_final_linear
 from rlx.core.rl_module import RLModule
-from rlx.utils.errors import ConfigError
+from rlx.utils.errors import ConfigError, NotSupportedYetError
 
 QF_PREDS = "qf_preds"
 ATOM_LOGITS = "atom_logits"
@@ -95,6 +96,7 @@ class DQNRLModule(RLModule):
                 "For continuous actions use SAC, DDPG or TD3."
             )
         cfg = self.model_config
+        refuse_no_final_linear(cfg, "DQN")
         self.num_actions = int(self.action_space.n)
         self.num_atoms = int(cfg.get("num_atoms", 1))
         self.dueling = bool(cfg.get("dueling", True))
@@ -102,15 +104,21 @@ class DQNRLModule(RLModule):
         sigma0 = float(cfg.get("sigma0", 0.5))
         hiddens = list(cfg.get("hiddens", [64]))
         enc_hiddens = list(cfg.get("fcnet_hiddens", [64]))
+        # With an action mask in the (Dict) observation, the Q-network reads only the other keys.
+        self.action_mask = find_action_mask(self.observation_space, self.action_space, cfg)
+        if self.action_mask is not None and self.num_atoms > 1:
+            raise NotSupportedYetError("action masking with distributional DQN (num_atoms > 1)",
+                                       "masks apply to expected Q-values", fix="Set num_atoms=1.")
+        space = self.action_mask.input_space if self.action_mask is not None else self.observation_space
         self.encoder: nn.Module | None
-        if is_image_space(self.observation_space, cfg):
+        if is_image_space(space, cfg):
             # Image observations: a CNN (conv_filters, then post_fcnet_hiddens) replaces the MLP encoder.
             self._flatten = False
-            self.encoder = ImageEncoder(self.observation_space, cfg)
+            self.encoder = ImageEncoder(space, cfg)
             feat_dim = self.encoder.out_dim
         else:
-            in_dim = flat_obs_dim(self.observation_space)
-            self._flatten = len(self.observation_space.shape) != 1
+            in_dim = flat_obs_dim(space)
+            self._flatten = len(space.shape) != 1
             self.encoder = make_mlp(in_dim, enc_hiddens, cfg.get("fcnet_activation", "relu")) \
                 if enc_hiddens else None
             feat_dim = enc_hiddens[-1] if enc_hiddens else in_dim
@@ -138,14 +146,17 @@ class DQNRLModule(RLModule):
         return head.forward(x, noisy) if self.noisy else head.forward(x)
 
     def q_outputs(self, obs: torch.Tensor, noisy: bool = True) -> torch.Tensor:
-        """Q-values [B, A] (num_atoms == 1) or atom logits [B, A, num_atoms]."""
+        """Q-values [B, A] (num_atoms == 1; masked actions' are FLOAT_MIN) or atom logits [B, A, num_atoms]."""
+        mask = None
+        if self.action_mask is not None:
+            obs, mask = self.action_mask.split(obs)
         x = self._features(obs)
         adv = self._call_head(self.advantage, x, noisy)
         if self.num_atoms == 1:
             if self.value is None:
-                return adv
+                return apply_action_mask(adv, mask)
             v = self._call_head(self.value, x, noisy)
-            return v + adv - adv.mean(dim=1, keepdim=True)
+            return apply_action_mask(v + adv - adv.mean(dim=1, keepdim=True), mask)
         adv = adv.reshape(-1, self.num_actions, self.num_atoms)
         if self.value is None:
             return adv

@@ -7,11 +7,14 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlx.core.action_masking import find_action_mask
+from rlx.core.cnn import is_image_space
 from rlx.core.columns import Columns
 from rlx.core.distributions import BoundDistribution, Categorical, SquashedGaussian
-from rlx.core.models import EnsembleMLP, flat_obs_dim, make_mlp
+from rlx.core.flat_image_encoders import ImageCriticEnsemble, image_policy
+from rlx.core.models import EnsembleMLP, flat_obs_dim, make_mlp, refuse_no_final_linear
 from rlx.core.rl_module import RLModule
-from rlx.utils.errors import ConfigError
+from rlx.utils.errors import ConfigError, NotSupportedYetError
 
 
 class SACRLModule(RLModule):
@@ -26,21 +29,35 @@ class SACRLModule(RLModule):
 
     def setup(self) -> None:
         cfg = self.model_config
+        refuse_no_final_linear(cfg, "SAC")
         space = self.action_space
         self.discrete = isinstance(space, gym.spaces.Discrete)
         if not self.discrete and not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1):
             raise ConfigError(f"SAC needs a Discrete or a 1-D Box action space, got {space}.")
+        if self.discrete and find_action_mask(self.observation_space, space, cfg) is not None:
+            raise NotSupportedYetError("action masking with SAC", "the default modules of PPO and DQN mask actions",
+                                       fix="Use PPO or DQN for envs with an action mask in the observation.")
         obs_dim = flat_obs_dim(self.observation_space)
         self._flatten = len(self.observation_space.shape) != 1
         self.action_dim = int(space.n) if self.discrete else int(np.prod(space.shape))
         pi_cfg = {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu", **(cfg.get("policy_model_config") or {})}
         q_cfg = {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu", **(cfg.get("q_model_config") or {})}
         pi_out = self.action_dim if self.discrete else 2 * self.action_dim
+        self.twin_q = bool(cfg.get("twin_q", True))
+        q_out = self.action_dim if self.discrete else 1
+        if is_image_space(self.observation_space, cfg):
+            # Image observations: a CNN (conv_filters, post_fcnet_hiddens) in front of the policy and of
+            # each critic; the MLPs after it are sized by policy_model_config and q_model_config.
+            self._flatten = True
+            self.pi = image_policy(self.observation_space, cfg, pi_cfg["fcnet_hiddens"], pi_cfg["fcnet_activation"],
+                                   pi_out)
+            self.qf = None if self.inference_only else ImageCriticEnsemble(
+                2 if self.twin_q else 1, self.observation_space, cfg, 0 if self.discrete else self.action_dim,
+                q_cfg["fcnet_hiddens"], q_out, q_cfg["fcnet_activation"])
+            return
         self.pi = make_mlp(obs_dim, [], None, pi_out, out_gain=0.01,
                            post_hiddens=pi_cfg["fcnet_hiddens"], post_activation=pi_cfg["fcnet_activation"])
-        self.twin_q = bool(cfg.get("twin_q", True))
         q_in = obs_dim if self.discrete else obs_dim + self.action_dim
-        q_out = self.action_dim if self.discrete else 1
         self.qf = None if self.inference_only else EnsembleMLP(
             2 if self.twin_q else 1, q_in, q_cfg["fcnet_hiddens"], q_out, q_cfg["fcnet_activation"]
         )

@@ -7,15 +7,12 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlx.core.action_masking import random_valid_actions
 from rlx.core.distributions import Distribution
 from rlx.utils.errors import ConfigError
 from rlx.utils.exploration.exploration import (
     Exploration, check_options, linear_schedule, make_schedule, to_numpy,
 )
-
-# Q-values at or below this mark actions as unavailable (RLlib's FLOAT_MIN action masking).
-_FLOAT_MIN = float(np.finfo(np.float32).min)
-
 
 class EpsilonGreedy(Exploration):
     """Epsilon-greedy over Q-values (Categorical inputs) for Discrete / MultiDiscrete spaces.
@@ -100,9 +97,7 @@ class EpsilonGreedy(Exploration):
         if q is None:
             random = (rng.random(greedy.shape) * self._nvec).astype(np.int64)
             return np.where(rows[:, None], random, greedy)
-        # Uniform keys in [1, 2) for available actions and [0, 1) for masked ones: the argmax
-        # is uniform among the available actions (one vectorized draw, no per-row loop).
-        random = (rng.random(q.shape) + (q > _FLOAT_MIN)).argmax(-1)
+        random = random_valid_actions(q, rng)  # uniform among the unmasked actions
         return np.where(rows, random, greedy)
 
     def get_info(self) -> dict:

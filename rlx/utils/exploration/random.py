@@ -7,7 +7,7 @@ import gymnasium as gym
 import torch
 
 from rlx.core.distributions import Distribution
-from rlx.utils.exploration.exploration import Exploration
+from rlx.utils.exploration.exploration import Exploration, to_numpy
 
 
 class Random(Exploration):
@@ -31,7 +31,20 @@ class Random(Exploration):
         self._see_timestep(timestep)
         if explore:
             inputs = action_distribution.inputs
-            action = self.random_actions(inputs.shape[0], None if inputs.is_cpu else inputs.device)
+            action = self._masked_random_actions(inputs) if self._space_kind == "discrete" else None
+            if action is None:
+                action = self.random_actions(inputs.shape[0], None if inputs.is_cpu else inputs.device)
         else:
             action = action_distribution.deterministic_sample()
         return action, self.zero_logp(action)
+
+    def _masked_random_actions(self, inputs: torch.Tensor) -> torch.Tensor | None:
+        """Uniform random actions among the unmasked ones (logits above FLOAT_MIN, see
+        rlx.core.action_masking) when some action is masked, else None."""
+        from rlx.core.action_masking import FLOAT_MIN, random_valid_actions
+
+        logits = to_numpy(inputs)
+        if logits.ndim != 2 or not (logits <= FLOAT_MIN).any():
+            return None
+        return torch.from_numpy(random_valid_actions(logits, self.np_random)).to(inputs.device)
+

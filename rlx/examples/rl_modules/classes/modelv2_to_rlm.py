@@ -29,6 +29,8 @@ def _network_for(config: Any, observation_space: Any, action_space: Any) -> RLMo
         from rlx.models.modelv2_rl_module import ModelV2RLModule as module_class
     elif model.get("use_lstm"):
         from rlx.core.lstm_models import LSTMActorCriticModule as module_class
+    elif model.get("use_attention"):
+        from rlx.core.attention_models import AttentionActorCriticModule as module_class
     else:
         from rlx.core.models import ActorCriticModule as module_class
     return RLModuleSpec(module_class=module_class, observation_space=observation_space, action_space=action_space,

@@ -1,0 +1,130 @@
+"""Recurrent DQN's loss (R2D2, Kapturowski et al. 2019): DQN's (double) Q-learning on replayed
+sequences, unrolled from the state stored with each sequence.
+
+Per sequence: the online network runs its burn-in steps without gradients (only to warm up the
+stored state), then the rest with gradients; the target network runs the whole sequence. The
+n-step target of step t sums the rewards of steps t .. t+m-1 (m = min(n, steps left in the
+sequence)) and bootstraps from Q_target(o_{t+m}), the double-Q action picked by the online
+network. Only `loss_mask` steps (real steps after the burn-in) count; each sequence's new
+priority is eta * max|td| + (1 - eta) * mean|td| over them.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlx.algorithms.dqn.dqn_learner import DQNLearner, td_loss
+from rlx.core.columns import Columns
+from rlx.utils.replay_buffers.sequence_replay_buffer import BURN_IN, SEQ_LENS, STATE_PREFIX
+
+#: R2D2's mix of max and mean |TD error| in a sequence's priority.
+PRIORITY_ETA = 0.9
+
+
+def nstep_targets(rewards: torch.Tensor, seq_lens: torch.Tensor, terminated: torch.Tensor,
+                  n_step: int, gamma: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(discounted reward sums [N, L], bootstrap index [N, L] into the L + 1 observations,
+    bootstrap discount [N, L]) of n-step targets inside zero-padded sequences."""
+    N, L = rewards.shape
+    steps = torch.arange(L, device=rewards.device).expand(N, L)
+    m = (seq_lens.unsqueeze(1) - steps).clamp(min=1, max=n_step)
+    padded = torch.cat([rewards, rewards.new_zeros(N, n_step)], dim=1)
+    sums = torch.zeros_like(rewards)
+    for k in range(n_step):  # rewards past a sequence's end are zero padding
+        sums = sums + (gamma ** k) * padded[:, k:k + L] * (k < m)
+    boot = steps + m
+    ends_episode = terminated.unsqueeze(1) & (boot == seq_lens.unsqueeze(1))
+    discount = (gamma ** m.to(rewards.dtype)) * (~ends_episode).to(rewards.dtype)
+    return sums, boot, discount
+
+
+class RecurrentDQNLearner(DQNLearner):
+    """Learner of recurrent DQN (model use_lstm=True) on SequenceReplayBuffer batches."""
+
+    supports_recurrent_modules = True
+
+    def _unroll(self, net: Any, obs: torch.Tensor, state: dict[str, torch.Tensor], burn_in: int,
+                noisy: bool) -> torch.Tensor:
+        """Q-values [N, L + 1, A]; the first `burn_in` steps run without gradients."""
+        if burn_in == 0:
+            return net.q_outputs(obs, state, noisy=noisy)[0]
+        with torch.no_grad():
+            q_burn, state = net.q_outputs(obs[:, :burn_in], state, noisy=noisy)
+        q_rest, _ = net.q_outputs(obs[:, burn_in:], state, noisy=noisy)
+        return torch.cat([q_burn, q_rest], dim=1)
+
+    def update_from_batch(self, batch: dict[str, np.ndarray], timestep: int) -> dict[str, Any]:
+        """One gradient step on replayed sequences; returns metrics and per-sequence priorities
+        as `td_error` (NumPy, in the batch's order)."""
+        cfg = self.config
+        self.begin_update(batch, timestep)
+        if not self._lr_constant:
+            self.set_lr_for_timestep(timestep)
+        module = self.module
+        noisy = module.noisy
+        burn_in = np.asarray(batch[BURN_IN]).reshape(-1)
+        # Sequences grouped by burn-in length (burn_in_len, or 0 at an episode's start): each
+        # group unrolls its burn-in steps without gradients in one pass.
+        order = np.argsort(-burn_in, kind="stable")
+        values, starts = np.unique(-burn_in[order], return_index=True)
+
+        def col(name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
+            return self.tensor(np.ascontiguousarray(np.asarray(batch[name])[order]), dtype)
+
+        obs = col(Columns.OBS, torch.float32)
+        actions = col(Columns.ACTIONS).long()
+        rewards = col(Columns.REWARDS, torch.float32)
+        terminated = col(Columns.TERMINATEDS).bool()
+        seq_lens = col(SEQ_LENS).long()
+        mask = col(Columns.LOSS_MASK).bool()
+        state = self._state_in(batch, order)
+        if getattr(cfg, "zero_init_states", False):
+            state = {k: torch.zeros_like(v) for k, v in state.items()}
+        weights = col(Columns.WEIGHTS, torch.float32) if Columns.WEIGHTS in batch else None
+        n_step = int(np.asarray(batch.get("n_step", 1)).reshape(-1)[0])
+
+        parts = []
+        for value, lo, hi in zip(values.tolist(), starts.tolist(), starts[1:].tolist() + [len(order)]):
+            parts.append(self._unroll(module, obs[lo:hi], {k: v[lo:hi] for k, v in state.items()}, -value, noisy))
+        q_all = torch.cat(parts) if len(parts) > 1 else parts[0]  # [N, L + 1, A]
+        L = actions.shape[1]
+        q_selected = q_all[:, :L].gather(2, actions.unsqueeze(2)).squeeze(2)
+        with torch.no_grad():
+            sums, boot, discount = nstep_targets(rewards, seq_lens, terminated, n_step, cfg.gamma)
+            q_target_all, _ = self.target.q_outputs(obs, state, noisy=noisy)
+            index = boot.unsqueeze(2).expand(-1, -1, q_target_all.shape[2])
+            q_target_boot = q_target_all.gather(1, index)  # [N, L, A]: Q_target(o_{t+m})
+            chooser = q_all.detach().gather(1, index) if cfg.double_q else q_target_boot
+            next_q = q_target_boot.gather(2, chooser.argmax(dim=2, keepdim=True)).squeeze(2)
+            targets = sums + discount * next_q
+        td_error = (q_selected - targets) * mask
+        per_step = td_loss(td_error, cfg.td_error_loss_fn) * mask
+        count = mask.sum(dim=1).clamp(min=1)
+        per_seq = per_step.sum(dim=1) / count
+        if weights is not None:
+            per_seq = per_seq * weights
+        loss = per_seq.sum() / max(1, int((mask.sum(dim=1) > 0).sum()))
+        grad_norm = self.apply_loss(loss, terms={"qf_loss": loss})
+        self.maybe_update_targets(timestep, [(self.target, module)])
+        with torch.no_grad():
+            abs_td = td_error.detach().abs()
+            priority = PRIORITY_ETA * abs_td.max(dim=1).values + (1 - PRIORITY_ETA) * abs_td.sum(dim=1) / count
+            q_mean = (q_selected.detach() * mask).sum() / mask.sum().clamp(min=1)
+        priorities = np.empty(len(order), np.float64)
+        priorities[order] = priority.cpu().numpy()
+        return {
+            "total_loss": loss.detach(),
+            "qf_loss": loss.detach(),
+            "qf_mean": q_mean,
+            "gradients_default_optimizer_global_norm": grad_norm,
+            "curr_lr": self.optimizer.param_groups[0]["lr"],
+            "num_grad_updates": self.num_grad_updates,
+            "td_error": priorities,
+            **self.end_update(),
+        }
+
+    def _state_in(self, batch: dict[str, np.ndarray], order: np.ndarray) -> dict[str, torch.Tensor]:
+        return {k[len(STATE_PREFIX):]: self.tensor(np.ascontiguousarray(np.asarray(v)[order]), torch.float32)
+                for k, v in batch.items() if k.startswith(STATE_PREFIX)}
