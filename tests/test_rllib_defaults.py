@@ -310,9 +310,11 @@ def test_deepmind_preprocessing_wraps_only_real_atari_games():
     algo.stop()
 
 
-def test_local_gpu_idx_is_refused_without_gpu_learners():
-    with pytest.raises(NotSupportedYetError, match="local_gpu_idx"):
-        PPOConfig().learners(local_gpu_idx=1)
+def test_local_gpu_idx_is_a_device_index():
+    # Which CUDA device it picks is tested in test_learner_device.py.
+    assert PPOConfig().learners(local_gpu_idx=1).local_gpu_idx == 1
+    with pytest.raises(ConfigError, match="local_gpu_idx"):
+        PPOConfig().learners(local_gpu_idx=-1)
 
 
 # ----------------------------------------------------------------------------- compute_single_action

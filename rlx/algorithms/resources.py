@@ -2,7 +2,8 @@
 
 Seed 003: "If you specify num_gpus and your machine does not have the required number of
 GPUs available, a RuntimeError will be thrown". Fractional requests (0.2) need one GPU to
-share. `_fake_gpus=True` simulates the GPUs on the CPU, for debugging GPU set-ups.
+share. `_fake_gpus=True` simulates the GPUs on the CPU, for debugging GPU set-ups. Which device a
+Learner then uses is `rlx.core.learner.device.learner_device`.
 """
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import math
 import sys
 from typing import Any
 
-from rlx.utils.errors import NotSupportedYetError
 
 
 def available_gpus(backend: str = "process") -> float:
@@ -29,7 +29,8 @@ def check_gpu_request(config: Any, backend: str = "process") -> None:
     if config._fake_gpus:
         return
     runners = int(config.num_env_runners)
-    requests = [("num_gpus", float(config.num_gpus), 1)]
+    requests = [("num_gpus", float(config.num_gpus), 1),
+                ("num_gpus_per_learner", float(config.num_gpus_per_learner), max(1, int(config.num_learners)))]
     if runners:
         requests.append(("num_gpus_per_env_runner", float(config.num_gpus_per_env_runner), runners))
     wanted = [(name, amount, count) for name, amount, count in requests if amount > 0]
@@ -45,6 +46,3 @@ def check_gpu_request(config: Any, backend: str = "process") -> None:
             f"has {have:g}. Set num_gpus=0 (and num_gpus_per_env_runner=0) to run on the CPU, or "
             "_fake_gpus=True to simulate GPUs on the CPU for debugging."
         )
-    if float(config.num_gpus) > 0:
-        # GPUs exist, but rlx's Learner does not place modules on them yet.
-        raise NotSupportedYetError("num_gpus", "training on a GPU; use num_gpus=0, or _fake_gpus=True to debug")

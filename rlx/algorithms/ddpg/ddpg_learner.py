@@ -33,7 +33,7 @@ class DDPGLearner(Learner):
         self.target_pi = make_target_network(module.pi)
         self.target_qf = make_target_network(module.qf)
         self.num_actor_updates = 0
-        self._last_actor_loss = torch.tensor(math.nan)
+        self._last_actor_loss = torch.tensor(math.nan, device=self.device)
         self._last_actor_norm = math.nan
         self._schedules_constant = all(s.is_constant for s in self.lr_schedules.values())
         self._generator = torch.Generator()
@@ -47,14 +47,14 @@ class DDPGLearner(Learner):
         """
         cfg = self.config
         module = self.module
-        next_obs = torch.from_numpy(batch[Columns.NEXT_OBS])
-        rewards = torch.from_numpy(batch[Columns.REWARDS]).float()
-        not_done = 1.0 - torch.from_numpy(batch[Columns.TERMINATEDS]).float()
-        n_step = torch.from_numpy(np.asarray(batch.get("n_step", 1))).float()
+        next_obs = self.tensor(batch[Columns.NEXT_OBS])
+        rewards = self.tensor(batch[Columns.REWARDS]).float()
+        not_done = 1.0 - self.tensor(batch[Columns.TERMINATEDS]).float()
+        n_step = self.tensor(np.asarray(batch.get("n_step", 1))).float()
         with torch.no_grad():
             next_actions = module.actions(next_obs, pi=self.target_pi)
             if cfg.smooth_target_policy:
-                noise = torch.randn(next_actions.shape, generator=self._generator) * cfg.target_noise
+                noise = self.tensor(torch.randn(next_actions.shape, generator=self._generator)) * cfg.target_noise
                 noise = noise.clamp(-cfg.target_noise_clip, cfg.target_noise_clip)
                 next_actions = (next_actions + noise).clamp(-1.0, 1.0)
             next_q = module.q_values(next_obs, next_actions, qf=self.target_qf).min(dim=0).values
@@ -98,9 +98,9 @@ class DDPGLearner(Learner):
         if not self._schedules_constant:
             self.set_lr_for_timestep(timestep)
         module = self.module
-        obs = torch.from_numpy(batch[Columns.OBS])
-        actions = torch.from_numpy(batch[Columns.ACTIONS]).float()
-        weights = torch.from_numpy(batch[Columns.WEIGHTS]).float() if Columns.WEIGHTS in batch else None
+        obs = self.tensor(batch[Columns.OBS])
+        actions = self.tensor(batch[Columns.ACTIONS]).float()
+        weights = self.tensor(batch[Columns.WEIGHTS]).float() if Columns.WEIGHTS in batch else None
         targets = self.compute_td_targets(batch)
         q = module.q_values(obs, actions)
         critic_loss = self.critic_loss(q, targets, weights)
@@ -124,7 +124,7 @@ class DDPGLearner(Learner):
             "gradients_actor_global_norm": self._last_actor_norm,
             "num_grad_updates": self.num_grad_updates,
             "num_actor_updates": self.num_actor_updates,
-            "td_error": (q.detach() - targets.unsqueeze(0)).abs().mean(dim=0).numpy(),
+            "td_error": (q.detach() - targets.unsqueeze(0)).abs().mean(dim=0).cpu().numpy(),
             **self.end_update(),
         }
 

@@ -55,14 +55,14 @@ class DQNLearner(Learner):
         self.begin_update(batch, timestep)
         if not self._lr_constant:
             self.set_lr_for_timestep(timestep)
-        obs = torch.from_numpy(batch[Columns.OBS])
-        next_obs = torch.from_numpy(batch[Columns.NEXT_OBS])
-        actions = torch.from_numpy(batch[Columns.ACTIONS]).long()
-        rewards = torch.from_numpy(batch[Columns.REWARDS]).float()
-        not_done = 1.0 - torch.from_numpy(batch[Columns.TERMINATEDS]).float()
-        n_step = torch.from_numpy(np.asarray(batch.get("n_step", 1))).float()
+        obs = self.tensor(batch[Columns.OBS])
+        next_obs = self.tensor(batch[Columns.NEXT_OBS])
+        actions = self.tensor(batch[Columns.ACTIONS]).long()
+        rewards = self.tensor(batch[Columns.REWARDS]).float()
+        not_done = 1.0 - self.tensor(batch[Columns.TERMINATEDS]).float()
+        n_step = self.tensor(np.asarray(batch.get("n_step", 1))).float()
         discounts = cfg.gamma ** n_step * not_done
-        weights = torch.from_numpy(batch[Columns.WEIGHTS]).float() if Columns.WEIGHTS in batch else None
+        weights = self.tensor(batch[Columns.WEIGHTS]).float() if Columns.WEIGHTS in batch else None
         module = self.module
         B = obs.shape[0]
         if cfg.double_q:
@@ -76,7 +76,7 @@ class DQNLearner(Learner):
             next_q_target = module.q_values(target_next)
             chooser = module.q_values(online_next) if online_next is not None else next_q_target
             next_actions = chooser.argmax(dim=1, keepdim=True)
-        rows = torch.arange(B)
+        rows = torch.arange(B, device=self.device)
         if module.num_atoms == 1:
             q_selected = out.gather(1, actions.unsqueeze(1)).squeeze(1)
             with torch.no_grad():
@@ -104,7 +104,7 @@ class DQNLearner(Learner):
             "gradients_default_optimizer_global_norm": grad_norm,
             "curr_lr": self.optimizer.param_groups[0]["lr"],
             "num_grad_updates": self.num_grad_updates,
-            "td_error": abs_td.numpy(),
+            "td_error": abs_td.cpu().numpy(),
             **self.end_update(),
         }
 

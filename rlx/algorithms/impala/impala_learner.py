@@ -61,7 +61,7 @@ class IMPALALearner(TorchLearner):
         for _ in range(cfg.num_epochs):
             order = self._rng.permutation(B) if columns < B else np.arange(B)
             for start in range(0, B, columns):
-                index = torch.from_numpy(order[start:start + columns])
+                index = self.tensor(order[start:start + columns])
                 minibatch = {k: v.index_select(1, index) for k, v in data.items()}
                 fwd_out = self.rl_module.forward_train(flat_columns(minibatch))
                 loss = self.compute_loss_for_module(module_id=self.module_id, config=cfg, batch=minibatch,
@@ -83,20 +83,20 @@ class IMPALALearner(TorchLearner):
         valid = batch.get(Columns.VALID)
         needs_bootstrap = bootstrap_mask(batch)
         data = {
-            Columns.OBS: torch.from_numpy(np.ascontiguousarray(batch[Columns.OBS], np.float32)),
+            Columns.OBS: self.tensor(np.ascontiguousarray(batch[Columns.OBS], np.float32)),
             Columns.VALUES_BOOTSTRAPPED: self._bootstrap_values(batch, needs_bootstrap),
-            Columns.ACTIONS: torch.from_numpy(np.ascontiguousarray(batch[Columns.ACTIONS])),
-            Columns.ACTION_LOGP: torch.from_numpy(np.asarray(batch[Columns.ACTION_LOGP], np.float32)),
-            Columns.REWARDS: torch.from_numpy(np.asarray(batch[Columns.REWARDS], np.float32)),
-            Columns.TERMINATEDS: torch.from_numpy(np.asarray(batch[Columns.TERMINATEDS], bool)),
-            DONES: torch.from_numpy(episode_dones(batch)),
-            NEEDS_BOOTSTRAP: torch.from_numpy(needs_bootstrap),
-            Columns.LOSS_MASK: torch.from_numpy(np.ones(batch[Columns.REWARDS].shape, np.float32) if valid is None
-                                                else valid.astype(np.float32)),
+            Columns.ACTIONS: self.tensor(np.ascontiguousarray(batch[Columns.ACTIONS])),
+            Columns.ACTION_LOGP: self.tensor(np.asarray(batch[Columns.ACTION_LOGP], np.float32)),
+            Columns.REWARDS: self.tensor(np.asarray(batch[Columns.REWARDS], np.float32)),
+            Columns.TERMINATEDS: self.tensor(np.asarray(batch[Columns.TERMINATEDS], bool)),
+            DONES: self.tensor(episode_dones(batch)),
+            NEEDS_BOOTSTRAP: self.tensor(needs_bootstrap),
+            Columns.LOSS_MASK: self.tensor(np.ones(batch[Columns.REWARDS].shape, np.float32) if valid is None
+                                           else valid.astype(np.float32)),
         }
         for key in (Columns.ADVANTAGES, Columns.VALUE_TARGETS):
             if key in batch:  # e.g. APPO's GAE advantages (vtrace=False)
-                data[key] = torch.from_numpy(np.asarray(batch[key], np.float32))
+                data[key] = self.tensor(np.asarray(batch[key], np.float32))
         return data
 
     @torch.no_grad()
@@ -106,8 +106,8 @@ class IMPALALearner(TorchLearner):
         rows, cols = np.nonzero(needs_bootstrap)
         if rows.size:
             next_obs = np.ascontiguousarray(batch[Columns.NEXT_OBS][rows, cols], np.float32)
-            out[rows, cols] = self.rl_module.compute_values({Columns.OBS: torch.from_numpy(next_obs)}).numpy()
-        return torch.from_numpy(out)
+            out[rows, cols] = self.rl_module.compute_values({Columns.OBS: self.tensor(next_obs)}).cpu().numpy()
+        return self.tensor(out)
 
     def after_update(self, metrics: dict[str, Any]) -> dict[str, Any]:
         """Work after the gradient steps of an update, given its metrics (APPO: target network, KL

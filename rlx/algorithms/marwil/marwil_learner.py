@@ -41,8 +41,8 @@ class MARWILLearner(TorchLearner):
 
     @torch.no_grad()
     def _values(self, obs: np.ndarray) -> np.ndarray:
-        flat = torch.from_numpy(np.ascontiguousarray(obs.reshape((-1,) + obs.shape[2:])))
-        return self.rl_module.compute_values({Columns.OBS: flat}).numpy().reshape(obs.shape[:2])
+        flat = self.tensor(np.ascontiguousarray(obs.reshape((-1,) + obs.shape[2:])))
+        return self.rl_module.compute_values({Columns.OBS: flat}).cpu().numpy().reshape(obs.shape[:2])
 
     def compute_value_targets(self, batch: dict[str, np.ndarray]) -> np.ndarray:
         """The [T, B] value targets of a time-major batch: GAE(lambda_) returns with the current
@@ -76,13 +76,13 @@ class MARWILLearner(TorchLearner):
         valid = batch.get(Columns.VALID)
         select = (lambda a: a[valid]) if valid is not None else (lambda a: a.reshape((-1,) + a.shape[2:]))
         train = {
-            Columns.OBS: torch.from_numpy(np.ascontiguousarray(select(batch[Columns.OBS]))),
-            Columns.ACTIONS: torch.from_numpy(np.ascontiguousarray(select(batch[Columns.ACTIONS]))),
+            Columns.OBS: self.tensor(np.ascontiguousarray(select(batch[Columns.OBS]))),
+            Columns.ACTIONS: self.tensor(np.ascontiguousarray(select(batch[Columns.ACTIONS]))),
         }
         targets = None
         if cfg.beta != 0.0:
             targets = select(self.compute_value_targets(batch)).astype(np.float32)
-            train[Columns.VALUE_TARGETS] = torch.from_numpy(targets)
+            train[Columns.VALUE_TARGETS] = self.tensor(targets)
         lr = self.set_lr_for_timestep(timestep)
         self._loss_stats = {}
         fwd_out = self.rl_module.forward_train(train)
@@ -102,7 +102,7 @@ class MARWILLearner(TorchLearner):
             metrics[MOVING_AVG_SQD_ADV_NORM_KEY] = self.moving_avg_sqd_adv_norm
             if vf_preds is not None:
                 var = float(np.var(targets))
-                residual = float(np.var(targets - vf_preds.numpy()))
+                residual = float(np.var(targets - vf_preds.cpu().numpy()))
                 metrics[VF_EXPLAINED_VAR_KEY] = 1.0 - residual / var if var > 0 else 0.0
         metrics.update(self.end_update())
         return metrics

@@ -46,16 +46,16 @@ class PGLearner(TorchLearner):
         valid = batch.get(Columns.VALID)
         select = (lambda a: a[valid]) if valid is not None else (lambda a: a.reshape((-1,) + a.shape[2:]))
         rows = {
-            Columns.OBS: torch.from_numpy(np.ascontiguousarray(select(batch[Columns.OBS]), np.float32)),
-            Columns.ACTIONS: torch.from_numpy(np.ascontiguousarray(select(batch[Columns.ACTIONS]))),
-            Columns.ADVANTAGES: torch.from_numpy(np.ascontiguousarray(select(adv), np.float32)),
-            Columns.VALUE_TARGETS: torch.from_numpy(np.ascontiguousarray(select(targets), np.float32)),
+            Columns.OBS: self.tensor(np.ascontiguousarray(select(batch[Columns.OBS]), np.float32)),
+            Columns.ACTIONS: self.tensor(np.ascontiguousarray(select(batch[Columns.ACTIONS]))),
+            Columns.ADVANTAGES: self.tensor(np.ascontiguousarray(select(adv), np.float32)),
+            Columns.VALUE_TARGETS: self.tensor(np.ascontiguousarray(select(targets), np.float32)),
         }
         n = rows[Columns.OBS].shape[0]
         size = self.microbatch_size() or n
         for optimizer in self.optimizers.values():
             optimizer.zero_grad(set_to_none=True)
-        total = torch.zeros(())
+        total = torch.zeros((), device=self.device)
         weighted: dict[str, torch.Tensor] = {}
         for start in range(0, n, size):
             piece = {k: v[start:start + size] for k, v in rows.items()}

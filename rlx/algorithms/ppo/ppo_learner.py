@@ -11,6 +11,7 @@ from rlx.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
 from rlx.core.learner.torch.torch_learner import TorchLearner
 from rlx.utils.postprocessing import compute_gae, discounted_returns
 from rlx.utils.schedules import PiecewiseSchedule
+from rlx.core.learner.device import module_device, to_device
 
 
 class PPOLearner(TorchLearner):
@@ -80,8 +81,8 @@ class PPOLearner(TorchLearner):
         ], axis=1).astype(np.float32, copy=False)
         obs_dim = int(np.prod(obs.shape[1:]))
         dist_dim = floats.shape[1] - obs_dim - 3
-        floats_t = torch.from_numpy(floats)
-        actions_t = torch.from_numpy(np.ascontiguousarray(select(batch[Columns.ACTIONS])))
+        floats_t = self.tensor(floats)
+        actions_t = self.tensor(np.ascontiguousarray(select(batch[Columns.ACTIONS])))
         obs_shape = obs.shape[1:]
         lr = self.set_lr_for_timestep(timestep)
         entropy_coeff = self.entropy_schedule.value(timestep)
@@ -105,7 +106,7 @@ class PPOLearner(TorchLearner):
                 idx = order[start : start + mb]
                 if idx.size < mb // 2 and start > 0:
                     continue  # a short tail adds noise without adding data: skip it
-                idx_t = torch.from_numpy(idx)
+                idx_t = self.tensor(idx)
                 rows = floats_t.index_select(0, idx_t)
                 minibatch = {
                     Columns.OBS: rows[:, :obs_dim].reshape((-1,) + obs_shape),
@@ -252,8 +253,8 @@ def _with_postprocessed(batch: dict[str, np.ndarray], adv: np.ndarray,
 @torch.no_grad()
 def state_values(module: Any, obs: np.ndarray) -> np.ndarray:
     """V(obs) of a time-major [T, B, ...] observation array, as a [T, B] array."""
-    flat = torch.from_numpy(obs.reshape((-1,) + obs.shape[2:]))
-    return module.compute_values({Columns.OBS: flat}).numpy().reshape(obs.shape[:2])
+    flat = to_device(torch.from_numpy(obs.reshape((-1,) + obs.shape[2:])), module_device(module))
+    return module.compute_values({Columns.OBS: flat}).cpu().numpy().reshape(obs.shape[:2])
 
 
 def episode_dones(batch: dict[str, np.ndarray]) -> np.ndarray:
@@ -286,8 +287,9 @@ def next_state_values(module: Any, batch: dict[str, np.ndarray], values: np.ndar
     rows, cols = np.nonzero(bootstrap_mask(batch))
     if rows.size:
         next_obs = batch[Columns.NEXT_OBS][rows, cols]
-        boot = module.compute_values({Columns.OBS: torch.from_numpy(np.ascontiguousarray(next_obs))})
-        next_values[rows, cols] = boot.numpy()
+        boot = module.compute_values({Columns.OBS: to_device(torch.from_numpy(np.ascontiguousarray(next_obs)),
+                                                             module_device(module))})
+        next_values[rows, cols] = boot.cpu().numpy()
     return next_values
 
 

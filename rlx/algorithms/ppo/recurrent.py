@@ -17,6 +17,7 @@ import torch
 from rlx.core.columns import Columns
 from rlx.env.env_runner import state_column
 from rlx.utils.postprocessing import compute_gae, discounted_returns
+from rlx.core.learner.device import module_device, to_device
 
 
 @dataclass
@@ -81,9 +82,11 @@ def sequence_values(module: Any, batch: dict[str, np.ndarray], seqs: Sequences,
     extended = np.concatenate([obs, np.zeros_like(obs[:, :1])], axis=1)
     last_t = seqs.t_idx[np.arange(N), seqs.lengths - 1]
     extended[np.arange(N), seqs.lengths] = batch[Columns.NEXT_OBS][last_t, seqs.b_idx[:, 0]]
-    out = module.compute_values({Columns.OBS: torch.from_numpy(np.ascontiguousarray(extended, np.float32)),
-                                 Columns.STATE_IN: {k: torch.from_numpy(v) for k, v in state_in.items()}})
-    values_ext = out.numpy().reshape(N, L + 1)
+    device = module_device(module)
+    out = module.compute_values({
+        Columns.OBS: to_device(torch.from_numpy(np.ascontiguousarray(extended, np.float32)), device),
+        Columns.STATE_IN: {k: to_device(torch.from_numpy(v), device) for k, v in state_in.items()}})
+    values_ext = out.cpu().numpy().reshape(N, L + 1)
     T, B = batch[Columns.REWARDS].shape[:2]
     values, next_values = np.zeros((T, B), np.float32), np.zeros((T, B), np.float32)
     m = seqs.mask
@@ -139,9 +142,9 @@ def recurrent_update(learner: Any, batch: dict[str, np.ndarray], timestep: int) 
         Columns.ADVANTAGES: seq_adv.astype(np.float32),
         Columns.VALUE_TARGETS: seqs.gather(targets).astype(np.float32),
     }
-    tensors = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in columns.items()}
-    states = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state_in.items()}
-    mask_t = torch.from_numpy(real)
+    tensors = {k: learner.tensor(np.ascontiguousarray(v)) for k, v in columns.items()}
+    states = {k: learner.tensor(np.ascontiguousarray(v)) for k, v in state_in.items()}
+    mask_t = learner.tensor(real)
     lr = learner.set_lr_for_timestep(timestep)
     learner._curr_entropy_coeff = learner.entropy_schedule.value(timestep)
     one_optimizer = learner.uses_one_optimizer()
@@ -155,7 +158,7 @@ def recurrent_update(learner: Any, batch: dict[str, np.ndarray], timestep: int) 
         if cfg.shuffle_batch_per_epoch:
             order = learner._rng.permutation(N)
         for start in range(0, N, per_minibatch):
-            idx = torch.from_numpy(order[start:start + per_minibatch])
+            idx = learner.tensor(order[start:start + per_minibatch])
             m = mask_t.index_select(0, idx)
             seq_batch = {Columns.OBS: tensors[Columns.OBS].index_select(0, idx),
                          Columns.STATE_IN: {k: v.index_select(0, idx) for k, v in states.items()}}

@@ -36,7 +36,7 @@ class SACLearner(Learner):
         module = self.module
         self.actor_params = list(module.pi.parameters())
         self.critic_params = list(module.qf.parameters())
-        self.log_alpha = torch.tensor(math.log(cfg.initial_alpha), requires_grad=True)
+        self.log_alpha = torch.tensor(math.log(cfg.initial_alpha), device=self.device, requires_grad=True)
         self.add_optimizer("actor", self.actor_params, cfg.actor_lr)
         self.add_optimizer("critic", self.critic_params, cfg.critic_lr)
         self.add_optimizer("alpha", [self.log_alpha], cfg.alpha_lr)
@@ -63,13 +63,13 @@ class SACLearner(Learner):
         if not self._schedules_constant:
             self.set_lr_for_timestep(timestep)
         module = self.module
-        obs = torch.from_numpy(batch[Columns.OBS])
-        next_obs = torch.from_numpy(batch[Columns.NEXT_OBS])
-        rewards = torch.from_numpy(batch[Columns.REWARDS]).float()
-        not_done = 1.0 - torch.from_numpy(batch[Columns.TERMINATEDS]).float()
-        n_step = torch.from_numpy(np.asarray(batch.get("n_step", 1))).float()
+        obs = self.tensor(batch[Columns.OBS])
+        next_obs = self.tensor(batch[Columns.NEXT_OBS])
+        rewards = self.tensor(batch[Columns.REWARDS]).float()
+        not_done = 1.0 - self.tensor(batch[Columns.TERMINATEDS]).float()
+        n_step = self.tensor(np.asarray(batch.get("n_step", 1))).float()
         discounts = cfg.gamma ** n_step * not_done
-        weights = torch.from_numpy(batch[Columns.WEIGHTS]).float() if Columns.WEIGHTS in batch else None
+        weights = self.tensor(batch[Columns.WEIGHTS]).float() if Columns.WEIGHTS in batch else None
         alpha = self.log_alpha.detach().exp()
         B = obs.shape[0]
         pi_out = module.policy_outputs(obs)
@@ -77,7 +77,7 @@ class SACLearner(Learner):
             next_pi_out = module.policy_outputs(next_obs)
         next_obs = module.flat_obs(next_obs)  # what the (target) Q-networks read
         if module.discrete:
-            actions = torch.from_numpy(batch[Columns.ACTIONS]).long()
+            actions = self.tensor(batch[Columns.ACTIONS]).long()
             logp = torch.log_softmax(pi_out, dim=-1)
             probs = logp.exp()
             with torch.no_grad():
@@ -88,8 +88,8 @@ class SACLearner(Learner):
             q_all = module.q_values(obs)
             q = q_all.gather(2, actions.view(1, B, 1).expand(q_all.shape[0], B, 1)).squeeze(-1)
         else:
-            actions = torch.from_numpy(batch[Columns.ACTIONS]).float()
-            noise = torch.randn((2, B, module.action_dim), generator=self._generator)
+            actions = self.tensor(batch[Columns.ACTIONS]).float()
+            noise = self.tensor(torch.randn((2, B, module.action_dim), generator=self._generator))
             new_actions, logp = squashed_gaussian_rsample(pi_out, noise[0])
             with torch.no_grad():
                 next_actions, next_logp = squashed_gaussian_rsample(next_pi_out, noise[1])
@@ -129,7 +129,7 @@ class SACLearner(Learner):
             "gradients_critic_global_norm": critic_norm,
             "gradients_actor_global_norm": actor_norm,
             "num_grad_updates": self.num_grad_updates,
-            "td_error": td.detach().abs().mean(dim=0).numpy(),
+            "td_error": td.detach().abs().mean(dim=0).cpu().numpy(),
             **self.end_update(),
         }
 

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from rlx.core import ALL_MODULES, DEFAULT_MODULE_ID
+from rlx.core.learner.device import learner_device, module_device, to_device
 from rlx.core.rl_module import RLModule
 from rlx.utils.errors import ConfigError, NonFiniteUpdateError, did_you_mean
 from rlx.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
@@ -292,6 +293,10 @@ class Learner:
     def __init__(self, config: Any, module: RLModule):
         module = unwrap_module(module)
         self.config = config
+        #: Where this Learner computes (see rlx.core.learner.device); the module is moved there.
+        self.device = learner_device(config) if hasattr(config, "learner_device") else torch.device("cpu")
+        if module_device(module) != self.device:
+            module.to(self.device)
         self.module_id: str = _BUILDING_MODULE_ID.get()
         self.module = SingleModuleView(module, self.module_id)
         self.metrics = MetricsLogger()
@@ -313,6 +318,11 @@ class Learner:
         if not self.optimizers:
             raise TypeError(f"{type(self).__name__}.configure_optimizers() registered no optimizer: register one "
                             "with self.register_optimizer(...) (or self.add_optimizer(...)).")
+
+    def tensor(self, value: Any, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """`value` (a NumPy array, number or tensor) as a tensor on this Learner's device; arrays
+        are not copied on the CPU."""
+        return to_device(torch.as_tensor(value, dtype=dtype), self.device)
 
     @property
     def rl_module(self) -> RLModule:
