@@ -225,6 +225,19 @@ def _run_async(handles: list[Any], plan: EvaluationPlan) -> EvaluationOutcome:
     return out
 
 
+def add_off_policy_estimates(algorithm: Any, results: dict[str, Any]) -> None:
+    """Add `off_policy_estimator: {name: {v_behavior, v_target, v_gain, ...}}` to an evaluation's
+    results when the evaluation config sets off_policy_estimation_methods (rlx.offline.estimators)."""
+    cfg = algorithm.evaluation_config
+    if not (cfg.off_policy_estimation_methods or cfg.input_evaluation):
+        return
+    from rlx.offline.estimators.evaluation import off_policy_estimates
+
+    estimates = off_policy_estimates(algorithm)
+    if estimates is not None:
+        results["off_policy_estimator"] = estimates
+
+
 def _runner_failed(handle: Any, err: BaseException, plan: EvaluationPlan, out: EvaluationOutcome,
                    asynchronous: bool = False) -> None:
     if not (plan.tolerate_failures or asynchronous):

@@ -210,6 +210,10 @@ def build_parser() -> argparse.ArgumentParser:
                          description="List the algorithms rlx can train, with a one-line description each.")
     _add_verbosity(lst)
 
+    from rlx.cli.serve import add_serve_parser
+
+    add_serve_parser(sub)
+
     plot = sub.add_parser(
         "plot", help="plot learning curves from a results directory",
         description="Plot a metric of every trial found under RESULTS_DIR (a trial directory, an experiment "
@@ -255,6 +259,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from rlx.cli.listing import run_list_command
 
         return run_list_command(args)
+    if args.command == "serve":
+        from rlx.cli.serve import run_serve_command
+
+        return run_serve_command(args)
     if args.command == "plot":
         from rlx.cli.plot import run_plot_command
 

@@ -208,7 +208,12 @@ class SingleAgentEnvRunner:
         self.weights_seq_no = 0
         self._callbacks = config.make_callback_dispatcher()
         self._resolve_callbacks()
-        self._make_env, self.env_name = make_env_creator(config.env)
+        if config.env is None and env_info is not None:
+            # Spaces only (observation_space/action_space, env=None: an external application's
+            # steps arrive through a PolicyServerInput); creating a sub-env explains what is missing.
+            self._make_env, self.env_name = (lambda ctx: make_env_creator(None)[0](ctx)), "<external env>"
+        else:
+            self._make_env, self.env_name = make_env_creator(config.env)
         if config.preprocessor_pref == "deepmind" and not config._disable_preprocessor_api:
             self._make_env = DeepMindAtariCreator(self._make_env, config.model)
         self._env: VectorEnv | None = None

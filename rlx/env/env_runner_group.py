@@ -141,6 +141,11 @@ class EnvRunnerGroup:
             raise
 
     def _make_local(self, env_info: Any = None) -> Any:
+        if env_info is None and self.config.env is None and issubclass(self._runner_cls, SingleAgentEnvRunner):
+            # env=None with observation_space/action_space: a runner without sub-envs (external envs).
+            from rlx.env.env_runner import EnvInfo
+
+            env_info = EnvInfo(self.config.observation_space, self.config.action_space, 1, False)
         kwargs = {} if env_info is None else {"env_info": env_info}
         return self._runner_cls(config=self.config, worker_index=0, num_workers=int(self.config.num_env_runners),
                                 module_spec=self._module_spec, module=self._local_module, **kwargs)

@@ -66,10 +66,18 @@ def reader_for_source(source: Any, ioctx: IOContext) -> InputReader:
         if sampler is None:
             raise ConfigError("input 'sampler' needs envs to sample, and this IOContext has none.")
         return sampler
+    from rlx.offline.dataset_readers import dataset_reader, is_dataset_source
+
+    if is_dataset_source(source):  # "minari:<id>" or a D4RL-style .hdf5 file
+        return dataset_reader(source, ioctx)
     if isinstance(source, (str, os.PathLike, list, tuple)):
         return file_reader(source, ioctx)
     if callable(source):
         reader = source(ioctx)
+        if getattr(reader, "_rlx_external_env", False):  # an ExternalEnv: train on the episodes it reports
+            from rlx.env.external.reader import ExternalEnvInput
+
+            reader = ExternalEnvInput(ioctx, reader)
         if not callable(getattr(reader, "next", None)):
             name = getattr(source, "__qualname__", repr(source))
             raise ConfigError(f"input_ {name}(ioctx) returned {type(reader).__name__}, which has no next() method; "

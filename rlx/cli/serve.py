@@ -1,0 +1,117 @@
+"""`rlx serve CHECKPOINT`: answer action requests with a trained policy over HTTP.
+
+The same transport and auth as PolicyServerInput (rlx.env.external): PolicyClients in
+remote or local inference mode run episodes against it (nothing is trained), and
+`POST / {"command": "COMPUTE_ACTIONS", "observations": [...]}` answers a batch without
+episodes. It listens on 127.0.0.1 unless --address says otherwise, which needs a token
+($RLX_POLICY_SERVER_TOKEN or --auth-token-file).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rlx.utils.errors import ConfigError
+
+
+def add_serve_parser(sub: Any) -> None:
+    """Register the `serve` subcommand on the CLI's subparsers."""
+    serve = sub.add_parser(
+        "serve", help="serve a trained policy for inference over HTTP",
+        description="Load the policy of a checkpoint and answer action requests over HTTP (JSON bodies), as a "
+                    "policy server does: PolicyClient(url, inference_mode='remote' or 'local') works against it, "
+                    "and POST / {\"command\": \"COMPUTE_ACTIONS\", \"observations\": [...]} answers a batch. "
+                    "See docs/external.md.",
+    )
+    serve.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint directory (from rlx train or algo.save())")
+    serve.add_argument("--port", type=int, default=9900, help="port to listen on (0 picks a free one; default 9900)")
+    serve.add_argument("--address", default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1; any other needs an auth token)")
+    serve.add_argument("--auth-token-file", default=None, metavar="FILE",
+                       help="file holding the token clients must send as 'Authorization: Bearer <token>' "
+                            "(default: $RLX_POLICY_SERVER_TOKEN)")
+    serve.add_argument("--explore", action=argparse.BooleanOptionalAction, default=False,
+                       help="sample actions instead of taking the greedy one (default: --no-explore)")
+    serve.add_argument("--max-request-bytes", type=int, default=1 << 20, metavar="N",
+                       help="largest request body accepted (default 1 MiB)")
+    serve.add_argument("--config", default=None, metavar="JSON",
+                       help="settings to override in the checkpoint's config, as a JSON object")
+    serve.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                       help="import a module first (e.g. one that registers the env); repeatable")
+    serve.add_argument("-v", "--verbose", action="count", default=0, help="more output (-vv: tracebacks)")
+
+
+class PolicyService:
+    """A checkpoint's policy behind an HTTP server (nothing is trained)."""
+
+    def __init__(self, checkpoint: str, address: str = "127.0.0.1", port: int = 9900, auth_token: str | None = None,
+                 explore: bool = False, max_request_bytes: int = 1 << 20, config_overrides: dict | None = None):
+        from rlx.algorithms.algorithm import Algorithm
+        from rlx.env.external.auth import check_bind, resolve_token
+        from rlx.env.external.episodes import EpisodeBook
+        from rlx.env.external.http import HttpServer
+        from rlx.env.external.inference import BatchedPolicy
+        from rlx.env.external.reader import EpisodeBackend, check_external_runner
+        from rlx.env.external.server import ServerApp, describe
+
+        token = resolve_token(auth_token)
+        check_bind(address, token)
+        # Serving reads no training input and writes no output (a policy trained from a
+        # PolicyServerInput stored its input_ callable, which is not needed, nor restorable).
+        overrides = {"num_env_runners": 0, "evaluation_interval": None, "input": "sampler", "output": None,
+                     **(config_overrides or {})}
+        self.algo = Algorithm.from_checkpoint(checkpoint, config_overrides=overrides)
+        try:
+            runner = self.algo.env_runner_group.local_env_runner
+            check_external_runner(runner, "rlx serve")
+            policy = BatchedPolicy(runner, explore=explore)
+            backend = EpisodeBackend(EpisodeBook(collect=False), policy)
+            self.app = ServerApp(backend, spec=lambda: describe(self.algo.config, policy))
+            self.http = HttpServer(self.app, address, port, token, max_request_bytes)
+        except BaseException:
+            self.algo.stop()
+            raise
+        host = f"[{address}]" if ":" in address else address
+        self.url = f"http://{host}:{self.http.port}"
+
+    def start(self) -> "PolicyService":
+        """Serve on a background thread; returns self."""
+        self.http.start()
+        return self
+
+    def serve_forever(self) -> None:
+        """Serve on this thread until interrupted."""
+        self.http.serve_forever()
+
+    def stop(self) -> None:
+        """Stop serving and release the Algorithm."""
+        self.http.stop()
+        self.algo.stop()
+
+
+def run_serve_command(args: argparse.Namespace) -> int:
+    """Run `rlx serve` until interrupted."""
+    import json
+    import importlib
+
+    for module in args.imports:
+        importlib.import_module(module)
+    token = None
+    if args.auth_token_file:
+        path = Path(args.auth_token_file)
+        if not path.is_file():
+            raise ConfigError(f"--auth-token-file {path} does not exist.")
+        token = path.read_text().strip()
+    overrides = json.loads(args.config) if args.config else None
+    if overrides is not None and not isinstance(overrides, dict):
+        raise ConfigError("--config must be a JSON object of settings.")
+    service = PolicyService(args.checkpoint, address=args.address, port=args.port, auth_token=token,
+                            explore=args.explore, max_request_bytes=args.max_request_bytes,
+                            config_overrides=overrides)
+    print(f"rlx serve: serving {args.checkpoint} at {service.url} (Ctrl-C to stop)", flush=True)
+    try:
+        service.serve_forever()
+    finally:
+        service.stop()
+    return 0

@@ -1,0 +1,7 @@
+"""The external application API's parts: JSON codec, auth, HTTP transport, episode book,
+batched server-side inference and the in-process reader the policy server builds on.
+
+User-facing classes live at RLlib's paths: rlx.env.policy_client.PolicyClient,
+rlx.env.policy_server_input.PolicyServerInput, rlx.env.external_env.ExternalEnv and
+rlx.env.external_multi_agent_env.ExternalMultiAgentEnv.
+"""

@@ -1,0 +1,192 @@
+"""JSON bodies of the policy server's protocol: values checked against the spaces.
+
+Nothing is ever unpickled: requests are JSON objects, observations and actions nested
+lists of numbers, and every value a client sends is checked against the server's
+observation or action space before it touches a batch (`RequestError` names what is wrong).
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+#: Longest episode id a client may choose.
+MAX_EPISODE_ID_LEN = 128
+
+
+class RequestError(ValueError):
+    """A request the server refuses: `status` is the HTTP status (4xx), the message says why."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def loads(body: bytes) -> dict:
+    """The JSON object of a request body (RequestError 400 when it is not one)."""
+    try:
+        value = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError) as err:
+        raise RequestError(400, f"the request body is not valid JSON: {err}") from None
+    if not isinstance(value, dict):
+        raise RequestError(400, f"the request body must be a JSON object, not {type(value).__name__}.")
+    return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number the server accepts")
+
+
+def dumps(value: Any) -> bytes:
+    """JSON bytes of a response (NumPy values as plain numbers and lists)."""
+    return json.dumps(to_jsonable(value), allow_nan=False, separators=(",", ":")).encode("utf-8")
+
+
+def to_jsonable(value: Any) -> Any:
+    """`value` with NumPy arrays and scalars (also nested in dicts, lists, tuples) as Python values."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    return value
+
+
+def field(request: dict, name: str, required: bool = True) -> Any:
+    """A field of a request (RequestError 400 naming it when required and absent)."""
+    if name not in request or (required and request[name] is None):
+        if required:
+            raise RequestError(400, f"the request has no {name!r} field.")
+        return None
+    return request[name]
+
+
+def episode_id(value: Any, allow_none: bool = False) -> str | None:
+    """A checked episode id: a non-empty string of at most MAX_EPISODE_ID_LEN characters."""
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, str) or not value or len(value) > MAX_EPISODE_ID_LEN:
+        raise RequestError(400, f"episode_id must be a non-empty string of at most {MAX_EPISODE_ID_LEN} "
+                                f"characters, got {_short(value)}.")
+    return value
+
+
+def reward(value: Any) -> float:
+    """A checked reward: one finite number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
+        raise RequestError(422, f"reward must be a finite number, got {_short(value)}.")
+    return float(value)
+
+
+def flag(value: Any, name: str, default: bool) -> bool:
+    """A checked boolean field (None gives `default`)."""
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise RequestError(400, f"{name} must be true or false, got {_short(value)}.")
+    return value
+
+
+def info(value: Any) -> dict:
+    """A checked info: a JSON object or null."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RequestError(422, f"info must be a JSON object, got {type(value).__name__}.")
+    return value
+
+
+def from_space(value: Any, space: Any, what: str, check_bounds: bool) -> Any:
+    """`value` (decoded JSON) as a value of `space` (arrays with the space's dtype, ints for
+    Discrete, tuples/dicts for Tuple/Dict spaces); RequestError 422 naming `what` when it does
+    not fit. `check_bounds`: refuse values outside Box bounds (actions) too."""
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Discrete):
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            else:
+                raise RequestError(422, f"{what} must be one integer for {space}, got {_short(value)}.")
+        if not space.start <= value < space.start + space.n:
+            raise RequestError(422, f"{what} {value} is outside {space}.")
+        return value
+    if isinstance(space, gym.spaces.Dict):
+        if not isinstance(value, dict) or set(value) != set(space.spaces):
+            keys = sorted(map(str, value)) if isinstance(value, dict) else type(value).__name__
+            raise RequestError(422, f"{what} must be an object with the keys {sorted(space.spaces)}, got {keys}.")
+        return {k: from_space(value[k], s, f"{what}[{k!r}]", check_bounds) for k, s in space.spaces.items()}
+    if isinstance(space, gym.spaces.Tuple):
+        if not isinstance(value, list) or len(value) != len(space.spaces):
+            raise RequestError(422, f"{what} must be a list of {len(space.spaces)} parts, got {_short(value)}.")
+        return tuple(from_space(v, s, f"{what}[{i}]", check_bounds) for i, (v, s) in enumerate(zip(value, space.spaces)))
+    if isinstance(space, (gym.spaces.Box, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+        return _array(value, space, what, check_bounds)
+    raise RequestError(422, f"{what}: the server cannot read values of {type(space).__name__} spaces.")
+
+
+def _array(value: Any, space: Any, what: str, check_bounds: bool) -> np.ndarray:
+    import gymnasium as gym
+
+    if not _numeric_nested(value):
+        raise RequestError(422, f"{what} must be numbers (nested lists of shape {space.shape}), got {_short(value)}.")
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (ValueError, TypeError, OverflowError):
+        raise RequestError(422, f"{what} must be a rectangular array of shape {space.shape}.") from None
+    if array.shape != space.shape:
+        raise RequestError(422, f"{what} has shape {array.shape}; the space {space} expects shape {space.shape}.")
+    if not np.all(np.isfinite(array)):
+        raise RequestError(422, f"{what} holds NaN or infinite values.")
+    if isinstance(space, gym.spaces.Box):
+        if check_bounds and not (np.all(array >= space.low) and np.all(array <= space.high)):
+            raise RequestError(422, f"{what} is outside the bounds of {space}.")
+        return array.astype(space.dtype)
+    if not np.all(array == np.round(array)):
+        raise RequestError(422, f"{what} must hold integers for {space}.")
+    ints = array.astype(np.int64)
+    high = np.asarray(space.nvec) + np.asarray(getattr(space, "start", 0)) if isinstance(
+        space, gym.spaces.MultiDiscrete) else 2
+    low = np.asarray(getattr(space, "start", 0))
+    if np.any(ints < low) or np.any(ints >= high):
+        raise RequestError(422, f"{what} is outside {space}.")
+    return ints.astype(space.dtype)
+
+
+def _numeric_nested(value: Any, depth: int = 0) -> bool:
+    if depth > 32:
+        return False
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return True
+    if isinstance(value, list):
+        return all(_numeric_nested(v, depth + 1) for v in value)
+    return False
+
+
+def float_row(value: Any, size: int | None, what: str) -> np.ndarray:
+    """A checked flat row of finite floats (of `size` numbers when given)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, list) or not _numeric_nested(value):
+        raise RequestError(422, f"{what} must be a list of numbers, got {_short(value)}.")
+    try:
+        row = np.asarray(value, dtype=np.float32).reshape(-1)
+    except (ValueError, TypeError, OverflowError):
+        raise RequestError(422, f"{what} must be a flat list of numbers.") from None
+    if size is not None and row.size != size:
+        raise RequestError(422, f"{what} holds {row.size} numbers; this policy has {size}.")
+    if not np.all(np.isfinite(row)):
+        raise RequestError(422, f"{what} holds NaN or infinite values.")
+    return row
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

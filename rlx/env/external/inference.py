@@ -1,0 +1,177 @@
+"""Server-side acting for external episodes: one copy of the module, batched across clients.
+
+Requests that arrive while a forward pass runs wait and are answered together by the next
+pass (the first waiting request runs it), so 8 clients cost about one batched forward per
+round, not 8. The copy is refreshed from the training module by `sync_from()` on the
+driver thread, between forward passes, so an update never changes weights mid-pass.
+"""
+from __future__ import annotations
+
+import copy
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlx.core.columns import Columns
+from rlx.utils.errors import NotSupportedYetError
+
+
+@dataclass
+class Decision:
+    """One observation's answer: the env action and the behaviour columns of its row."""
+
+    env_action: Any
+    logp: float
+    dist_inputs: np.ndarray
+
+
+@dataclass
+class _Request:
+    obs: np.ndarray
+    explore: bool
+    event: threading.Event = field(default_factory=threading.Event)
+    decision: Decision | None = None
+    error: BaseException | None = None
+
+
+class BatchedPolicy:
+    """Acting with a private copy of an EnvRunner's module (its preprocessor, filter, action
+    space and exploration), for requests from many threads at once.
+
+    Args:
+        runner: the SingleAgentEnvRunner whose module, spaces and preprocessing to use.
+        explore: whether get_action samples (True) or takes the greedy action.
+    """
+
+    def __init__(self, runner: Any, explore: bool = True):
+        from rlx.env.env_runner import ActionAdapter
+        from rlx.policy.policy import Policy
+
+        if getattr(runner.module, "is_stateful", lambda: False)():
+            raise NotSupportedYetError("a recurrent module behind a policy server",
+                                       "external episodes are acted on one step at a time without state",
+                                       fix="Use a feed-forward model (no use_lstm/use_attention) for now.")
+        self.observation_space = runner.observation_space
+        self.action_space = runner.action_space
+        self._source = runner.module
+        self.module = copy.deepcopy(runner.module).eval()
+        self.steps = 0  # env steps acted on, for exploration schedules
+        start = int(getattr(runner, "num_env_steps_sampled_lifetime", 0))
+        self.policy = Policy(module=self.module, preprocessor=runner.preprocessor, obs_filter=runner.filter,
+                             action_adapter_factory=lambda normalize, clip: ActionAdapter(runner.action_space,
+                                                                                          normalize, clip),
+                             config=runner.config, observation_space=runner.observation_space,
+                             action_space=runner.action_space, generator=torch.Generator().manual_seed(
+                                 int(runner.config.seed or 0) + 1013),
+                             exploration=runner.exploration, timestep_fn=lambda: start + self.steps)
+        self.adapter = ActionAdapter(runner.action_space, False, False)
+        self.explore = bool(explore)
+        self.version = 0
+        self._weights_cache: tuple[int, bytes] | None = None
+        self._model_lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._queue: list[_Request] = []
+        self._busy = False
+        probe = self.act(self.prepare(runner.observation_space.sample()), explore=False)
+        #: Numbers in one row of action_dist_inputs (what a local-inference client must send).
+        self.dist_size = int(probe.dist_inputs.size)
+
+    def prepare(self, obs: Any) -> np.ndarray:
+        """An env observation as the module's input row (preprocessed and filtered)."""
+        return self.policy._prepare([obs])[0]
+
+    def row_action(self, env_action: Any) -> np.ndarray:
+        """An env action in the form offline batches hold it (rlx.offline.spaces): Discrete from
+        0, Box in the env's bounds, Tuple/Dict flattened."""
+        adapter = self.adapter
+        if adapter.structured:
+            return adapter.from_env([env_action])[0]
+        if adapter.is_discrete:
+            return np.asarray(int(env_action) - adapter.discrete_start, np.int64)
+        return np.asarray(env_action, adapter.batch_dtype).reshape(adapter.batch_shape)
+
+    def act(self, obs_row: np.ndarray, explore: bool | None = None) -> Decision:
+        """The action for one prepared observation, computed in a batch with whatever other
+        requests are waiting."""
+        request = _Request(obs_row, self.explore if explore is None else bool(explore))
+        with self._cond:
+            self._queue.append(request)
+            while request.decision is None and request.error is None:
+                if self._busy:
+                    self._cond.wait()
+                    continue
+                self._busy = True
+                batch, self._queue = self._queue, []
+                self._cond.release()
+                try:
+                    self._run(batch)
+                finally:
+                    self._cond.acquire()
+                    self._busy = False
+                    self._cond.notify_all()
+        if request.error is not None:
+            raise request.error
+        return request.decision  # type: ignore[return-value]
+
+    def act_many(self, obs_rows: list[np.ndarray], explore: bool) -> list[Decision]:
+        """Actions for several prepared observations in one forward pass."""
+        requests = [_Request(row, bool(explore)) for row in obs_rows]
+        self._run(requests)
+        for r in requests:
+            if r.error is not None:
+                raise r.error
+        return [r.decision for r in requests]  # type: ignore[misc]
+
+    def _run(self, batch: list[_Request]) -> None:
+        try:
+            with self._model_lock:
+                for explore in (True, False):
+                    part = [r for r in batch if r.explore == explore]
+                    if not part:
+                        continue
+                    obs = np.stack([r.obs for r in part])
+                    actions, extra = self.policy._act(obs, explore)
+                    env_actions = self.policy._to_env(actions, None, None)
+                    logp = extra[Columns.ACTION_LOGP]
+                    dist = extra[Columns.ACTION_DIST_INPUTS]
+                    for i, r in enumerate(part):
+                        r.decision = Decision(env_actions[i], float(logp[i]), np.asarray(dist[i], np.float32))
+                self.steps += len(batch)
+        except BaseException as err:  # every waiting request learns of it
+            for r in batch:
+                r.error = err
+
+    def sync_from(self, module: Any = None) -> None:
+        """Copy the training module's current weights into the acting copy."""
+        source = self._source if module is None else module
+        state = source.state_dict()
+        with self._model_lock:
+            self.module.load_state_dict(state)
+            self.version += 1
+
+    def weights_bytes(self) -> tuple[int, bytes]:
+        """(version, safetensors bytes) of the acting copy's weights."""
+        from safetensors.numpy import save
+
+        cached = self._weights_cache
+        if cached is not None and cached[0] == self.version:
+            return cached
+        with self._model_lock:
+            version = self.version
+            arrays = {k: np.ascontiguousarray(v.detach().cpu().numpy()) for k, v in self.module.state_dict().items()}
+        self._weights_cache = (version, save(arrays))
+        return self._weights_cache
+
+
+def load_weights_bytes(module: Any, data: bytes) -> None:
+    """Load safetensors bytes (from `BatchedPolicy.weights_bytes`) into `module`."""
+    from safetensors.numpy import load
+
+    arrays = load(data)
+    module.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in arrays.items()})
+
+
