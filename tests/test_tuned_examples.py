@@ -27,7 +27,20 @@ CASES = [
     ("ddpg/pendulum-ddpg.yaml", (-250.0, 30_000), -400.0, 12_000),
     ("pg/cartpole-pg.yaml", (150.0, 100_000), 150.0, 100_000),
     ("a2c/cartpole-a2c.yaml", (450.0, 500_000), 300.0, 300_000),
+    ("apex_dqn/cartpole-apex-dqn.yaml", (150.0, 100_000), 150.0, 60_000),
+    ("apex_ddpg/pendulum-apex-ddpg.yaml", (-250.0, 50_000), -400.0, 50_000),
+    ("ddppo/cartpole-ddppo.yaml", (450.0, 200_000), 150.0, 40_000),
+    ("es/cartpole-es.yaml", (450.0, 200_000), 150.0, 40_000),
+    ("ars/cartpole-ars.yaml", (450.0, 200_000), 150.0, 40_000),
 ]
+
+
+# Settings CI changes in a tuned example: with remote runners, APEX-DDPG's progress per sampled
+# step depends on how fast this machine's learner thread keeps up with them (17k-42k env steps to
+# -400 measured on 2 busy cores), so CI runs the same config with the driver's runner alone,
+# where sampling and updates alternate deterministically; tests/test_apex.py covers the
+# asynchronous path.
+CI_OVERRIDES = {"apex_ddpg/pendulum-apex-ddpg.yaml": {"num_env_runners": 0}}
 
 
 def load_example(relpath: str) -> dict:
@@ -41,7 +54,8 @@ def load_example(relpath: str) -> dict:
 def test_tuned_example_learns(relpath, criterion, threshold, budget):
     spec = load_example(relpath)
     assert spec["stop"] == {RETURN_KEY: criterion[0], "num_env_steps_sampled_lifetime": criterion[1]}
-    config = get_algorithm_config(spec["run"]).update_from_dict(dict(spec.get("config") or {}))
+    config = get_algorithm_config(spec["run"]).update_from_dict(
+        {**(spec.get("config") or {}), **CI_OVERRIDES.get(relpath, {})})
     algo = config.environment(spec["env"]).debugging(seed=0).build()
     progress: list[tuple[int, float]] = []
     steps, reached = 0, False

@@ -16,6 +16,15 @@ ALGORITHMS: dict[str, tuple[str, str, str, str]] = {
             "Soft Actor-Critic: twin Q, automatic entropy tuning (off-policy, continuous or discrete actions)"),
     "DDPG": ("rlx.algorithms.ddpg.ddpg", "DDPG", "DDPGConfig",
              "Deep Deterministic Policy Gradient (off-policy, continuous actions)"),
+    "APEX": ("rlx.algorithms.apex_dqn.apex_dqn", "ApexDQN", "ApexDQNConfig",
+             "Ape-X DQN: runners with per-worker epsilon sample asynchronously into prioritized replay while a "
+             "learner thread updates (off-policy, discrete actions)"),
+    "APEX_DDPG": ("rlx.algorithms.apex_ddpg.apex_ddpg", "ApexDDPG", "ApexDDPGConfig",
+                  "Ape-X DDPG: runners with per-worker Gaussian noise sample asynchronously into prioritized "
+                  "replay while a learner thread updates (off-policy, continuous actions)"),
+    "DDPPO": ("rlx.algorithms.ddppo.ddppo", "DDPPO", "DDPPOConfig",
+              "Decentralized distributed PPO: worker processes each sample and train, gradients all-reduced "
+              "among them (on-policy, any action space)"),
     "TD3": ("rlx.algorithms.td3.td3", "TD3", "TD3Config",
             "Twin Delayed DDPG: twin Q, delayed policy updates, target policy smoothing "
             "(off-policy, continuous actions)"),
@@ -24,6 +33,15 @@ ALGORITHMS: dict[str, tuple[str, str, str, str]] = {
     "A2C": ("rlx.algorithms.a2c.a2c", "A2C", "A2CConfig",
             "Advantage actor-critic, synchronous, with optional microbatch gradient accumulation "
             "(on-policy, any action space)"),
+    "A3C": ("rlx.algorithms.a3c.a3c", "A3C", "A3CConfig",
+            "Asynchronous advantage actor-critic: A2C's loss, one gradient step per fragment as remote runners "
+            "deliver them (on-policy, any action space)"),
+    "ES": ("rlx.algorithms.es.es", "ES", "ESConfig",
+           "Evolution strategies: antithetic parameter perturbations evaluated by the runners, rank-normalised "
+           "returns, Adam on the flat parameters; no backpropagation (any action space)"),
+    "ARS": ("rlx.algorithms.ars.ars", "ARS", "ARSConfig",
+            "Augmented random search: linear policy, top-direction perturbation steps scaled by the returns' std "
+            "(any action space)"),
     "IMPALA": ("rlx.algorithms.impala.impala", "IMPALA", "IMPALAConfig",
                "Importance-weighted actor-learner: asynchronous sampling with V-trace corrections "
                "(any action space)"),
@@ -34,6 +52,9 @@ ALGORITHMS: dict[str, tuple[str, str, str, str]] = {
                "Advantage-weighted imitation learning, usually from offline data (any action space)"),
     "BC": ("rlx.algorithms.bc.bc", "BC", "BCConfig",
            "Behavior cloning: imitation of offline data's actions (MARWIL with beta=0; any action space)"),
+    "CQL": ("rlx.algorithms.cql.cql", "CQL", "CQLConfig",
+            "Conservative Q-Learning: offline SAC whose critics are penalized on actions the data does not take "
+            "(Box actions)"),
 }
 
 

@@ -405,6 +405,14 @@ class _LearnerWorker:
             return metrics, None, None
         return metrics, self.learner.get_weights(), self.learner.get_extra_state()
 
+    def update_from_own_batch(self, make_batch: Callable[[Any, int], tuple[Any, Any]], timestep: int,
+                              want_weights: bool) -> tuple[Any, Any, Any, Any]:
+        """`update_from_batch` on the batch this rank builds itself: `make_batch(learner, rank)`
+        returns (batch, info), e.g. from an EnvRunner living in this process (DD-PPO); `info`
+        travels back to the driver with the metrics."""
+        batch, info = make_batch(self.learner, self.rank)
+        return (*self.update_from_batch(batch, timestep, want_weights), info)
+
     def _broadcast_buffers(self, src: int) -> None:
         import torch.distributed as dist
 
@@ -589,7 +597,7 @@ class LearnerGroup:
         if self.num_learners < 1:
             raise ValueError(f"A LearnerGroup needs num_learners >= 1, got {self.num_learners}.")
         num_gpus = float(getattr(config, "num_gpus_per_learner", 0) or 0)
-        if num_gpus > 0:
+        if num_gpus > 0 and not getattr(config, "_fake_gpus", False):
             import torch
 
             if not torch.cuda.is_available():
@@ -847,6 +855,37 @@ class LearnerGroup:
             self._versions = self._module_versions()
             self._extra_state = extra_state
             return merge_metrics([m for m, _, _ in results if m is not None], axis, self.num_learners)
+
+    def update_from_own_batches(self, make_batch: Callable[[Any, int], tuple[Any, Any]], timestep: int,
+                                fetch_weights: bool = True) -> tuple[dict[str, Any], list[Any]]:
+        """A data-parallel update on batches the learners build themselves (decentralized
+        sampling, as DD-PPO's): each rank calls `make_batch(learner, rank) -> (batch, info)` in
+        its process (`make_batch` travels with cloudpickle), then updates on its batch with the
+        gradients all-reduced as in `update_from_batch`. Returns (averaged metrics, the ranks'
+        infos). With `fetch_weights=False` the driver's module keeps its weights (no copy from
+        rank 0); `pull_weights()` fetches them later."""
+        with self._lock:
+            self._check_usable(restart_on_death=False)
+            self._push_driver_weights()
+            futures = [h.submit("update_from_own_batch", make_batch, int(timestep), fetch_weights and h.rank == 0)
+                       for h in self._handles]
+            results = self._wait(self._handles, futures, "update_from_own_batch")
+            _, weights, extra_state, _ = results[0]
+            if weights is not None:
+                self.module.set_state(weights)
+                self._versions = self._module_versions()
+                self._extra_state = extra_state
+            # Batches from EnvRunners are time-major [T, B]: per-sample metrics follow the B axis.
+            metrics = merge_metrics([m for m, _, _, _ in results if m is not None], 1, self.num_learners)
+            return metrics, [info for _, _, _, info in results]
+
+    def pull_weights(self) -> None:
+        """Copy rank 0's weights into the driver's module (after updates made with
+        `fetch_weights=False`)."""
+        with self._lock:
+            weights = self._call_rank0("get_weights")
+            self.module.set_state(weights)
+            self._versions = self._module_versions()
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """The module's weights (the driver's copy, equal to the learners'). Restarts the

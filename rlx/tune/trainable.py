@@ -200,9 +200,9 @@ def trainable(algorithm: str | type) -> type[AlgorithmTrainable]:
         return algorithm
     if not is_algorithm_class(algorithm):
         raise TypeError(f"rlx.tune.trainable() needs an algorithm name or an rlx Algorithm class, got {algorithm!r}.")
-    name = algorithm.__name__.upper()
-    if name in REGISTERED and get_algorithm_class(name) is algorithm:
-        return REGISTERED[name]  # rlx's own class (or an old alias of it): the registered Trainable
+    for name, entry in ALGORITHMS.items():  # the registry names classes ("APEX" -> ApexDQN)
+        if entry[1] == algorithm.__name__ and get_algorithm_class(name) is algorithm:
+            return REGISTERED[name]  # rlx's own class (or an old alias of it): the registered Trainable
     adapter = _CLASS_ADAPTERS.get(algorithm)
     if adapter is None:
         # Not importable by this name, so Tune's cloudpickle ships it (and, by reference when
