@@ -177,8 +177,6 @@ _NOT_A_READ = {
     "module_to_env_connector": "rlx/core/__init__.py names RLlib's state component COMPONENT_MODULE_TO_ENV_CONNECTOR",
     "sample_async": "EnvRunnerGroup.sample_async() is the asynchronous sampling method IMPALA/APPO call, not the "
                     "setting (RLlib's new stack removed the option)",
-    "num_gpus_per_learner": "learner_group.py has the GPU placement code for when GPU learners land; the option "
-                            "refuses non-default values until then",
 }
 
 
