@@ -30,9 +30,35 @@ from rlx.offline import options as offline_options
 from rlx.utils.errors import ConfigError
 
 EVAL = "evaluation during training (evaluation_interval and friends)"
-OPE = "off-policy estimation on offline data"
 COMPILE = "torch.compile of modules"
 ONE_STACK = "a switch between RLlib's API stacks, and rlx has one"
+
+
+
+def _torch_device(name: str, value: Any) -> Any:
+    """None or a string torch accepts as a device ("cpu", "cuda", "cuda:1", "mps")."""
+    if value is None:
+        return None
+    import torch
+
+    try:
+        torch.device(value)
+    except (RuntimeError, TypeError) as err:
+        raise ConfigError(f"{name} must be a torch device such as 'cpu', 'cuda:0' or 'mps', got {value!r} ({err}).") \
+            from None
+    return str(value)
+
+
+def _ope_methods(name: str, value):
+    from rlx.offline.estimators.methods import check_methods
+
+    return check_methods(name, value)
+
+
+def _input_evaluation(name: str, value):
+    from rlx.offline.estimators.methods import check_input_evaluation
+
+    return check_input_evaluation(name, value)
 
 
 def _framework(name: str, value):
@@ -205,7 +231,7 @@ COMMON_OPTIONS: list[Option] = [
     Option("disable_env_checking", False, E, boolean),
     Option("is_atari", None, E, lambda n, v: None if v is None else boolean(n, v)),
     Option("auto_wrap_old_gym_envs", True, E, boolean),
-    Option("action_mask_key", "action_mask", E, string(), later="action masking"),
+    Option("action_mask_key", "action_mask", E, string()),
     # --- framework
     Option("framework", "torch", F, _framework, aliases=("framework_str",)),
     Option("torch_num_threads", 1, F, integer(1, allow_none=True),
@@ -284,8 +310,11 @@ COMMON_OPTIONS: list[Option] = [
            doc="Run evaluation in a thread at the same time as the training step, on the previous weights."),
     Option("evaluation_config", None, EV, _evaluation_config,
            doc="Settings that override the main config on evaluation EnvRunners, e.g. {'explore': False}."),
-    Option("off_policy_estimation_methods", {}, EV, dictionary(), later=OPE),
-    Option("ope_split_batch_by_episode", True, EV, boolean, later=OPE),
+    Option("off_policy_estimation_methods", {}, EV, _ope_methods,
+           doc="Off-policy estimators run at each evaluation on the evaluation input_'s offline data: {name: "
+               "{'type': ImportanceSampling, ...}}; results under evaluation/off_policy_estimator/<name>."),
+    Option("ope_split_batch_by_episode", True, EV, boolean,
+           doc="Estimate per episode (True) or treat every offline row as a one-step episode (bandits)."),
     Option("evaluation_num_env_runners", 0, EV, integer(0), aliases=("evaluation_num_workers",),
            doc="Evaluation EnvRunners; 0 evaluates in the driver on its own envs."),
     Option("custom_evaluation_function", None, EV, callable_or_none, aliases=("custom_eval_function",),
@@ -309,7 +338,8 @@ COMMON_OPTIONS: list[Option] = [
     Option("actions_in_input_normalized", False, O, boolean,
            doc="The offline Box actions are already in [-1, 1] (as rlx and RLlib write them with "
                "normalize_actions=True); when False and normalize_actions is True, the reader normalizes them."),
-    Option("input_evaluation", None, O, any_value, later=OPE),
+    Option("input_evaluation", None, O, _input_evaluation,
+           doc="Old form of off_policy_estimation_methods: a list of 'is', 'wis', 'dm', 'dr'."),
     Option("postprocess_inputs", False, O, boolean,
            doc="Let the Learner compute advantages and value targets of offline batches with the current policy; "
                "when False, those a record carries (RLlib writes PPO's) are used as they are."),
@@ -392,8 +422,12 @@ COMMON_OPTIONS: list[Option] = [
     Option("num_learners", 0, L, integer(0), aliases=("num_learner_workers",)),
     Option("num_cpus_per_learner", 1, L, number(0.0), aliases=("num_cpus_per_learner_worker",)),
     Option("num_gpus_per_learner", 0, L, number(0.0), aliases=("num_gpus_per_learner_worker",),
-           later="GPU learners"),
-    Option("local_gpu_idx", 0, L, integer(0), later="GPU learners"),
+           doc="GPUs per Learner: > 0 trains on CUDA (the driver's Learner on local_gpu_idx, learner processes "
+               "one device per rank); fractions share a device."),
+    Option("local_gpu_idx", 0, L, integer(0), doc="The CUDA device of the driver's Learner (num_learners=0)."),
+    Option("learner_device", None, L, _torch_device,
+           doc="rlx: the torch device of the Learner, e.g. 'cuda:1', 'mps' or 'cpu' (None: from num_gpus_per_learner "
+               "/ num_gpus). Set, the Learner trains a copy of the module and the EnvRunners keep theirs on the CPU."),
     # --- fault tolerance
     Option("restart_failed_env_runners", False, FT, boolean, aliases=("recreate_failed_workers", "recreate_failed_env_runners")),
     Option("ignore_env_runner_failures", False, FT, boolean, aliases=("ignore_worker_failures",)),
