@@ -114,3 +114,29 @@ class StepInfoEnv(CountingEnv):
     def step(self, action):
         obs, _, terminated, truncated, _ = super().step(action)
         return obs, 1.0 + float(action), terminated, truncated, {"t": self.t, "action": int(action)}
+
+
+class CueEnv(gym.Env):
+    """A memory task: the first observation shows a bit, then only blanks follow; every step pays 1
+    when the action equals that bit. 10 steps: a policy with memory earns 10, a feed-forward one
+    1 + 9 * 0.5 = 5.5. The bit is shown as [2 * bit - 1, 1], or one-hot with config {"one_hot": True}."""
+
+    def __init__(self, config=None):
+        self.one_hot = bool((config or {}).get("one_hot", False))
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        self.bit = int(self.np_random.integers(2))
+        if self.one_hot:
+            obs = np.zeros(2, np.float32)
+            obs[self.bit] = 1.0
+        else:
+            obs = np.array([2.0 * self.bit - 1.0, 1.0], np.float32)
+        return obs, {}
+
+    def step(self, action):
+        self.t += 1
+        return np.zeros(2, np.float32), float(action == self.bit), False, self.t >= 10, {}

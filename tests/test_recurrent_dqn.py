@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from envs_for_tests import CueEnv
 from rlx.algorithms.dqn import DQN, DQNConfig
 from rlx.algorithms.dqn.recurrent_dqn_learner import RecurrentDQNLearner, nstep_targets
 from rlx.algorithms.dqn.recurrent_dqn_rl_module import RecurrentDQNRLModule
@@ -18,26 +19,11 @@ from rlx.utils.replay_buffers import PrioritizedReplayBuffer, ReplayBuffer
 from rlx.utils.replay_buffers.sequence_replay_buffer import BURN_IN, SEQ_LENS, SequenceReplayBuffer
 
 
-class Cue(gym.Env):
-    """The first observation shows a bit (one-hot), then blanks; reward 1 per step for repeating
-    the bit, 10 steps. With memory: 10; a feed-forward policy knows the bit only at the first
-    step: 1 + 9 * 0.5 = 5.5 on average."""
+class Cue(CueEnv):
+    """The cue task (tests/envs_for_tests.py) with the bit shown one-hot."""
 
     def __init__(self, config=None):
-        self.observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
-        self.action_space = gym.spaces.Discrete(2)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        self.bit = int(self.np_random.integers(2))
-        obs = np.zeros(2, np.float32)
-        obs[self.bit] = 1.0
-        return obs, {}
-
-    def step(self, action):
-        self.t += 1
-        return np.zeros(2, np.float32), float(action == self.bit), False, self.t >= 10, {}
+        super().__init__({"one_hot": True})
 
 
 def _config(max_seq_len=10, burn_in_len=0, **training):

@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+from envs_for_tests import CueEnv
 from rlx.algorithms.ppo import PPOConfig
 from rlx.models import ModelCatalog
 from rlx.models.modelv2 import ModelV2
@@ -17,25 +18,6 @@ from rlx.models.torch.fcnet import FullyConnectedNetwork
 from rlx.models.torch.recurrent_net import LSTMWrapper, RecurrentNetwork
 from rlx.models.torch.torch_modelv2 import TorchModelV2
 from rlx.policy.rnn_sequencing import add_time_dimension
-
-
-class CueEnv(gym.Env):
-    """The first observation shows a bit (then only blanks follow); every step pays 1 when the action
-    equals that bit. 10 steps: a policy with memory earns 10, a feed-forward one 1 + 9 * 0.5 = 5.5."""
-
-    def __init__(self, config=None):
-        self.observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
-        self.action_space = gym.spaces.Discrete(2)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        self.bit = int(self.np_random.integers(2))
-        return np.array([2.0 * self.bit - 1.0, 1.0], np.float32), {}
-
-    def step(self, action):
-        self.t += 1
-        return np.zeros(2, np.float32), float(action == self.bit), False, self.t >= 10, {}
 
 
 class TorchRNNModel(RecurrentNetwork, nn.Module):

@@ -15,7 +15,6 @@ a truncation, as with JSON files). Minari needs the `minari` extra (`pip install
 """
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
@@ -24,6 +23,7 @@ import numpy as np
 from rlx.core.columns import Columns
 from rlx.offline.input_reader import InputReader
 from rlx.offline.io_context import IOContext
+from rlx.offline.json_reader import reader_batch_size
 from rlx.offline.spaces import OfflineDataError, check_batch, spaces_of
 from rlx.policy.sample_batch import SampleBatch
 
@@ -68,10 +68,7 @@ class EpisodeDatasetReader(InputReader):
                  where: str):
         self.ioctx = ioctx or IOContext()
         config = self.ioctx.config
-        self.batch_size = int(_get(config, "train_batch_size") or 1)
-        workers = int(_get(config, "num_env_runners") or 0)
-        if workers:
-            self.batch_size = max(math.ceil(self.batch_size / workers), 1)
+        self.batch_size = reader_batch_size(config)
         self.where = where
         n = len(columns[Columns.REWARDS])
         if n == 0:

@@ -40,10 +40,7 @@ class JsonReader(InputReader):
     def __init__(self, inputs: Any, ioctx: IOContext | None = None):
         self.ioctx = ioctx or IOContext()
         config = self.ioctx.config
-        self.batch_size = int(_get(config, "train_batch_size") or 1)
-        workers = int(_get(config, "num_env_runners") or 0)
-        if workers:
-            self.batch_size = max(math.ceil(self.batch_size / workers), 1)
+        self.batch_size = reader_batch_size(config)
         self._count_steps_by = _get(config, "count_steps_by") or "env_steps"
         self.files = resolve_input_files(inputs, JSON_EXTENSIONS)
         seed = _get(config, "seed")
@@ -130,6 +127,14 @@ class JsonReader(InputReader):
 
     def __repr__(self) -> str:
         return f"JsonReader({len(self.files)} file(s), batch_size={self.batch_size})"
+
+
+def reader_batch_size(config: Any) -> int:
+    """Rows an offline reader returns per `next()`: `train_batch_size`, divided among
+    `num_env_runners` as in RLlib."""
+    size = int(_get(config, "train_batch_size") or 1)
+    workers = int(_get(config, "num_env_runners") or 0)
+    return max(math.ceil(size / workers), 1) if workers else size
 
 
 def _open(path: str) -> Any:

@@ -48,7 +48,7 @@ class CQLLearner(SACLearner):
     def configure_optimizers(self) -> None:
         """SAC's optimizers, and log-alpha' when `lagrangian`."""
         super().configure_optimizers()
-        self.log_alpha_prime = torch.zeros((), requires_grad=True)
+        self.log_alpha_prime = torch.zeros((), device=self.device, requires_grad=True)
         if self.config.lagrangian:
             self.add_optimizer("alpha_prime", [self.log_alpha_prime], self.config.critic_lr)
 
@@ -59,8 +59,8 @@ class CQLLearner(SACLearner):
         module, n = self.module, int(self.config.num_actions)
         batch, dim = flat_obs.shape[0], module.action_dim
         with torch.no_grad():
-            rand = torch.rand((n, batch, dim), generator=self._generator) * 2.0 - 1.0
-            noise = torch.randn((2, n, batch, dim), generator=self._generator)
+            rand = self.tensor(torch.rand((n, batch, dim), generator=self._generator)) * 2.0 - 1.0
+            noise = self.tensor(torch.randn((2, n, batch, dim), generator=self._generator))
             curr, logp_curr = squashed_gaussian_rsample(pi_out.detach().expand(n, -1, -1), noise[0])
             nxt, logp_next = squashed_gaussian_rsample(next_pi_out.expand(n, -1, -1), noise[1])
         actions = torch.cat([rand, curr, nxt], dim=0).reshape(3 * n * batch, dim)
@@ -76,14 +76,8 @@ class CQLLearner(SACLearner):
         if not self._schedules_constant:
             self.set_lr_for_timestep(timestep)
         module = self.module
-        obs = torch.from_numpy(batch[Columns.OBS])
-        next_obs = torch.from_numpy(batch[Columns.NEXT_OBS])
-        actions = torch.from_numpy(batch[Columns.ACTIONS]).float()
-        rewards = torch.from_numpy(batch[Columns.REWARDS]).float()
-        not_done = 1.0 - torch.from_numpy(batch[Columns.TERMINATEDS]).float()
-        n_step = torch.from_numpy(np.asarray(batch.get("n_step", 1))).float()
-        discounts = cfg.gamma ** n_step * not_done
-        weights = torch.from_numpy(batch[Columns.WEIGHTS]).float() if Columns.WEIGHTS in batch else None
+        obs, next_obs, rewards, discounts, weights = self.td_inputs(batch)
+        actions = self.tensor(batch[Columns.ACTIONS]).float()
         alpha = self.log_alpha.detach().exp()
         B, dim = obs.shape[0], module.action_dim
         pi_out = module.policy_outputs(obs)
@@ -92,7 +86,7 @@ class CQLLearner(SACLearner):
         flat_obs, flat_next_obs = module.flat_obs(obs), module.flat_obs(next_obs)
 
         # Critics: the Bellman error plus the conservative penalty.
-        noise = torch.randn((2, B, dim), generator=self._generator)
+        noise = self.tensor(torch.randn((2, B, dim), generator=self._generator))
         with torch.no_grad():
             next_actions, next_logp = squashed_gaussian_rsample(next_pi_out, noise[0])
             next_q = self.target_qf(torch.cat([flat_next_obs, next_actions], dim=-1)).squeeze(-1).min(dim=0).values
@@ -147,7 +141,7 @@ class CQLLearner(SACLearner):
             "gradients_critic_global_norm": critic_norm,
             "gradients_actor_global_norm": actor_norm,
             "num_grad_updates": self.num_grad_updates,
-            "td_error": td.detach().abs().mean(dim=0).numpy(),
+            "td_error": td.detach().abs().mean(dim=0).cpu().numpy(),
             **extra,
             **self.end_update(),
         }

@@ -55,14 +55,8 @@ class DQNLearner(Learner):
         self.begin_update(batch, timestep)
         if not self._lr_constant:
             self.set_lr_for_timestep(timestep)
-        obs = self.tensor(batch[Columns.OBS])
-        next_obs = self.tensor(batch[Columns.NEXT_OBS])
+        obs, next_obs, rewards, discounts, weights = self.td_inputs(batch)
         actions = self.tensor(batch[Columns.ACTIONS]).long()
-        rewards = self.tensor(batch[Columns.REWARDS]).float()
-        not_done = 1.0 - self.tensor(batch[Columns.TERMINATEDS]).float()
-        n_step = self.tensor(np.asarray(batch.get("n_step", 1))).float()
-        discounts = cfg.gamma ** n_step * not_done
-        weights = self.tensor(batch[Columns.WEIGHTS]).float() if Columns.WEIGHTS in batch else None
         module = self.module
         B = obs.shape[0]
         if cfg.double_q:

@@ -63,13 +63,7 @@ class SACLearner(Learner):
         if not self._schedules_constant:
             self.set_lr_for_timestep(timestep)
         module = self.module
-        obs = self.tensor(batch[Columns.OBS])
-        next_obs = self.tensor(batch[Columns.NEXT_OBS])
-        rewards = self.tensor(batch[Columns.REWARDS]).float()
-        not_done = 1.0 - self.tensor(batch[Columns.TERMINATEDS]).float()
-        n_step = self.tensor(np.asarray(batch.get("n_step", 1))).float()
-        discounts = cfg.gamma ** n_step * not_done
-        weights = self.tensor(batch[Columns.WEIGHTS]).float() if Columns.WEIGHTS in batch else None
+        obs, next_obs, rewards, discounts, weights = self.td_inputs(batch)
         alpha = self.log_alpha.detach().exp()
         B = obs.shape[0]
         pi_out = module.policy_outputs(obs)

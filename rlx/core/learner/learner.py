@@ -324,6 +324,20 @@ class Learner:
         are not copied on the CPU."""
         return to_device(torch.as_tensor(value, dtype=dtype), self.device)
 
+    def td_inputs(self, batch: Mapping[str, Any]) -> tuple[torch.Tensor, ...]:
+        """The tensors of a replayed batch that TD targets read, on this Learner's device:
+        (obs, next_obs, rewards, discounts = gamma ** n_step for steps that did not terminate,
+        importance weights or None)."""
+        from rlx.core.columns import Columns
+
+        obs = self.tensor(batch[Columns.OBS])
+        next_obs = self.tensor(batch[Columns.NEXT_OBS])
+        rewards = self.tensor(batch[Columns.REWARDS]).float()
+        not_done = 1.0 - self.tensor(batch[Columns.TERMINATEDS]).float()
+        n_step = self.tensor(np.asarray(batch.get("n_step", 1))).float()
+        weights = self.tensor(batch[Columns.WEIGHTS]).float() if Columns.WEIGHTS in batch else None
+        return obs, next_obs, rewards, self.config.gamma ** n_step * not_done, weights
+
     @property
     def rl_module(self) -> RLModule:
         """The module this Learner trains (the object itself, not the view `self.module`)."""
