@@ -289,3 +289,14 @@ def test_plot_falls_back_to_the_legacy_metric(results_dir, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "old_trial: 2 points, last 9.5, best (max) 9.5 [episode_reward_mean]" in proc.stdout
     assert_valid_png(out)
+
+
+def test_algorithm_names_are_found_whatever_their_case_and_dashes():
+    from rlx.algorithms.registry import get_algorithm_class
+    from rlx.utils.errors import ConfigError
+
+    assert get_algorithm_class("DD-PPO").__name__ == "DDPPO"
+    assert get_algorithm_class("apex-ddpg").__name__ == "ApexDDPG"
+    assert get_algorithm_class("appo").__name__ == "APPO"
+    with pytest.raises(ConfigError, match="Did you mean 'APPO'"):
+        get_algorithm_class("APOO")

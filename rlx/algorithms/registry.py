@@ -59,7 +59,9 @@ ALGORITHMS: dict[str, tuple[str, str, str, str]] = {
 
 
 def _lookup(name: str) -> tuple[str, str, str, str]:
-    key = name.upper() if name.upper() in ALGORITHMS else name
+    # Case and dashes do not matter: "dd-ppo" and "APEX-DDPG" name DDPPO and APEX_DDPG, as the docs write them.
+    spellings = (name, name.upper(), name.upper().replace("-", ""), name.upper().replace("-", "_"))
+    key = next((k for k in spellings if k in ALGORITHMS), name)
     if key not in ALGORITHMS:
         raise ConfigError(f"Unknown algorithm '{name}'.{did_you_mean(name, ALGORITHMS)} Available: {', '.join(ALGORITHMS)}.")
     return ALGORITHMS[key]
