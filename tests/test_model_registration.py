@@ -63,3 +63,24 @@ def test_an_action_distribution_registered_in_a_function_reaches_runner_processe
         assert actions.size >= 200 and not actions.any()  # the remote runner sampled with AlwaysFirst
     finally:
         algo.stop()
+
+
+def test_a_shipped_class_that_cannot_be_loaded_fails_only_where_it_is_used():
+    import cloudpickle
+    import pytest
+
+    from rlx.env.registry import restore_registry
+    from rlx.utils.errors import ConfigError
+
+    saved = {kind: dict(v) for kind, v in ModelCatalog._shipped.items()}
+    try:
+        # A class pickled by reference to a module this process cannot import (as a test module's
+        # classes are in a Ray actor).
+        broken = cloudpickle.dumps(TorchCategorical).replace(b"rlx.models.torch.torch_action_dist",
+                                                             b"module_that_is_not_there_xyz")
+        restore_registry({"creators": {}, "unpicklable": {}, "custom_models": {"unloadable_model": broken}},
+                         where="a test")
+        with pytest.raises(ConfigError, match="'unloadable_model' was registered .* cannot load its class"):
+            ModelCatalog.get_custom_model_class("unloadable_model")
+    finally:
+        ModelCatalog._shipped.update(saved)

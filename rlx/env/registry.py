@@ -225,14 +225,12 @@ def restore_registry(snapshot: Mapping[str, Mapping[str, Any]] | None, where: st
         _SHIPPED.pop(name, None)
         _NOT_SHIPPED[name] = reason
     if snapshot.get("custom_models") or snapshot.get("custom_action_dists"):
-        import cloudpickle
-
         from rlx.models.catalog import ModelCatalog
 
-        for name, data in snapshot.get("custom_models", {}).items():
-            ModelCatalog._custom_models.setdefault(name, cloudpickle.loads(data))
-        for name, data in snapshot.get("custom_action_dists", {}).items():
-            ModelCatalog._custom_action_dists.setdefault(name, cloudpickle.loads(data))
+        # Unpickled when a name is looked up: a class this process cannot load fails only the
+        # configs that use it, with an error naming it.
+        for kind in ("custom_models", "custom_action_dists"):
+            ModelCatalog._shipped[kind].update(snapshot.get(kind, {}))
 
 
 # ---------------------------------------------------------------- resolving env specifiers

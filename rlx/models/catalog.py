@@ -44,6 +44,9 @@ class ModelCatalog:
 
     _custom_models: dict[str, Any] = {}
     _custom_action_dists: dict[str, Any] = {}
+    #: Registrations shipped (cloudpickled) from the process that started this one, unpickled on
+    #: first use: {"custom_models" | "custom_action_dists": {name: bytes}} (see rlx.env.registry).
+    _shipped: dict[str, dict[str, bytes]] = {"custom_models": {}, "custom_action_dists": {}}
 
     # ------------------------------------------------------------------ registration
 
@@ -81,7 +84,8 @@ class ModelCatalog:
         """The class a `custom_action_dist` setting names (a class, a registered name, an import path)."""
         cls = custom_action_dist if isinstance(custom_action_dist, type) else None
         if cls is None and isinstance(custom_action_dist, str):
-            cls = ModelCatalog._custom_action_dists.get(custom_action_dist)
+            cls = ModelCatalog._custom_action_dists.get(custom_action_dist) or _unship(
+                "custom_action_dists", custom_action_dist)
             if cls is None:
                 cls = _from_tune(_TUNE_CATEGORY_ACTION_DIST, custom_action_dist)
             if cls is None and ("." in custom_action_dist or ":" in custom_action_dist):
@@ -114,7 +118,7 @@ class ModelCatalog:
             return custom_model
         if not isinstance(custom_model, str) or not custom_model:
             raise ConfigError(f"model['custom_model'] must be a registered name or a model class, got {custom_model!r}.")
-        cls = ModelCatalog._custom_models.get(custom_model)
+        cls = ModelCatalog._custom_models.get(custom_model) or _unship("custom_models", custom_model)
         if cls is None:
             cls = _from_tune(_TUNE_CATEGORY_MODEL, custom_model)
         if cls is None and ("." in custom_model or ":" in custom_model):
@@ -223,6 +227,27 @@ class ModelCatalog:
         from rlx.models.preprocessors import get_preprocessor
 
         return get_preprocessor(observation_space)(observation_space, options)
+
+
+def _unship(kind: str, name: str) -> Any:
+    """The class registered as `name` in the process that started this one (None when none was
+    shipped), unpickled now; ConfigError naming the class when this process cannot load it."""
+    data = ModelCatalog._shipped[kind].get(name)
+    if data is None:
+        return None
+    import cloudpickle
+
+    try:
+        cls = cloudpickle.loads(data)
+    except Exception as err:  # noqa: BLE001 - e.g. the class's module is not importable here
+        raise ConfigError(
+            f"{name!r} was registered with ModelCatalog in the driver, but this worker process cannot load its "
+            f"class ({type(err).__name__}: {err}). Define the class in a module every process can import (or "
+            "inside the script or function that registers it), or give an import path 'package.module:Class'."
+        ) from None
+    registry = ModelCatalog._custom_models if kind == "custom_models" else ModelCatalog._custom_action_dists
+    registry[name] = cls
+    return cls
 
 
 def _register_with_tune(category: str, name: str, value: Any) -> None:
