@@ -49,7 +49,7 @@ def _replay_buffer_config(name: str, value: Any) -> dict:
     return value
 
 
-_SEQUENCE_KEYS = ("replay_sequence_length", "replay_burn_in", "replay_zero_init_states")
+_SEQUENCE_KEYS = ("replay_sequence_length", "replay_burn_in", "replay_zero_init_states", "zero_init_states")
 
 
 class OffPolicyConfig(AlgorithmConfig):

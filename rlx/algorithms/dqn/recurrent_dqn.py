@@ -30,6 +30,7 @@ def fold_sequence_replay_settings(values: dict[str, Any]) -> None:
     seq_len = rb.pop("replay_sequence_length", None)
     burn_in = rb.pop("replay_burn_in", None)
     zero = rb.pop("replay_zero_init_states", None)
+    zero = rb.pop("zero_init_states", None) if zero is None else zero  # R2D2's own name in the buffer config
     if getattr(rb.get("storage_unit"), "value", rb.get("storage_unit")) == "sequences":
         rb.pop("storage_unit")  # what recurrent DQN stores anyway
     if seq_len is not None and seq_len != 1:

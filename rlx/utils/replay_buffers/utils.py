@@ -33,7 +33,7 @@ _PRIORITY_KEYS = ("alpha", "beta", "eps")
 #: RLlib 2.0-era keys and the only value rlx gives them (single transitions, prioritized in
 #: the driver); at that value they are accepted and dropped, any other value is an error.
 _OLD_KEYS_AT_DEFAULT = {"replay_sequence_length": 1, "worker_side_prioritization": False, "replay_burn_in": 0,
-                        "replay_zero_init_states": True, "_enable_replay_buffer_api": True}
+                        "replay_zero_init_states": True, "zero_init_states": True, "_enable_replay_buffer_api": True}
 
 
 def _resolve_type(buffer_type: Any) -> type:
