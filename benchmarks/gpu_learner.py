@@ -1,11 +1,12 @@
 """Learner updates per second on the CPU and (when torch sees one) on a CUDA GPU.
 
 Usage: python benchmarks/gpu_learner.py [--repeats N] [--cases ppo_mlp ppo_cnn sac_mlp]
+                                        [--variants fp32 bf16 fp16 compile] [--cpu-variants fp32]
 
-For each case the same algorithm is built twice, once with a CPU Learner and once with
-`num_gpus_per_learner=1`, one train batch is sampled and the Learner's update on it is
-timed. The EnvRunners stay on the CPU in both runs, so the GPU figure includes moving the
-batch to the device once per update and copying the weights back to the EnvRunner.
+For each case the same algorithm is built once per device and variant, one train batch is
+sampled and the Learner's update on it is timed. The EnvRunners stay on the CPU in every run,
+so a GPU figure includes moving the batch to the device once per update and copying the weights
+back to the EnvRunner.
 
 - ppo_mlp: PPO, [256, 256] MLP, CartPole-v1, train batch 4000, minibatch 128, 1 epoch:
   minibatch updates per second.
@@ -13,8 +14,10 @@ batch to the device once per update and copying the weights back to the EnvRunne
   minibatch 128, 1 epoch: minibatch updates per second.
 - sac_mlp: SAC, [256, 256] policy and twin Q, Pendulum-v1, batch 256: updates per second.
 
-One JSON line per case and device, then a summary line with GPU/CPU ratios. Without a GPU
-only the CPU lines print (and the summary says so).
+Variants: fp32 (plain), bf16 / fp16 (`learners(mixed_precision=...)`), compile
+(`framework(torch_compile_learner=True)`, inductor; its first update, which compiles, is timed
+apart as `first_update_s`). One JSON line per case, device and variant, then a summary line with
+each GPU variant's rate over the CPU fp32 rate. Without a GPU only the CPU lines print.
 """
 from __future__ import annotations
 
@@ -69,23 +72,36 @@ CASES: dict[str, Callable[[], Any]] = {
 }
 
 
-def _update_rate(algo: Any, repeats: int) -> tuple[float, int]:
-    """(updates per second, gradient steps per update call) of the algorithm's Learner."""
+VARIANTS: dict[str, Callable[[Any], Any]] = {
+    "fp32": lambda config: config,
+    "bf16": lambda config: config.learners(mixed_precision="bf16"),
+    "fp16": lambda config: config.learners(mixed_precision="fp16"),
+    "compile": lambda config: config.framework(torch_compile_learner=True),
+}
+
+
+def _update_rate(algo: Any, repeats: int) -> tuple[float, int, float]:
+    """(updates per second, gradient steps per update call, seconds of the first update call)
+    of the algorithm's Learner."""
     if hasattr(algo, "local_replay_buffer"):
-        algo.train()  # fills the buffer past learning_starts
+        algo.train()  # fills the buffer past learning_starts (and runs the first updates)
         cfg = algo.config
         batch = algo.local_replay_buffer.sample(cfg.total_train_batch_size, n_step=1, gamma=cfg.gamma)
     else:
         batch = algo.env_runner_group.sample(algo.config.train_batch_size)
     timestep = 10_000
-    metrics = algo.learner.update_from_batch(batch, timestep=timestep)  # warm-up (and CUDA kernels)
+    start = time.perf_counter()
+    metrics = algo.learner.run_update(batch, timestep=timestep)  # warm-up (CUDA kernels, compilation)
+    _sync()
+    first = time.perf_counter() - start
+    algo.learner.run_update(batch, timestep=timestep)
     steps = int(metrics.get("num_minibatch_updates", 1)) if isinstance(metrics, dict) else 1
     _sync()
     start = time.perf_counter()
     for _ in range(repeats):
-        algo.learner.update_from_batch(batch, timestep=timestep)
+        algo.learner.run_update(batch, timestep=timestep)
     _sync()
-    return repeats * steps / (time.perf_counter() - start), steps
+    return repeats * steps / (time.perf_counter() - start), steps, first
 
 
 def _sync() -> None:
@@ -101,26 +117,36 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--cases", nargs="*", default=list(CASES))
+    parser.add_argument("--variants", nargs="*", default=["fp32", "bf16", "compile"], choices=list(VARIANTS),
+                        help="what runs on the GPU")
+    parser.add_argument("--cpu-variants", nargs="*", default=["fp32"], choices=list(VARIANTS),
+                        help="what runs on the CPU (the first is the baseline of the summary)")
     args = parser.parse_args()
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    runs = [("cpu", v) for v in args.cpu_variants]
+    if torch.cuda.is_available():
+        runs += [("cuda", v) for v in args.variants]
     rates: dict[str, dict[str, float]] = {}
     for case in args.cases:
-        for device in devices:
-            config = CASES[case]()
+        for device, variant in runs:
+            config = VARIANTS[variant](CASES[case]())
             if device == "cuda":
                 config = config.learners(num_gpus_per_learner=1)
             algo = config.build()
             try:
-                rate, steps = _update_rate(algo, args.repeats)
+                rate, steps, first = _update_rate(algo, args.repeats)
                 learner_device = str(algo.learner.device)
             finally:
                 algo.stop()
-            rates.setdefault(case, {})[device] = rate
-            print(json.dumps({"case": case, "device": learner_device, "updates_per_s": round(rate, 1),
-                              "gradient_steps_per_update_call": steps, "torch_threads": torch.get_num_threads()}))
-    summary: dict[str, Any] = {"summary": "gpu_over_cpu_updates_per_s"}
-    if "cuda" in devices:
-        summary.update({case: round(r["cuda"] / r["cpu"], 2) for case, r in rates.items()})
+            rates.setdefault(case, {})[f"{device}_{variant}"] = rate
+            print(json.dumps({"case": case, "device": learner_device, "variant": variant,
+                              "updates_per_s": round(rate, 1), "first_update_s": round(first, 2),
+                              "gradient_steps_per_update_call": steps, "torch_threads": torch.get_num_threads()}),
+                  flush=True)
+    baseline = f"cpu_{args.cpu_variants[0]}"
+    summary: dict[str, Any] = {"summary": f"updates_per_s_over_{baseline}"}
+    for case, by_run in rates.items():
+        summary[case] = {run: round(rate / by_run[baseline], 2) for run, rate in by_run.items() if run != baseline}
+    if torch.cuda.is_available():
         summary["gpu"] = torch.cuda.get_device_name(0)
     else:
         summary["note"] = "torch sees no CUDA device here: CPU figures only"

@@ -771,7 +771,7 @@ class Algorithm:
             else:
                 batch = SampleBatch(batch)
                 self._on_learn_on_batch(policy=self.get_policy(), train_batch=batch, result=extra)
-        metrics = self.learner.update_from_batch(batch, timestep=timestep)
+        metrics = self.learner.run_update(batch, timestep=timestep)
         self.weights_version += 1
         if extra:
             metrics = {mid: {**m, **extra} for mid, m in metrics.items()} if self.is_multi_agent else \

@@ -89,6 +89,12 @@ def _exploration_config(name: str, value):
     return validate_exploration_config(dict(value))
 
 
+def _what_to_compile(name: str, value):
+    from rlx.core.learner.compile import _what_to_compile as check
+
+    return check(value)
+
+
 def _torch_lr_scheduler_classes(name: str, value):
     """None, a list of lr-scheduler factories (fn(optimizer) -> torch LRScheduler, e.g. a class or a
     functools.partial of one), or {module_id: such a list}."""
@@ -240,10 +246,15 @@ COMMON_OPTIONS: list[Option] = [
     Option("eager_max_retraces", 20, F, integer(0, allow_none=True), tf_only=True),
     Option("tf_session_args", {}, F, dictionary(), tf_only=True),
     Option("local_tf_session_args", {}, F, dictionary(), tf_only=True),
-    Option("torch_compile_learner", False, F, boolean, later=COMPILE),
-    Option("torch_compile_learner_what_to_compile", "forward_train", F, any_value, later=COMPILE),
-    Option("torch_compile_learner_dynamo_mode", None, F, any_value, later=COMPILE),
-    Option("torch_compile_learner_dynamo_backend", "inductor", F, any_value, later=COMPILE),
+    Option("torch_compile_learner", False, F, boolean,
+           doc="Compile the Learner's networks with torch.compile (the Learner then trains its own copy of the "
+               "module; EnvRunners keep the eager one). Compiling costs seconds at the first update."),
+    Option("torch_compile_learner_what_to_compile", "forward_train", F, _what_to_compile,
+           doc="'forward_train' (the networks' forward passes; 'complete_update' is not supported)."),
+    Option("torch_compile_learner_dynamo_mode", None, F, choice(None, "default", "reduce-overhead", "max-autotune",
+                                                                "max-autotune-no-cudagraphs")),
+    Option("torch_compile_learner_dynamo_backend", "inductor", F, any_value,
+           doc="The torch.compile backend ('inductor', 'aot_eager', 'eager', ...); checked at the first update."),
     Option("torch_compile_worker", False, F, boolean, later=COMPILE),
     Option("torch_compile_worker_dynamo_backend", "onnxrt", F, any_value, later=COMPILE),
     Option("torch_compile_worker_dynamo_mode", None, F, any_value, later=COMPILE),
@@ -425,6 +436,10 @@ COMMON_OPTIONS: list[Option] = [
            doc="GPUs per Learner: > 0 trains on CUDA (the driver's Learner on local_gpu_idx, learner processes "
                "one device per rank); fractions share a device."),
     Option("local_gpu_idx", 0, L, integer(0), doc="The CUDA device of the driver's Learner (num_learners=0)."),
+    Option("mixed_precision", None, L, choice(None, "bf16", "fp16"),
+           doc="rlx: run every Learner update under torch.autocast with bfloat16 ('bf16') or float16 ('fp16', "
+               "with torch's GradScaler unless _torch_grad_scaler_class names another); weights and optimizer "
+               "state stay float32."),
     Option("learner_device", None, L, _torch_device,
            doc="rlx: the torch device of the Learner, e.g. 'cuda:1', 'mps' or 'cpu' (None: from num_gpus_per_learner "
                "/ num_gpus). Set, the Learner trains a copy of the module and the EnvRunners keep theirs on the CPU."),
@@ -447,6 +462,9 @@ COMMON_OPTIONS: list[Option] = [
     Option("_disable_action_flattening", False, EXP, boolean, no_effect=ONE_STACK),
     Option("_disable_initialize_loss_from_dummy_batch", False, EXP, boolean, no_effect=ONE_STACK),
     Option("_disable_execution_plan_api", True, EXP, boolean, no_effect=ONE_STACK),
+    Option("_torch_grad_scaler_class", None, EXP, callable_or_none,
+           doc="A loss scaler class for mixed precision (e.g. torch.amp.GradScaler): losses are scaled before "
+               "backward, gradients unscaled before clipping, and overflowing steps skipped."),
     Option("_torch_lr_scheduler_classes", None, EXP, _torch_lr_scheduler_classes,
            doc="torch lr schedulers for every optimizer: a list of fn(optimizer) -> LRScheduler (e.g. "
                "functools.partial(torch.optim.lr_scheduler.ExponentialLR, gamma=0.99)), or {module_id: list}. "

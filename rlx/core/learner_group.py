@@ -373,7 +373,7 @@ class _LearnerWorker:
         metrics = None
         self.sync.steps = 0
         if shard is not None:
-            metrics = _plain(self.learner.update_from_batch(shard, timestep=timestep))
+            metrics = _plain(self.learner.run_update(shard, timestep=timestep))
         steps = self.sync.join()
         if self.world_size > 1:
             # Non-gradient state (PPO's KL coefficient, counters, buffers) follows one rank.
@@ -855,6 +855,10 @@ class LearnerGroup:
             self._versions = self._module_versions()
             self._extra_state = extra_state
             return merge_metrics([m for m, _, _ in results if m is not None], axis, self.num_learners)
+
+    def run_update(self, batch: Mapping[str, Any], timestep: int) -> dict[str, Any]:
+        """`update_from_batch` (each learner process applies its own precision and compilation)."""
+        return self.update_from_batch(batch, timestep)
 
     def update_from_own_batches(self, make_batch: Callable[[Any, int], tuple[Any, Any]], timestep: int,
                                 fetch_weights: bool = True) -> tuple[dict[str, Any], list[Any]]:

@@ -66,8 +66,12 @@ class MultiAgentLearner:
                 module_batch = SampleBatch(module_batch)  # what RLlib's predicate receives
             if not self.is_trainable(module_id, module_batch):
                 continue
-            results[module_id] = learner.update_from_batch(module_batch, timestep=timestep)
+            results[module_id] = learner.run_update(module_batch, timestep=timestep)
         return results
+
+    def run_update(self, batch: Any, timestep: int) -> dict[str, dict[str, Any]]:
+        """`update_from_batch` (each module's Learner applies its own precision and compilation)."""
+        return self.update_from_batch(batch, timestep)
 
     # ------------------------------------------------------------ weights and state
 

@@ -124,7 +124,7 @@ class DDPGLearner(Learner):
             "gradients_actor_global_norm": self._last_actor_norm,
             "num_grad_updates": self.num_grad_updates,
             "num_actor_updates": self.num_actor_updates,
-            "td_error": (q.detach() - targets.unsqueeze(0)).abs().mean(dim=0).cpu().numpy(),
+            "td_error": (q.detach() - targets.unsqueeze(0)).abs().mean(dim=0).float().cpu().numpy(),
             **self.end_update(),
         }
 

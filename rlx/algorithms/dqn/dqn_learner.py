@@ -98,7 +98,7 @@ class DQNLearner(Learner):
             "gradients_default_optimizer_global_norm": grad_norm,
             "curr_lr": self.optimizer.param_groups[0]["lr"],
             "num_grad_updates": self.num_grad_updates,
-            "td_error": abs_td.cpu().numpy(),
+            "td_error": abs_td.float().cpu().numpy(),
             **self.end_update(),
         }
 

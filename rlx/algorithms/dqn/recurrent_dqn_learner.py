@@ -113,7 +113,7 @@ class RecurrentDQNLearner(DQNLearner):
             priority = PRIORITY_ETA * abs_td.max(dim=1).values + (1 - PRIORITY_ETA) * abs_td.sum(dim=1) / count
             q_mean = (q_selected.detach() * mask).sum() / mask.sum().clamp(min=1)
         priorities = np.empty(len(order), np.float64)
-        priorities[order] = priority.cpu().numpy()
+        priorities[order] = priority.float().cpu().numpy()
         return {
             "total_loss": loss.detach(),
             "qf_loss": loss.detach(),

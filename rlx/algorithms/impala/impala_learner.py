@@ -106,7 +106,7 @@ class IMPALALearner(TorchLearner):
         rows, cols = np.nonzero(needs_bootstrap)
         if rows.size:
             next_obs = np.ascontiguousarray(batch[Columns.NEXT_OBS][rows, cols], np.float32)
-            out[rows, cols] = self.rl_module.compute_values({Columns.OBS: self.tensor(next_obs)}).cpu().numpy()
+            out[rows, cols] = self.rl_module.compute_values({Columns.OBS: self.tensor(next_obs)}).float().cpu().numpy()
         return self.tensor(out)
 
     def after_update(self, metrics: dict[str, Any]) -> dict[str, Any]:

@@ -42,7 +42,7 @@ class MARWILLearner(TorchLearner):
     @torch.no_grad()
     def _values(self, obs: np.ndarray) -> np.ndarray:
         flat = self.tensor(np.ascontiguousarray(obs.reshape((-1,) + obs.shape[2:])))
-        return self.rl_module.compute_values({Columns.OBS: flat}).cpu().numpy().reshape(obs.shape[:2])
+        return self.rl_module.compute_values({Columns.OBS: flat}).float().cpu().numpy().reshape(obs.shape[:2])
 
     def compute_value_targets(self, batch: dict[str, np.ndarray]) -> np.ndarray:
         """The [T, B] value targets of a time-major batch: GAE(lambda_) returns with the current
@@ -102,7 +102,7 @@ class MARWILLearner(TorchLearner):
             metrics[MOVING_AVG_SQD_ADV_NORM_KEY] = self.moving_avg_sqd_adv_norm
             if vf_preds is not None:
                 var = float(np.var(targets))
-                residual = float(np.var(targets - vf_preds.cpu().numpy()))
+                residual = float(np.var(targets - vf_preds.float().cpu().numpy()))
                 metrics[VF_EXPLAINED_VAR_KEY] = 1.0 - residual / var if var > 0 else 0.0
         metrics.update(self.end_update())
         return metrics

@@ -64,7 +64,7 @@ class PGLearner(TorchLearner):
             loss = self.compute_loss_for_module(module_id=self.module_id, config=self.config, batch=piece,
                                                 fwd_out=fwd_out)
             # Mean-loss gradients weighted by each piece's share: the gradient of the whole batch's mean.
-            (loss * share).backward()
+            self.precision.backward(loss * share)
             total += loss.detach() * share
             for key, value in self._loss_stats.items():
                 weighted[key] = weighted.get(key, 0.0) + value * share
@@ -82,7 +82,8 @@ class PGLearner(TorchLearner):
             norm = self.check_update(name, self._optimizer_params[name], loss, terms)
             total_sq += norm * norm
             if np.isfinite(norm):
-                optimizer.step()
+                self.precision.step(optimizer)
+        self.precision.update()
         self.num_grad_updates += 1
         return float(np.sqrt(total_sq))
 

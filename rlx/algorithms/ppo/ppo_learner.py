@@ -254,7 +254,7 @@ def _with_postprocessed(batch: dict[str, np.ndarray], adv: np.ndarray,
 def state_values(module: Any, obs: np.ndarray) -> np.ndarray:
     """V(obs) of a time-major [T, B, ...] observation array, as a [T, B] array."""
     flat = to_device(torch.from_numpy(obs.reshape((-1,) + obs.shape[2:])), module_device(module))
-    return module.compute_values({Columns.OBS: flat}).cpu().numpy().reshape(obs.shape[:2])
+    return module.compute_values({Columns.OBS: flat}).float().cpu().numpy().reshape(obs.shape[:2])
 
 
 def episode_dones(batch: dict[str, np.ndarray]) -> np.ndarray:
@@ -289,7 +289,7 @@ def next_state_values(module: Any, batch: dict[str, np.ndarray], values: np.ndar
         next_obs = batch[Columns.NEXT_OBS][rows, cols]
         boot = module.compute_values({Columns.OBS: to_device(torch.from_numpy(np.ascontiguousarray(next_obs)),
                                                              module_device(module))})
-        next_values[rows, cols] = boot.cpu().numpy()
+        next_values[rows, cols] = boot.float().cpu().numpy()
     return next_values
 
 

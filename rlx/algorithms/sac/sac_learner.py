@@ -123,7 +123,7 @@ class SACLearner(Learner):
             "gradients_critic_global_norm": critic_norm,
             "gradients_actor_global_norm": actor_norm,
             "num_grad_updates": self.num_grad_updates,
-            "td_error": td.detach().abs().mean(dim=0).cpu().numpy(),
+            "td_error": td.detach().abs().mean(dim=0).float().cpu().numpy(),
             **self.end_update(),
         }
 

@@ -25,8 +25,10 @@ _CPU = torch.device("cpu")
 
 def learner_trains_a_copy(config: Any) -> bool:
     """Whether the Learner trains its own copy of the module (it is not on the EnvRunner's CPU
-    module): a GPU learner, or an explicit `learner_device`."""
-    return config.learner_device is not None or learner_device(config).type != "cpu"
+    module): a GPU learner, an explicit `learner_device`, or a compiling Learner (EnvRunners act
+    with the eager module)."""
+    return (config.learner_device is not None or learner_device(config).type != "cpu"
+            or bool(getattr(config, "torch_compile_learner", False)))
 
 
 def learner_device(config: Any) -> torch.device:

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from rlx.core import ALL_MODULES, DEFAULT_MODULE_ID
+from rlx.core.learner.precision import Precision
 from rlx.core.learner.device import learner_device, module_device, to_device
 from rlx.core.rl_module import RLModule
 from rlx.utils.errors import ConfigError, NonFiniteUpdateError, did_you_mean
@@ -314,6 +315,10 @@ class Learner:
         self._optimizer_params: dict[str, list[torch.Tensor]] = {}
         self._torch_lr_schedulers: dict[str, list[Any]] = {}
         self._custom_loss_model = _model_with_custom_loss(module)
+        #: Mixed precision (autocast dtype, loss scaler) from mixed_precision / _torch_grad_scaler_class.
+        self.precision = Precision(config, self.device)
+        self._precision_attached = False
+        self._compiled = not getattr(config, "torch_compile_learner", False)
         self.configure_optimizers()
         if not self.optimizers:
             raise TypeError(f"{type(self).__name__}.configure_optimizers() registered no optimizer: register one "
@@ -494,6 +499,26 @@ class Learner:
         """Run the algorithm's update on a sampled batch; return scalar metrics."""
         raise TypeError(f"{type(self).__name__} must implement update_from_batch(batch, timestep)")
 
+    def run_update(self, batch: Any, timestep: int) -> Any:
+        """`update_from_batch` as the Algorithm runs it: under the config's mixed precision, on the
+        module compiled by torch_compile_learner (compiled at the first update, once every network
+        of the Learner exists), with the loss scaler's metrics added."""
+        if not self._compiled:
+            from rlx.core.learner.compile import compile_learner_module
+
+            compile_learner_module(self.rl_module, self.config)
+            self._compiled = True
+        if self.precision.dtype is not None and not self._precision_attached:
+            # At the first update, once every network exists (target networks included).
+            self.precision.attach(*[v for v in vars(self).values() if isinstance(v, torch.nn.Module)],
+                                  self.rl_module)
+            self._precision_attached = True
+        with self.precision.autocast():
+            metrics = self.update_from_batch(batch, timestep=timestep)
+        if self.precision.scaler is not None and isinstance(metrics, dict):
+            metrics.update(self.precision.metrics())
+        return metrics
+
     def before_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
         """Called at the start of every update (RLlib's hook); does nothing by default."""
 
@@ -563,11 +588,12 @@ class Learner:
         if params is None:
             params = self.params if optimizer_name is None else self._optimizer_params.get(name, self.params)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        self.precision.backward(loss)
         norm = self.check_update(name, params, loss, terms)
         if math.isfinite(norm):
-            opt.step()
+            self.precision.step(opt)
             self.num_grad_updates += 1
+        self.precision.update()
         return norm
 
     def apply_loss_to_all_optimizers(self, loss: torch.Tensor,
@@ -584,15 +610,16 @@ class Learner:
             p.grad = None
         for opt in self.optimizers.values():
             opt.zero_grad(set_to_none=True)
-        loss.backward()
+        self.precision.backward(loss)
         total_sq = 0.0
         stepped = False
         for name, opt in self.optimizers.items():
             norm = self.check_update(name, self._optimizer_params[name], loss, terms)
             total_sq += norm * norm
             if math.isfinite(norm):
-                opt.step()
+                self.precision.step(opt)
                 stepped = True
+        self.precision.update()
         if stepped:
             self.num_grad_updates += 1
         return math.sqrt(total_sq)
@@ -633,12 +660,13 @@ class Learner:
         actor loss) without being computed for their weights. A non-finite loss or gradient
         is handled as in `apply_loss`.
         """
-        grads = torch.autograd.grad(loss, params)
+        grads = self.precision.grad(loss, params)
         for p, g in zip(params, grads):
             p.grad = g
         norm = self.check_update(optimizer_name, params, loss, terms)
         if math.isfinite(norm):
-            self.optimizers[optimizer_name].step()
+            self.precision.step(self.optimizers[optimizer_name])
+        self.precision.update()
         return norm
 
     def check_update(self, optimizer_name: str, params: list[torch.Tensor], loss: torch.Tensor,
@@ -646,7 +674,11 @@ class Learner:
         """Clip the gradients of `params` and return their norm before clipping; when `loss` or
         that norm is not finite, raise NonFiniteUpdateError, or (skip_nonfinite_updates) clear
         the gradients, count the skip and return the non-finite norm: the caller then must not
-        step the optimizer."""
+        step the optimizer. With a loss scaler the gradients are unscaled first, and a finite loss
+        whose gradients overflowed skips the step and lowers the scale instead of raising."""
+        scaler = self.precision.scaler
+        if scaler is not None:
+            self.precision.unscale(self.optimizers[optimizer_name])
         grads = [p.grad for p in params if p.grad is not None]
         if grads:
             # Adding 0 * loss makes a non-finite loss show in the gradient norm, so the one check
@@ -655,6 +687,11 @@ class Learner:
             grads[0].add_(loss.detach(), alpha=0.0)
         norm = _clip_gradients_fn()(params, self.config.grad_clip, self.config.grad_clip_by)
         if math.isfinite(norm):
+            return norm
+        if scaler is not None and _is_finite(loss):
+            self.precision.skip_overflow(self.optimizers[optimizer_name])
+            for p in params:
+                p.grad = None
             return norm
         message = self._nonfinite_message(optimizer_name, loss, terms, norm)
         if not self._skip_nonfinite:
@@ -726,6 +763,8 @@ class Learner:
             schedulers[name] = states
         if schedulers:
             state["torch_lr_schedulers"] = schedulers
+        if self.precision.scaler is not None:
+            state["grad_scaler"] = self.precision.state_dict()
         return state
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
@@ -733,6 +772,7 @@ class Learner:
         self.num_grad_updates = int(state.get("num_grad_updates", 0))
         self._last_target_update = int(state.get("last_target_update", 0))
         self.num_nonfinite_updates_skipped = int(state.get("num_nonfinite_updates_skipped", 0))
+        self.precision.load_state_dict(state.get("grad_scaler") or {})
         for name, states in (state.get("torch_lr_schedulers") or {}).items():
             scheds = self._torch_lr_schedulers.get(name, [])
             if len(scheds) == len(states):

@@ -42,7 +42,9 @@ class TorchLearner(Learner):
         for opt in self.optimizers.values():
             opt.zero_grad(set_to_none=True)
         total = sum(loss_per_module.values())
-        total.backward()
+        self.precision.backward(total)
+        for opt in self.optimizers.values():
+            self.precision.unscale(opt)
         return {p: p.grad for params in self._optimizer_params.values() for p in params if p.grad is not None}
 
     def apply_gradients(self, gradients_dict: Mapping[Any, torch.Tensor]) -> None:
@@ -50,7 +52,8 @@ class TorchLearner(Learner):
         for param, grad in gradients_dict.items():
             param.grad = grad
         for opt in self.optimizers.values():
-            opt.step()
+            self.precision.step(opt)
+        self.precision.update()
 
 
 def _global_norm(tensors: list[torch.Tensor]) -> torch.Tensor:
