@@ -7,6 +7,8 @@ with rlx's frames/s and its ratio to the anchor. Not a CI job: Pong needs millio
 to win; on a laptop CPU this shows the throughput and the first part of the return curve.
 
     python benchmarks/atari_ppo.py [--env ALE/Pong-v5] [--minutes 10] [--num-env-runners 0]
+        [--num-envs-per-env-runner 8] [--train-batch-size 1024] [--minibatch-size 256]
+        [--num-gpus-per-learner 0]
 
 Needs `pip install -c constraints.txt -e '.[atari]'` in the rlx checkout.
 """
@@ -48,6 +50,10 @@ def main() -> None:
     parser.add_argument("--env", default="ALE/Pong-v5")
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--num-env-runners", type=int, default=0)
+    parser.add_argument("--num-envs-per-env-runner", type=int, default=8)
+    parser.add_argument("--train-batch-size", type=int, default=1024)
+    parser.add_argument("--minibatch-size", type=int, default=256)
+    parser.add_argument("--num-gpus-per-learner", type=float, default=0)
     args = parser.parse_args()
 
     from rlx.algorithms.ppo import PPOConfig
@@ -60,8 +66,11 @@ def main() -> None:
     config = (
         PPOConfig()
         .environment(args.env, clip_rewards=True)
-        .env_runners(num_env_runners=args.num_env_runners, num_envs_per_env_runner=8, rollout_fragment_length=128)
-        .training(lr=2.5e-4, train_batch_size=1024, minibatch_size=256, num_epochs=4, lambda_=0.95,
+        .env_runners(num_env_runners=args.num_env_runners, num_envs_per_env_runner=args.num_envs_per_env_runner,
+                     rollout_fragment_length=128)
+        .learners(num_gpus_per_learner=args.num_gpus_per_learner)
+        .training(lr=2.5e-4, train_batch_size=args.train_batch_size, minibatch_size=args.minibatch_size,
+                  num_epochs=4, lambda_=0.95,
                   clip_param=0.1, vf_clip_param=10.0, entropy_coeff=0.01, vf_loss_coeff=0.5, kl_coeff=0.0,
                   grad_clip=0.5)
         .rl_module(model_config={"vf_share_layers": True, "post_fcnet_hiddens": [512]})
@@ -83,10 +92,12 @@ def main() -> None:
     seconds = time.perf_counter() - start
     algo.stop()
     rate = steps * FRAMESKIP / seconds
+    window = [r for r in returns if r is not None]
     print(json.dumps({"summary": True, "env": args.env, "frames": steps * FRAMESKIP, "seconds": round(seconds, 1),
                       "frames_per_s": round(rate, 1), "ratio_to_raw_loop": round(rate / anchor, 3),
-                      "first_return": returns[0] if returns else None,
-                      "last_return": returns[-1] if returns else None}), flush=True)
+                      "first_return": window[0] if window else None,
+                      "last_return": window[-1] if window else None,
+                      "best_return": max(window) if window else None}), flush=True)
 
 
 if __name__ == "__main__":
