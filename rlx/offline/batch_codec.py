@@ -37,10 +37,17 @@ def to_json(batch: Any, compress_columns: Iterable[str] = ()) -> str:
 
 def _columns_text(batch: Any, compress: frozenset) -> str:
     parts = []
+    obs_rows: tuple[np.ndarray, list[str]] | None = None
     for name, value in batch.items():
         value = np.asarray(value) if not isinstance(value, np.ndarray) else value
         if name in compress and value.dtype.kind in "biuf":
             text = json.dumps(pack(value))
+        elif value.ndim == 2 and _plain_float32(value) and name in (Columns.OBS, Columns.NEXT_OBS):
+            # new_obs repeats obs one row later (except at episode ends): reuse those rows' text.
+            rows = _float32_rows(value, obs_rows if name == Columns.NEXT_OBS else None)
+            if name == Columns.OBS:
+                obs_rows = (value, rows)
+            text = "[" + ",".join(rows) + "]"
         else:
             text = _array_text(value)
         parts.append(f"{json.dumps(str(name))}: {text}")
@@ -49,31 +56,69 @@ def _columns_text(batch: Any, compress: frozenset) -> str:
 
 def _array_text(value: np.ndarray) -> str:
     """The JSON list of an array's rows."""
-    if value.dtype == np.float32 and value.ndim in (1, 2) and value.size and np.isfinite(value).all():
-        return _float32_text(value)
+    if _plain_float32(value):
+        if value.ndim == 1:
+            return "[" + _float32_values(value) + "]"
+        return "[" + ",".join(_float32_rows(value)) + "]"
     return json.dumps(value.tolist(), default=_fallback, allow_nan=True)
 
 
-def _float32_text(value: np.ndarray) -> str:
-    """The JSON list of a finite float32 array's rows, each value with 9 significant digits (what
-    any float32 needs to read back exactly; Python's C formatting, several times faster than the
-    shortest form). A column of whole numbers is written as 1.0, 2.0, ... so it reads back as floats."""
-    if np.all(value == np.round(value)) and np.abs(value).max() < 2.0 ** 53:
-        strings = [s + ".0" for s in value.astype(np.int64).reshape(-1).astype(str).tolist()]
-    else:
-        strings = list(map(_NINE_DIGITS, value.reshape(-1).tolist()))
-    if value.ndim == 1:
-        return "[" + ",".join(strings) + "]"
-    # Rows' values and the separators between them, interleaved, joined once.
-    separators = np.full(value.shape, ",", dtype=object)
-    separators[:, -1] = "],["
-    parts = np.empty(2 * value.size, dtype=object)
-    parts[0::2] = strings
-    parts[1::2] = separators.reshape(-1)
-    return "[[" + "".join(parts[:-1].tolist()) + "]]"
+def _plain_float32(value: np.ndarray) -> bool:
+    return value.dtype == np.float32 and value.ndim in (1, 2) and value.size > 0 and bool(np.isfinite(value).all())
 
 
-_NINE_DIGITS = "{:.9g}".format
+def _whole(value: np.ndarray) -> bool:
+    return bool(np.all(value == np.round(value))) and float(np.abs(value).max()) < 2.0 ** 53
+
+
+def _float32_values(value: np.ndarray) -> str:
+    """The values of a finite float32 array, comma-separated, each with the 9 significant digits
+    any float32 needs to read back exactly (one C-level %-format of the whole array, several
+    times faster than the shortest form). Whole numbers are written as 1.0, 2.0, ... so they read
+    back as floats."""
+    flat = value.reshape(-1)
+    if _whole(flat):
+        return ",".join(np.char.add(flat.astype(np.int64).astype(str), ".0").tolist())
+    return _template(flat.size, 0) % tuple(flat.tolist())
+
+
+def _float32_rows(value: np.ndarray, previous: tuple[np.ndarray, list[str]] | None = None) -> list[str]:
+    """The JSON text of each row of a finite 2-D float32 array (values as in `_float32_values`).
+    `previous` = (an array of the same shape, its rows' text): rows equal to that array's next
+    row take its text instead of being formatted again."""
+    n, width = value.shape
+    if _whole(value):
+        return ["[" + _float32_values(row) + "]" for row in value]
+    if previous is None or previous[0].shape != value.shape or n < 2:
+        return (_template(n, width) % tuple(value.reshape(-1).tolist())).split("\x00")
+    prev_values, prev_rows = previous
+    reuse = np.zeros(n, dtype=bool)
+    reuse[:-1] = (value[:-1] == prev_values[1:]).all(axis=1)
+    rows = prev_rows[1:] + [""]
+    todo = np.flatnonzero(~reuse)
+    fresh = (_template(len(todo), width) % tuple(value[todo].reshape(-1).tolist())).split("\x00")
+    for index, text in zip(todo.tolist(), fresh):
+        rows[index] = text
+    return rows
+
+
+_TEMPLATES: dict[tuple[int, int], str] = {}
+
+
+def _template(rows: int, width: int) -> str:
+    """A %-format of `rows` rows of `width` values (width 0: `rows` values joined by commas;
+    otherwise each row as a JSON list, rows separated by NUL for splitting)."""
+    key = (rows, width)
+    template = _TEMPLATES.get(key)
+    if template is None:
+        if width == 0:
+            template = ",".join(["%.9g"] * rows)
+        else:
+            template = "\x00".join(["[" + ",".join(["%.9g"] * width) + "]"] * rows)
+        if len(_TEMPLATES) > 64:
+            _TEMPLATES.clear()
+        _TEMPLATES[key] = template
+    return template
 
 
 def _fallback(value: Any) -> Any:
