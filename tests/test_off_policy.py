@@ -558,3 +558,21 @@ def test_same_seed_gives_identical_weights(make):
     assert wa.keys() == wb.keys()
     for k in wa:
         np.testing.assert_array_equal(wa[k], wb[k], err_msg=k)
+
+
+def test_sequence_storage_unit_may_come_before_use_lstm_in_one_training_call():
+    """RLlib's replay-buffer example sets storage_unit=SEQUENCES with model use_lstm in the same
+    training() call: the buffer setting is checked once the model is known, not refused early."""
+    from rlx.algorithms.dqn import DQNConfig
+    from rlx.utils.errors import NotSupportedYetError
+    from rlx.utils.replay_buffers.replay_buffer import StorageUnit
+
+    rb = {"type": "MultiAgentPrioritizedReplayBuffer", "storage_unit": StorageUnit.SEQUENCES}
+    algo = (DQNConfig().environment("CartPole-v1")
+            .training(replay_buffer_config=rb, model={"use_lstm": True, "max_seq_len": 8}).build())
+    try:
+        assert type(algo.local_replay_buffer).__name__ == "SequenceReplayBuffer"
+    finally:
+        algo.stop()
+    with pytest.raises(NotSupportedYetError, match="sequences"):
+        DQNConfig().environment("CartPole-v1").training(replay_buffer_config=rb).build()

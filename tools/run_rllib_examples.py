@@ -69,6 +69,8 @@ EXTRA_ARGS: dict[str, list[str]] = {
     "multi_agent/two_step_game_with_grouped_agents.py": ["--num-agents=2"],
     # Its default asks for a GPU learner; this machine (and CI) has none.
     "ray_tune/appo_hyperparameter_tune.py": ["--num-gpus-per-learner=0"],
+    # Its trial asks Ray for 4 EnvRunners + the driver: declare enough logical CPUs on 2 cores.
+    "_old_api_stack/replay_buffer_api.py": ["--num-cpus=8"],
 }
 # Time limits other than --timeout, in seconds.
 TIMEOUTS: dict[str, float] = {

@@ -44,9 +44,15 @@ def _replay_buffer_config(name: str, value: Any) -> dict:
 
     value = dictionary()(name, value)
     # Buffers allocate lazily, so this only validates type and keys. The old sequence keys
-    # (replay_sequence_length, ...) are checked at validate(): recurrent DQN takes them.
-    make_replay_buffer({k: v for k, v in value.items() if k not in _SEQUENCE_KEYS})
+    # (replay_sequence_length, ...) and storage_unit='sequences' are checked at validate():
+    # recurrent algorithms take them, and `model` (use_lstm) may be set after this option.
+    make_replay_buffer({k: v for k, v in value.items()
+                        if k not in _SEQUENCE_KEYS and not (k == "storage_unit" and _is_sequences(v))})
     return value
+
+
+def _is_sequences(storage_unit: Any) -> bool:
+    return getattr(storage_unit, "value", storage_unit) == "sequences"
 
 
 _SEQUENCE_KEYS = ("replay_sequence_length", "replay_burn_in", "replay_zero_init_states", "zero_init_states")
