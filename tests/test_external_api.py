@@ -361,7 +361,9 @@ def test_bad_requests_get_clear_4xx_and_the_server_keeps_serving():
         algo.stop()
 
 
-def test_external_multi_agent_env_is_refused_clearly():
+def test_external_multi_agent_env_with_a_single_agent_config_is_refused_clearly():
+    """Multi-agent external episodes train a multi-agent config (tests/test_external_multi_agent.py);
+    with a config of one policy the error says what to configure."""
     from rlx.env.external_multi_agent_env import ExternalMultiAgentEnv
 
     class MultiSim(ExternalMultiAgentEnv):
@@ -373,7 +375,7 @@ def test_external_multi_agent_env_is_refused_clearly():
               .offline_data(input_=lambda ioctx: MultiSim(ACT_SPACE, OBS_SPACE)))
     algo = config.build()
     try:
-        with pytest.raises(NotSupportedYetError, match="ExternalMultiAgentEnv"):
+        with pytest.raises(ConfigError, match="ExternalMultiAgentEnv.*config.multi_agent"):
             algo.env_runner_group.offline_io.reader
     finally:
         algo.stop()

@@ -4,7 +4,8 @@ The same transport and auth as PolicyServerInput (rlx.env.external): PolicyClien
 remote or local inference mode run episodes against it (nothing is trained), and
 `POST / {"command": "COMPUTE_ACTIONS", "observations": [...]}` answers a batch without
 episodes. It listens on 127.0.0.1 unless --address says otherwise, which needs a token
-($RLX_POLICY_SERVER_TOKEN or --auth-token-file).
+($RLX_POLICY_SERVER_TOKEN or --auth-token-file). A multi-agent checkpoint is served with all
+its policies (rlx.env.external.multi_agent_server), its policy_mapping_fn mapping the agents.
 """
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ class PolicyService:
         from rlx.env.external.episodes import EpisodeBook
         from rlx.env.external.http import HttpServer
         from rlx.env.external.inference import BatchedPolicy
-        from rlx.env.external.reader import EpisodeBackend, check_external_runner
+        from rlx.env.external.reader import EpisodeBackend, check_external_runner, is_multi_agent_runner
         from rlx.env.external.server import ServerApp, describe
 
         token = resolve_token(auth_token)
@@ -65,9 +66,19 @@ class PolicyService:
         try:
             runner = self.algo.env_runner_group.local_env_runner
             check_external_runner(runner, "rlx serve")
-            policy = BatchedPolicy(runner, explore=explore)
-            backend = EpisodeBackend(EpisodeBook(collect=False), policy)
-            self.app = ServerApp(backend, spec=lambda: describe(self.algo.config, policy))
+            if is_multi_agent_runner(runner):  # every policy; the checkpoint's policy_mapping_fn maps agents
+                from rlx.env.external.inference import PolicySet
+                from rlx.env.external.multi_agent import MultiAgentEpisodeBackend
+                from rlx.env.external.multi_agent_server import MultiAgentServerApp, describe_multi_agent
+
+                policies = PolicySet(runner, explore=explore)
+                backend = MultiAgentEpisodeBackend(EpisodeBook(collect=False, multi_agent=True), policies, runner)
+                self.app = MultiAgentServerApp(backend,
+                                               spec=lambda: describe_multi_agent(self.algo.config, policies))
+            else:
+                policy = BatchedPolicy(runner, explore=explore)
+                backend = EpisodeBackend(EpisodeBook(collect=False), policy)
+                self.app = ServerApp(backend, spec=lambda: describe(self.algo.config, policy))
             self.http = HttpServer(self.app, address, port, token, max_request_bytes)
         except BaseException:
             self.algo.stop()

@@ -5,7 +5,7 @@ from rlx.env.env_context import EnvContext
 from rlx.env.registry import register_env
 
 __all__ = ["EnvContext", "register_env", "MultiAgentEnv", "make_multi_agent", "PettingZooEnv",
-           "ParallelPettingZooEnv"]
+           "ParallelPettingZooEnv", "ExternalEnv", "ExternalMultiAgentEnv", "PolicyClient", "PolicyServerInput"]
 
 #: Imported on first use, so `import rlx` does not import gymnasium.
 _LAZY = {
@@ -13,6 +13,10 @@ _LAZY = {
     "make_multi_agent": "rlx.env.multi_agent_env",
     "PettingZooEnv": "rlx.env.wrappers.pettingzoo_env",
     "ParallelPettingZooEnv": "rlx.env.wrappers.pettingzoo_env",
+    "ExternalEnv": "rlx.env.external_env",
+    "ExternalMultiAgentEnv": "rlx.env.external_multi_agent_env",
+    "PolicyClient": "rlx.env.policy_client",
+    "PolicyServerInput": "rlx.env.policy_server_input",
 }
 
 

@@ -9,7 +9,10 @@
 The server is an ExternalEnv whose `run()` serves HTTP: each client's episodes are open
 episodes of that env, its actions come from the current policy (remote inference) or are
 logged by the client (local inference), and its completed steps become the same training
-batches an EnvRunner samples. See docs/external.md for the protocol and security notes.
+batches an EnvRunner samples. With a multi-agent config (config.multi_agent) it is an
+ExternalMultiAgentEnv: observations, actions, rewards and dones are JSON objects keyed by
+agent id, each agent acting with its policy. See docs/external.md for the protocol and
+security notes.
 """
 from __future__ import annotations
 
@@ -17,18 +20,23 @@ from typing import Any
 
 from rlx.env.external.auth import DEFAULT_ADDRESS, check_bind, resolve_token
 from rlx.env.external.http import DEFAULT_MAX_REQUEST_BYTES, HttpServer
-from rlx.env.external.reader import ExternalEnvInput, fragment_length
+from rlx.env.external.reader import ExternalEnvInput, fragment_length, is_multi_agent_runner
 from rlx.env.external.server import ServerApp, describe
 from rlx.env.external_env import ExternalEnv
 from rlx.utils.errors import ConfigError
 
 
 class _ServingEnv(ExternalEnv):
-    """The external env whose episodes are the HTTP clients'; `run()` serves requests."""
+    """The external env whose episodes are the HTTP clients'; `run()` serves requests. With a
+    multi-agent config it is a multi-agent external env: requests hold dicts keyed by agent id."""
 
     def __init__(self, ioctx: Any, address: str, port: int, token: str | None, max_request_bytes: int):
         worker = ioctx.worker
-        super().__init__(worker.action_space, worker.observation_space)
+        self._rlx_multi_agent = is_multi_agent_runner(worker)
+        if self._rlx_multi_agent:
+            super().__init__(None, None)  # each policy has its spaces (worker.slots)
+        else:
+            super().__init__(worker.action_space, worker.observation_space)
         self._config = ioctx.config
         self._http_args = (address, port, token, max_request_bytes)
         self.http: HttpServer | None = None
@@ -36,7 +44,12 @@ class _ServingEnv(ExternalEnv):
     def _attach(self, backend: Any) -> None:
         super()._attach(backend)
         address, port, token, max_bytes = self._http_args
-        app = ServerApp(backend, spec=lambda: describe(self._config, backend.policy))
+        if backend.multi_agent:
+            from rlx.env.external.multi_agent_server import MultiAgentServerApp, describe_multi_agent
+
+            app: Any = MultiAgentServerApp(backend, spec=lambda: describe_multi_agent(self._config, backend.policy))
+        else:
+            app = ServerApp(backend, spec=lambda: describe(self._config, backend.policy))
         self.http = HttpServer(app, address, port, token, max_bytes)  # binds now: the port is known
 
     def run(self) -> None:

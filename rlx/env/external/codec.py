@@ -76,6 +76,48 @@ def episode_id(value: Any, allow_none: bool = False) -> str | None:
     return value
 
 
+#: Agents one multi-agent request may name.
+MAX_AGENTS = 1024
+
+
+def agent_id(key: Any) -> Any:
+    """A checked agent id of a JSON object key: a non-empty string of at most MAX_EPISODE_ID_LEN
+    characters; one that writes an integer in its plain decimal form ("0", "12") is that
+    integer, since JSON turned the client's integer ids into such strings."""
+    if isinstance(key, bool) or not isinstance(key, (str, int)):
+        raise RequestError(422, f"agent ids must be strings or integers, got {_short(key)}.")
+    text = str(key)
+    if not text or len(text) > MAX_EPISODE_ID_LEN:
+        raise RequestError(422, f"agent ids must have 1 to {MAX_EPISODE_ID_LEN} characters, got {_short(key)}.")
+    if text == "__all__":
+        raise RequestError(422, "'__all__' is not an agent id; it only ends every agent in a done dict.")
+    if isinstance(key, int):
+        return key
+    try:
+        number = int(text)
+    except ValueError:
+        return text
+    return number if str(number) == text else text
+
+
+def agent_dict(value: Any, what: str, allow_empty: bool = False, allow_all: bool = False) -> dict:
+    """A checked JSON object keyed by agent id (keys as `agent_id` reads them); `allow_all`
+    keeps an "__all__" key (done dicts)."""
+    if not isinstance(value, dict):
+        raise RequestError(422, f"{what} must be an object keyed by agent id (this server trains several "
+                                f"policies), got {_short(value)}.")
+    if not value and not allow_empty:
+        raise RequestError(422, f"{what} names no agent.")
+    if len(value) > MAX_AGENTS:
+        raise RequestError(422, f"{what} names {len(value)} agents; a request may name at most {MAX_AGENTS}.")
+    out = {}
+    for key, item in value.items():
+        out["__all__" if allow_all and key == "__all__" else agent_id(key)] = item
+    if len(out) != len(value):
+        raise RequestError(422, f"{what} names an agent twice (as a number and as its decimal string).")
+    return out
+
+
 def reward(value: Any) -> float:
     """A checked reward: one finite number."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):

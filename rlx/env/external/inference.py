@@ -97,10 +97,16 @@ class BatchedPolicy:
     def act(self, obs_row: np.ndarray, explore: bool | None = None) -> Decision:
         """The action for one prepared observation, computed in a batch with whatever other
         requests are waiting."""
-        request = _Request(obs_row, self.explore if explore is None else bool(explore))
+        return self.act_rows([obs_row], explore)[0]
+
+    def act_rows(self, obs_rows: list[np.ndarray], explore: bool | None = None) -> list[Decision]:
+        """The actions for prepared observations (one request's agents), computed in one batch
+        with whatever other requests are waiting."""
+        explore = self.explore if explore is None else bool(explore)
+        requests = [_Request(row, explore) for row in obs_rows]
         with self._cond:
-            self._queue.append(request)
-            while request.decision is None and request.error is None:
+            self._queue.extend(requests)
+            while any(r.decision is None and r.error is None for r in requests):
                 if self._busy:
                     self._cond.wait()
                     continue
@@ -113,9 +119,10 @@ class BatchedPolicy:
                     self._cond.acquire()
                     self._busy = False
                     self._cond.notify_all()
-        if request.error is not None:
-            raise request.error
-        return request.decision  # type: ignore[return-value]
+        for r in requests:
+            if r.error is not None:
+                raise r.error
+        return [r.decision for r in requests]  # type: ignore[misc]
 
     def act_many(self, obs_rows: list[np.ndarray], explore: bool) -> list[Decision]:
         """Actions for several prepared observations in one forward pass."""
@@ -175,3 +182,74 @@ def load_weights_bytes(module: Any, data: bytes) -> None:
     module.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in arrays.items()})
 
 
+
+
+class PolicySet:
+    """The acting copies of a multi-agent EnvRunner's policies: one BatchedPolicy per module,
+    refreshed together, with one weights version for all.
+
+    Args:
+        runner: the MultiAgentEnvRunner (its `slots` give each policy's module and spaces).
+        explore: whether get_action samples (True) or takes the greedy action.
+    """
+
+    def __init__(self, runner: Any, explore: bool = True):
+        self._runner = runner
+        self.explore = bool(explore)
+        self.policies: dict[str, BatchedPolicy] = {pid: BatchedPolicy(slot, explore=self.explore)
+                                                   for pid, slot in runner.slots.items()}
+        self.version = 0
+        self._weights_cache: tuple[int, bytes] | None = None
+        self._lock = threading.Lock()
+
+    def get(self, policy_id: str) -> BatchedPolicy:
+        """The acting copy of policy `policy_id` (built on first use for a policy added since)."""
+        policy = self.policies.get(policy_id)
+        if policy is None:
+            with self._lock:
+                policy = self.policies.get(policy_id)
+                if policy is None:
+                    policy = self.policies[policy_id] = BatchedPolicy(self._runner.slots[policy_id],
+                                                                      explore=self.explore)
+        return policy
+
+    def sync_from(self, module: Any = None) -> None:
+        """Copy the training modules' current weights into the acting copies."""
+        for pid, policy in list(self.policies.items()):
+            if module is None:
+                policy.sync_from()
+            elif pid in module:
+                policy.sync_from(module[pid])
+        self.version += 1
+
+    def weights_bytes(self) -> tuple[int, bytes]:
+        """(version, safetensors bytes) of every policy's weights, named '<policy id>/<parameter>'."""
+        from safetensors.numpy import save
+
+        cached = self._weights_cache
+        if cached is not None and cached[0] == self.version:
+            return cached
+        version = self.version
+        arrays = {}
+        for pid, policy in list(self.policies.items()):
+            with policy._model_lock:
+                for k, v in policy.module.state_dict().items():
+                    arrays[f"{pid}/{k}"] = np.ascontiguousarray(v.detach().cpu().numpy())
+        self._weights_cache = (version, save(arrays))
+        return self._weights_cache
+
+
+def split_policy_weights(data: bytes) -> dict[str, dict[str, np.ndarray]]:
+    """{policy id: {parameter: array}} of `PolicySet.weights_bytes` (parameter names hold no '/')."""
+    from safetensors.numpy import load
+
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for name, array in load(data).items():
+        pid, _, param = name.rpartition("/")
+        out.setdefault(pid, {})[param] = array
+    return out
+
+
+def load_state(module: Any, arrays: dict[str, np.ndarray]) -> None:
+    """Load a {parameter: array} state (from the safetensors weights) into `module`."""
+    module.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in arrays.items()})

@@ -3,7 +3,8 @@
 The server describes its Algorithm class, config (as checkpoint JSON: classes as import
 paths, checked by rlx.utils.checkpoint_trust) and spaces; the client builds the same
 Algorithm without envs or training input and loads the server's safetensors weights into
-its module, then acts with its `Policy`.
+its module, then acts with its `Policy`. A multi-agent server's spec lists every policy with
+its spaces: the client builds all of them, and the server maps agents to policies.
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ logger = logging.getLogger("rlx")
 
 #: Settings about where data comes from or goes, which a client never uses.
 _SERVER_ONLY = ("env", "env_config", "input_", "input", "input_config", "output", "output_config", "logger_creator",
-                "num_env_runners", "evaluation_interval", "evaluation_config", "callbacks", "callbacks_class")
+                "num_env_runners", "evaluation_interval", "evaluation_config", "callbacks", "callbacks_class",
+                "policy_mapping_fn")
 SOURCE = "the policy server's /spec"
 
 
@@ -38,8 +40,39 @@ def build_local_algorithm(spec: dict) -> Any:
             logger.debug("PolicyClient: leaving config key %r at its default: %s", key, err)
     config = algo_cls.get_default_config()
     config.update_from_dict(settings)
-    config.environment(env=None, observation_space=space_from_dict(spec["observation_space"]),
-                       action_space=space_from_dict(spec["action_space"]))
+    if spec.get("multi_agent"):
+        _multi_agent_policies(config, spec)
+    else:
+        config.environment(env=None, observation_space=space_from_dict(spec["observation_space"]),
+                           action_space=space_from_dict(spec["action_space"]))
     config.env_runners(num_env_runners=0)
     config.offline_data(input_="sampler", output=None)
     return config.build()
+
+
+def _multi_agent_policies(config: Any, spec: dict) -> None:
+    """Every policy of a multi-agent spec, with the server's spaces and the per-policy settings
+    its config held; agents are mapped by the server (MAP_AGENTS), never here."""
+    from rlx.policy.policy import PolicySpec
+    from rlx.utils.checkpoints import space_from_dict
+
+    policies = spec.get("policies")
+    if not isinstance(policies, dict) or not policies:
+        raise ConfigError(f"{SOURCE} is multi-agent but lists no policies.")
+    ours = config.policies if isinstance(config.policies, dict) else {}
+    specs = {}
+    for pid, item in policies.items():
+        if not isinstance(item, dict):
+            raise ConfigError(f"{SOURCE}: policy {pid!r} is not described by an object.")
+        overrides = getattr(ours.get(pid), "config", None)
+        specs[pid] = PolicySpec(observation_space=space_from_dict(item["observation_space"]),
+                                action_space=space_from_dict(item["action_space"]),
+                                config=overrides if isinstance(overrides, dict) else None)
+    config.environment(env=None)
+    config.multi_agent(policies=specs, policy_mapping_fn=mapped_by_server)
+
+
+def mapped_by_server(agent_id: Any, episode: Any = None, **kwargs: Any) -> str:
+    """The policy_mapping_fn of a local-inference client's policies: the server maps agents."""
+    raise ConfigError(f"agent {agent_id!r}: a local-inference PolicyClient asks the server which policy each agent "
+                      "uses (MAP_AGENTS); it does not map agents itself.")

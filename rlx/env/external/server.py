@@ -164,23 +164,30 @@ class ServerApp:
 
 def describe(config: Any, policy: Any) -> dict:
     """The /spec answer: what a local-inference client needs to build the same module."""
-    from rlx.utils.checkpoints import encode_value, space_to_dict
+    from rlx.utils.checkpoints import space_to_dict
 
     algo_class = getattr(config, "algo_class", None)
-    encoded = {}
-    for key, value in config.to_dict().items():
-        item = encode_value(value)
-        if not _has_unserializable(item):
-            encoded[key] = item
     return {
         "algorithm_class": None if algo_class is None else f"{algo_class.__module__}:{algo_class.__qualname__}",
-        "config": encoded,
+        "config": encoded_config(config),
         "observation_space": space_to_dict(policy.observation_space),
         "action_space": space_to_dict(policy.action_space),
         "weights_version": policy.version,
         "dist_size": policy.dist_size,
         "time": time.time(),
     }
+
+
+def encoded_config(config: Any) -> dict:
+    """The config as checkpoint JSON, without the settings that cannot be written as JSON."""
+    from rlx.utils.checkpoints import encode_value
+
+    encoded = {}
+    for key, value in config.to_dict().items():
+        item = encode_value(value)
+        if not _has_unserializable(item):
+            encoded[key] = item
+    return encoded
 
 
 def _has_unserializable(value: Any) -> bool:
