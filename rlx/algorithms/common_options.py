@@ -89,6 +89,12 @@ def _exploration_config(name: str, value):
     return validate_exploration_config(dict(value))
 
 
+def _dynamo_backend(name: str, value):
+    from rlx.core.learner.compile import check_backend_option
+
+    return check_backend_option(name, value)
+
+
 def _what_to_compile(name: str, value):
     from rlx.core.learner.compile import _what_to_compile as check
 
@@ -253,8 +259,8 @@ COMMON_OPTIONS: list[Option] = [
            doc="'forward_train' (the networks' forward passes; 'complete_update' is not supported)."),
     Option("torch_compile_learner_dynamo_mode", None, F, choice(None, "default", "reduce-overhead", "max-autotune",
                                                                 "max-autotune-no-cudagraphs")),
-    Option("torch_compile_learner_dynamo_backend", "inductor", F, any_value,
-           doc="The torch.compile backend ('inductor', 'aot_eager', 'eager', ...); checked at the first update."),
+    Option("torch_compile_learner_dynamo_backend", "inductor", F, _dynamo_backend,
+           doc="The torch.compile backend ('inductor', 'aot_eager', 'eager', ...) or a callable backend."),
     Option("torch_compile_worker", False, F, boolean, later=COMPILE),
     Option("torch_compile_worker_dynamo_backend", "onnxrt", F, any_value, later=COMPILE),
     Option("torch_compile_worker_dynamo_mode", None, F, any_value, later=COMPILE),

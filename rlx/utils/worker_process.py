@@ -115,9 +115,10 @@ class WorkerProcess:
     def request_stop(self) -> None:
         """Ask the worker to exit once the calls queued before are answered."""
         with self._lock:
-            alive = self.healthy
             self.healthy = False
-        if alive:
+        # Also when a call failed (the handle is marked unhealthy): the worker itself is usually
+        # still serving and exits at once, instead of being killed after stop()'s timeout.
+        if self._process.is_alive():
             try:
                 self._conn.send_bytes(pickle.dumps(None))
             except (BrokenPipeError, OSError):

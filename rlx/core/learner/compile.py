@@ -15,7 +15,7 @@ import torch
 
 from rlx.utils.errors import ConfigError, NotSupportedYetError, did_you_mean
 
-__all__ = ["WHAT_TO_COMPILE", "compile_learner_module", "compiled_networks"]
+__all__ = ["WHAT_TO_COMPILE", "check_backend_option", "compile_learner_module", "compiled_networks"]
 
 #: RLlib's `torch_compile_learner_what_to_compile` values.
 WHAT_TO_COMPILE = ("forward_train", "complete_update")
@@ -54,12 +54,28 @@ def _what_to_compile(value: Any) -> str:
     return text
 
 
-def _check_backend(backend: Any) -> None:
-    if callable(backend):
+#: Backends every torch build registers: accepted without importing torch._dynamo (a second).
+_COMMON_BACKENDS = frozenset({"inductor", "eager", "aot_eager", "cudagraphs"})
+
+
+def check_backend_option(name: str, value: Any) -> Any:
+    """Config check of `torch_compile_learner_dynamo_backend`: a callable or a backend name
+    torch.compile knows here."""
+    if callable(value):
+        return value
+    if not isinstance(value, str):
+        raise ConfigError(f"'{name}' must be a torch.compile backend name (e.g. 'inductor') or a callable backend, "
+                          f"got {value!r}.")
+    _check_backend(value, name)
+    return value
+
+
+def _check_backend(backend: Any, name: str = "torch_compile_learner_dynamo_backend") -> None:
+    if callable(backend) or backend in _COMMON_BACKENDS:
         return
     import torch._dynamo
 
     known = torch._dynamo.list_backends(exclude_tags=())
     if backend not in known:
-        raise ConfigError(f"torch_compile_learner_dynamo_backend={backend!r} is not a torch.compile backend here."
+        raise ConfigError(f"{name}={backend!r} is not a torch.compile backend here."
                           f"{did_you_mean(str(backend), known)} Backends: {sorted(known)}.")
