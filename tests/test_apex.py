@@ -11,7 +11,7 @@ import pytest
 from rlx.algorithms.apex_ddpg import ApexDDPG, ApexDDPGConfig
 from rlx.algorithms.apex_dqn import ApexDQN, ApexDQNConfig
 from rlx.algorithms.registry import get_algorithm_class, get_algorithm_config
-from rlx.utils.errors import ConfigError, NotSupportedYetError
+from rlx.utils.errors import ConfigError
 
 SMALL = {"lr": 2e-3, "train_batch_size": 32, "target_network_update_freq": 500,
          "num_steps_sampled_before_learning_starts": 100, "replay_buffer_config": {"capacity": 5000}}
@@ -170,15 +170,6 @@ def test_checkpoint_round_trip_keeps_weights_and_counters(tmp_path):
         restored.train()
     finally:
         restored.stop()
-
-
-def test_multi_agent_is_refused():
-    from rlx.examples.envs.classes.multi_agent import MultiAgentCartPole
-
-    config = small_dqn().environment(MultiAgentCartPole, env_config={"num_agents": 2}).multi_agent(
-        policies={"p0"}, policy_mapping_fn=lambda agent_id, *a, **k: "p0")
-    with pytest.raises(NotSupportedYetError, match="multi-agent Ape-X"):
-        config.build()
 
 
 def test_apex_dqn_learns_cartpole():

@@ -80,14 +80,8 @@ def test_settings_that_cannot_work_are_refused():
             algo.stop()
 
 
-def test_multi_agent_and_learner_processes_are_refused_with_a_clear_error():
-    from rlx.env.multi_agent_env import make_multi_agent
-
-    env = make_multi_agent("CartPole-v1")
-    config = ESConfig().environment(env, env_config={"num_agents": 2}).training(noise_size=SMALL_NOISE).multi_agent(
-        policies={"p0", "p1"}, policy_mapping_fn=lambda aid, *a, **k: f"p{aid}")
-    with pytest.raises(NotSupportedYetError, match="multi-agent ES"):
-        config.build()
+def test_learner_processes_are_refused_with_a_clear_error():
+    """(Multi-agent ES and ARS are tests/test_multi_agent_es_apex.py's.)"""
     with pytest.raises(NotSupportedYetError, match="num_learners > 0 with ARS"):
         ARSConfig().environment("CartPole-v1").learners(num_learners=1).build()
 

@@ -264,9 +264,14 @@ def test_checkpoint_round_trip_restores_module_target_and_sequences(tmp_path):
 # ----------------------------------------------------------------------------- config
 
 
-def test_burn_in_must_be_shorter_than_max_seq_len():
-    with pytest.raises(ConfigError, match=r"burn_in_len \(10\) must be smaller than model\['max_seq_len'\] \(10\)"):
-        _config(max_seq_len=10, burn_in_len=10).validate()
+def test_burn_in_comes_before_max_seq_len_trained_steps_as_in_rllibs_r2d2():
+    """RLlib's R2D2 replays burn_in + max_seq_len steps: its replay-buffer example sets both to 20."""
+    algo = _config(max_seq_len=10, burn_in_len=10).build()
+    try:
+        buffer = algo.local_replay_buffer
+        assert (buffer.max_seq_len, buffer.burn_in_len) == (20, 10)
+    finally:
+        algo.stop()
     with pytest.raises(ConfigError, match="burn_in_len=2 applies to recurrent models"):
         DQNConfig().environment("CartPole-v1").training(burn_in_len=2).validate()
 
@@ -303,10 +308,11 @@ def test_distributional_recurrent_dqn_is_refused():
 
 
 @pytest.mark.parametrize("algo_name", ["SAC", "DDPG", "TD3"])
-def test_use_lstm_with_sac_ddpg_td3_is_refused_naming_them(algo_name):
+def test_use_attention_with_sac_ddpg_td3_is_refused_naming_them(algo_name):
+    # use_lstm builds their recurrent modules (tests/test_recurrent_sac.py); attention nets are PPO's.
     module = __import__(f"rlx.algorithms.{algo_name.lower()}", fromlist=[f"{algo_name}Config"])
-    config = getattr(module, f"{algo_name}Config")().environment("Pendulum-v1").training(model={"use_lstm": True})
-    with pytest.raises(NotSupportedYetError, match=rf"use_lstm'\] with {algo_name}"):
+    config = getattr(module, f"{algo_name}Config")().environment("Pendulum-v1").training(model={"use_attention": True})
+    with pytest.raises(NotSupportedYetError, match=rf"use_attention'\] with {algo_name}"):
         config.build()
 
 

@@ -14,7 +14,7 @@ alike), and run with the rlx venv's Python in a subprocess with small budgets:
   `--stop-iters=2 --stop-timesteps=2000 --no-tune --num-env-runners=0`;
 - other scripts get those of the flags that they define themselves (e.g. the old API
   stack's own `--stop-iters`);
-- EXTRA_ARGS below adds per-script flags, TIMEOUTS per-script time limits, SKIP per-script
+- EXTRA_ARGS below adds per-script flags (NEEDS_TUNE drops --no-tune), TIMEOUTS per-script time limits, SKIP per-script
   reasons not to run at all, and REQUIRES third-party modules whose absence skips a script.
 
 Every run gets its own `RLX_RESULTS_DIR` and `HOME` (in the temp dir, so that Tune's
@@ -71,6 +71,14 @@ EXTRA_ARGS: dict[str, list[str]] = {
     "ray_tune/appo_hyperparameter_tune.py": ["--num-gpus-per-learner=0"],
     # Its trial asks Ray for 4 EnvRunners + the driver: declare enough logical CPUs on 2 cores.
     "_old_api_stack/replay_buffer_api.py": ["--num-cpus=8"],
+    # The script refuses to run without agents; pre-training stops at this return instead of 250.
+    "rl_modules/pretraining_single_agent_training_multi_agent.py": ["--num-agents=2",
+                                                                    "--stop-reward-pretraining=150"],
+}
+# Scripts that read Tune's ResultGrid (`results.get_best_result().checkpoint`): they run
+# without the budget's --no-tune.
+NEEDS_TUNE: set[str] = {
+    "rl_modules/pretraining_single_agent_training_multi_agent.py",
 }
 # Time limits other than --timeout, in seconds.
 TIMEOUTS: dict[str, float] = {
@@ -200,6 +208,8 @@ def script_args(rel: str, source: str) -> list[str]:
     else:
         args = [a for a in BUDGET_ARGS
                 if re.search(r"""["']%s["']""" % re.escape(a.split("=")[0]), source)]
+    if rel in NEEDS_TUNE:
+        args = [a for a in args if a != "--no-tune"]
     return args + EXTRA_ARGS.get(rel, [])
 
 

@@ -297,7 +297,8 @@ class Algorithm:
             return
         if not getattr(learner_cls, "supports_recurrent_modules", False):
             raise NotSupportedYetError(f"a recurrent (stateful) RLModule with {learner_cls.__name__}",
-                                       "recurrent modules train with PPO's Learner")
+                                       "recurrent modules train with the Learners of PPO, IMPALA and APPO (and "
+                                       "others that set supports_recurrent_modules = True)")
 
     def _resolved_learner_class(self) -> Any:
         learner_cls = self.config.learner_class or self._learner_class
@@ -395,10 +396,12 @@ class Algorithm:
             # A custom_model with use_lstm runs in an LSTMWrapper inside ModelV2RLModule.
             recurrent = (LSTMActorCriticModule, AttentionActorCriticModule) + (
                 (ModelV2RLModule, RecurrentDQNRLModule) if memory_key == "use_lstm" else ())
-            if spec.module_class not in recurrent:
+            # Other default modules built for use_lstm say so (e.g. recurrent SAC's, DDPG's).
+            if spec.module_class not in recurrent and not (
+                    memory_key == "use_lstm" and getattr(spec.module_class, "builds_use_lstm", False)):
                 raise NotSupportedYetError(
                     f"model['{memory_key}'] with {type(self).__name__}",
-                    "recurrent models train with PPO (and use_lstm with DQN)",
+                    "recurrent models train with PPO (and use_lstm with DQN, SAC, DDPG and TD3)",
                     fix=f"Use PPO (or DQN) for recurrent policies, or leave {memory_key}=False.")
         if self.config.model.get("custom_model") and (user is None or
                                                       (isinstance(user, RLModuleSpec) and user.module_class is None)):
@@ -430,7 +433,21 @@ class Algorithm:
             model_config=None if model is None else merge_model_config(
                 self.config.model, model, custom_keys=user.module_class not in (None, spec.module_class)),
             inference_only=user.inference_only,
+            learner_only=self._refuse_learner_only(user),
+            catalog_class=user.catalog_class,
+            load_state_path=user.load_state_path,
         )
+
+    @staticmethod
+    def _refuse_learner_only(spec: Any) -> bool:
+        """NotSupportedYetError for RLModuleSpec(learner_only=True) in an Algorithm (its EnvRunners
+        build every module); False otherwise."""
+        if getattr(spec, "learner_only", False):
+            raise NotSupportedYetError(
+                "RLModuleSpec(learner_only=True) in an Algorithm",
+                "rlx's EnvRunners build every module of the MultiRLModuleSpec",
+                fix="Leave learner_only=False (a module no agent maps to is built on the EnvRunners but never run).")
+        return False
 
     # ------------------------------------------------------------------ accessors
 

@@ -16,6 +16,11 @@ between calls, so checkpoints, `compute_single_action` and weight changes see a 
 Without remote runners (`num_env_runners=0`) the driver's runner samples one fragment, then
 the same replay update runs in the driver thread (no concurrency, deterministic with a seed).
 
+Multi-agent: the buffer is OffPolicyAlgorithm's MultiAgentReplayBuffer (one prioritized buffer
+per policy, each runner's columns on their own lanes); each round replays one train batch per
+trainable policy with data, the MultiAgentLearner updates them, and each policy's buffer gets
+its batch's new priorities. A single-agent run is the one-module case of the same round.
+
 `result["apex"]` reports the learner thread's work: updates and replayed env steps this
 iteration, their rates, the buffer's fill and the policy lag of the added samples.
 """
@@ -30,7 +35,11 @@ import numpy as np
 from rlx.algorithms.config_options import Option, integer, number
 from rlx.algorithms.off_policy import OffPolicyConfig
 from rlx.env.env_runner_group import AsyncSample
-from rlx.utils.errors import ConfigError, NotSupportedYetError
+from rlx.utils.errors import ConfigError
+
+#: Lanes of a runner's columns in the replay buffer start at runner_index * RUNNER_LANE_STRIDE: a
+#: multi-agent runner's columns are (sub-env, agent) slots, as many as the agents it has seen.
+RUNNER_LANE_STRIDE = 1 << 20
 
 T = ("training",)
 
@@ -182,9 +191,6 @@ class ApexMixin:
     def setup(self, config: Any) -> None:
         """Build the off-policy parts, then the learner thread (started on the first training step)."""
         super().setup(config)  # type: ignore[misc]
-        if self.is_multi_agent:
-            raise NotSupportedYetError("multi-agent Ape-X", "Ape-X's learner thread trains one module",
-                                       fix=f"Use {type(self).__mro__[2].__name__} for multi-agent runs.")
         self._buffer_lock = threading.Lock()
         self._learner_thread = ApexLearnerThread(self)
         self._replayed_steps = 0
@@ -203,24 +209,48 @@ class ApexMixin:
             return False
         return self._replayed_steps + cfg.total_train_batch_size <= since_start * float(cfg.training_intensity)
 
+    def _replay_buffers(self) -> dict[str, Any]:
+        """{module_id: its prioritized buffer} (single-agent: the one buffer, as 'default_policy')."""
+        if self.is_multi_agent:
+            return dict(self.local_replay_buffer.replay_buffers)
+        from rlx.algorithms.multi_agent_options import DEFAULT_POLICY_ID
+
+        return {DEFAULT_POLICY_ID: self.local_replay_buffer}
+
     def apex_update(self) -> None:
-        """Replay one prioritized train batch, update on it, write its new priorities back."""
+        """Replay one prioritized train batch per trainable policy, update on them, write their
+        new priorities back to their buffers."""
         cfg = self.config
         low, high = cfg.n_step_range
         batch_size = cfg.total_train_batch_size
+        replays: dict[str, Any] = {}
         with self._buffer_lock:
             n = low if low == high else int(self._n_step_rng.integers(low, high + 1))
-            replay = self.local_replay_buffer.sample(batch_size, n_step=n, gamma=cfg.gamma)
-        replay = self._replay_hook(replay)
-        metrics = self.learn_on_batch(replay, timestep=self._counters["num_env_steps_sampled_lifetime"])
-        td_error = metrics.pop("td_error", None)
-        if td_error is not None:
-            with self._buffer_lock:
-                self.local_replay_buffer.update_priorities(replay["batch_indexes"], td_error)
+            buffers = self._replay_buffers()
+            for module_id, buffer in buffers.items():
+                if self.is_multi_agent and (not len(buffer) or not self.learner.is_trainable(module_id)):
+                    continue
+                module_cfg = cfg.get_config_for_module(module_id) if self.is_multi_agent else cfg
+                replays[module_id] = buffer.sample(module_cfg.total_train_batch_size, n_step=n, gamma=module_cfg.gamma)
+        replays = {module_id: self._replay_hook(replay) for module_id, replay in replays.items()}
+        metrics: dict[str, Any] = {}
+        if replays:
+            timestep = self._counters["num_env_steps_sampled_lifetime"]
+            if self.is_multi_agent:
+                metrics = self.learn_on_batch(replays, timestep=timestep)
+            else:
+                metrics = self.module_results(self.learn_on_batch(next(iter(replays.values())), timestep=timestep))
+        with self._buffer_lock:
+            for module_id, module_metrics in metrics.items():
+                td_error = module_metrics.pop("td_error", None)
+                if td_error is not None:
+                    buffers[module_id].update_priorities(replays[module_id]["batch_indexes"], td_error)
+        # A round counts even when no policy trained (policies_to_train), so the intensity check ends.
         self._replayed_steps += batch_size
         self._counters["num_env_steps_trained_lifetime"] += batch_size
-        self._counters["num_agent_steps_trained_lifetime"] += batch_size
-        self._last_learner_metrics = metrics
+        self._counters["num_agent_steps_trained_lifetime"] += batch_size * len(replays)
+        if metrics:
+            self._last_learner_metrics = metrics
 
     # ---------------------------------------------------------------- the driver's side
 
@@ -265,7 +295,8 @@ class ApexMixin:
         self._log_apex_metrics()
         with thread.lock:
             metrics = dict(self._last_learner_metrics)
-        return self.module_results({k: float(v) for k, v in metrics.items() if np.ndim(v) == 0}) if metrics else {}
+        return {module_id: {k: float(v) for k, v in module_metrics.items() if np.ndim(v) == 0}
+                for module_id, module_metrics in metrics.items()}
 
     def _add_samples(self, samples: list[AsyncSample]) -> None:
         """Count the fragments and add them to the buffer, each runner's sub-envs on its own lanes."""
@@ -278,8 +309,8 @@ class ApexMixin:
                 self._runner_resets = resets
             for sample in samples:
                 self.count_sampled(sample.batch)
-                lanes = group.num_envs_per_env_runner
-                self.local_replay_buffer.add(sample.batch, time_major=True, lane_offset=sample.runner_index * lanes)
+                self.local_replay_buffer.add(sample.batch, time_major=True,
+                                             lane_offset=sample.runner_index * RUNNER_LANE_STRIDE)
                 lag = self.weights_version - sample.weights_seq_no
                 self.metrics.log_value(("apex", "policy_lag_mean"), float(lag), window=100_000, clear_on_reduce=True)
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from rlx.core.rl_module.module_checkpoint import write_component_dir
 from rlx.utils.checkpoints import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -174,6 +175,8 @@ def write_algorithm_checkpoint(algo: Any, path: Path) -> str:
         write_json(tmp / "algorithm_state.json", {**algo.get_state(), STATE_CLASS_KEY: _class_path(type(algo))})
         for module_id, learner in learners.items():
             files += _write_module_files(tmp, module_id, learner, algo.config.export_native_model_files)
+            # RLlib's component path of the module (RLModule.from_checkpoint, RLModuleSpec(load_state_path=...)).
+            files.append(write_component_dir(tmp, module_id, learner.module, f"{policy_dir(module_id)}/module.safetensors"))
         files += algo.write_checkpoint_extras(tmp)
         cls = type(algo)
         write_json(tmp / METADATA_FILE, {

@@ -628,6 +628,7 @@ class LearnerGroup:
                 "action_space": module.action_space,
                 "model_config": dict(module.model_config),
                 "inference_only": bool(module.inference_only),
+                "catalog_class": getattr(module, "catalog_class", None),
             },
             "world_size": self.num_learners,
             "backend": self.backend,

@@ -459,13 +459,13 @@ class SingleAgentEnvRunner:
     def _build_module(self, spec: RLModuleSpec | None) -> RLModule:
         if spec is None:
             raise ValueError("SingleAgentEnvRunner needs a module_spec or a module.")
-        spec = RLModuleSpec(
-            module_class=spec.module_class,
+        # replace() keeps the spec's other fields (catalog_class, load_state_path, ...).
+        spec = dataclasses.replace(
+            spec,
             observation_space=spec.observation_space if spec.observation_space is not None
             else self.module_observation_space,
             action_space=spec.action_space if spec.action_space is not None else self.action_space,
             model_config=spec.model_config if spec.model_config is not None else self.config.model,
-            inference_only=spec.inference_only,
         )
         ctx = torch.random.fork_rng(devices=[]) if self.config.seed is not None else contextlib.nullcontext()
         with ctx:

@@ -11,6 +11,7 @@ act in turns or leave early leave their columns shorter; `valid` marks the rows 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import secrets
@@ -199,15 +200,23 @@ class MultiAgentEnvRunner:
         self.weights_seq_no = 0
         self._callbacks = config.make_callback_dispatcher()
         self._resolve_callbacks()
-        self._make_env, self.env_name = make_env_creator(config.env)
+        if config.env is None:
+            # No env of its own (an external application reports the episodes: ExternalMultiAgentEnv,
+            # PolicyServerInput); the policies' spaces come from their PolicySpecs or the config, and
+            # creating a sub-env (sample()) explains what is missing.
+            self._make_env, self.env_name = (lambda ctx: make_env_creator(None)[0](ctx)), "<external env>"
+        else:
+            self._make_env, self.env_name = make_env_creator(config.env)
         self._generator = torch.Generator()
         self._generator.manual_seed(self._seed if self._seed is not None else secrets.randbits(62))
         self.policies = dict(config.policies or {"default_policy": None})
         self._mapper = AgentMapper(config.policy_mapping_fn, list(self.policies))
         self._observation_fn = resolve_callable(config.observation_fn, "observation_fn")
         self._connectors = None  # the ConnectorContext of custom connector pipelines, if any
-        self.envs = self._create_envs()
-        self.num_envs = len(self.envs)
+        self.envs = self._create_envs() if config.env is not None else []
+        # Without envs it counts as one, as a single-agent runner without envs does (the config's
+        # resolved num_envs_per_env_runner must stay valid).
+        self.num_envs = len(self.envs) if self.envs else 1
         self.slots: dict[str, ModuleSlot] = {}
         self.module = module if module is not None else MultiRLModule()
         self._module_spec = module_spec
@@ -329,6 +338,15 @@ class MultiAgentEnvRunner:
         act_space = getattr(spec, "action_space", None)
         if obs_space is not None and act_space is not None:
             return obs_space, act_space
+        if not self.envs:  # env=None: the config's spaces are every policy's default
+            obs_space = obs_space or self.config.observation_space
+            act_space = act_space or self.config.action_space
+            if obs_space is None or act_space is None:
+                raise EnvError(
+                    f"Policy {pid!r} has no spaces and there is no env to take them from (env=None): give them "
+                    f"in the config: policies={{{pid!r}: PolicySpec(observation_space=..., action_space=...)}}, or "
+                    "config.environment(observation_space=..., action_space=...) for every policy.")
+            return obs_space, act_space
         env = self.envs[0]
         agents = self._agent_ids(env)
         # Mappings may depend on the episode (e.g. who moves first): ask for a few episodes.
@@ -362,12 +380,12 @@ class MultiAgentEnvRunner:
             base = base.spec_for(pid)
         if base is None:
             raise ValueError("MultiAgentEnvRunner needs a module_spec or a module holding every policy.")
-        spec = RLModuleSpec(
-            module_class=base.module_class,
+        # replace() keeps the spec's other fields (catalog_class, load_state_path, ...).
+        spec = dataclasses.replace(
+            base,
             observation_space=base.observation_space or slot.module_observation_space,
             action_space=base.action_space or slot.module_action_space,
-            model_config=slot.config.model if base.model_config is None else base.model_config,
-            inference_only=base.inference_only)
+            model_config=slot.config.model if base.model_config is None else base.model_config)
         seeded = self.config.seed is not None
         ctx = torch.random.fork_rng(devices=[]) if seeded else contextlib.nullcontext()
         with ctx:
@@ -377,7 +395,7 @@ class MultiAgentEnvRunner:
 
     def _fire_environment_created(self) -> None:
         cb = self._callbacks
-        if not cb.has("on_environment_created"):
+        if not cb.has("on_environment_created") or not self.envs:
             return
         from rlx.evaluation.rollout_worker import acting_runner
 
@@ -446,6 +464,8 @@ class MultiAgentEnvRunner:
 
     def _sample(self, num_timesteps: int | None, num_episodes: int | None, explore: bool | None,
                 random_actions: bool, force_reset: bool) -> MultiAgentBatch:
+        if not self.envs:
+            self._make_env(self._env_context(0))  # env=None: raises the error that says what to configure
         explore = self.config.explore if explore is None else bool(explore)
         if self._connectors is not None:
             self._connectors.explore = explore

@@ -61,6 +61,7 @@ FIELD_KINDS: dict[str, Kind] = {
     "logger_config.type": Kind("a Logger subclass (rlx's or Tune's)",
                                ("rlx.loggers.logger:Logger", "ray.tune.logger.logger:Logger")),
     "module_class": Kind("an RLModule subclass", ("rlx.core.rl_module:RLModule",)),
+    "catalog_class": Kind("a Catalog subclass", ("rlx.core.models.catalog:Catalog",)),
     "algorithm_class": Kind("an Algorithm subclass", ("rlx.algorithms.algorithm:Algorithm",)),
 }
 FIELD_KINDS["policy_class"] = Kind("rlx's Policy class", ("rlx.policy.policy:Policy",))

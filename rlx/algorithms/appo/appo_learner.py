@@ -8,9 +8,11 @@ import torch
 
 from rlx.algorithms.impala.impala_learner import IMPALALearner, flat
 from rlx.algorithms.ppo.ppo_learner import compute_advantages
+from rlx.algorithms.ppo.recurrent import recurrent_advantages
 from rlx.core.columns import Columns
 from rlx.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY, make_target_network, \
     update_target_network
+from rlx.core.learner.sequences import SequenceLayout
 from rlx.core.rl_module.apis import TARGET_NETWORK_ACTION_DIST_INPUTS, TargetNetworkAPI
 
 
@@ -32,7 +34,8 @@ class APPOLearner(IMPALALearner):
     towards `kl_target`. A module implementing TargetNetworkAPI keeps its own target networks
     (`make_target_networks`, `get_target_network_pairs` -> [(online, target), ...] as in RLlib,
     `forward_target` returning 'target_network_action_dist_inputs'); otherwise the learner keeps a
-    frozen copy of the whole module.
+    frozen copy of the whole module. With a recurrent module the target network runs over the
+    same sequences as the module, from the same stored states (`forward_minibatch`).
     """
 
     def __init__(self, config: Any, module: Any):
@@ -54,23 +57,45 @@ class APPOLearner(IMPALALearner):
         return [(self.rl_module, self.target)]
 
     @torch.no_grad()
-    def target_action_dist_inputs(self, batch: dict[str, Any]) -> torch.Tensor:
-        """The target (old) policy's action-distribution inputs for the flat [T * B] observations."""
-        flat_batch = {Columns.OBS: flat(batch[Columns.OBS])}
+    def target_action_dist_inputs(self, batch: dict[str, Any], layout: SequenceLayout | None = None) -> torch.Tensor:
+        """The target (old) policy's action-distribution inputs for a time-major minibatch, as flat
+        [T * B] rows: for the flat observations, or (recurrent modules) run over `layout`'s sequences."""
+        if layout is None and self.rl_module.is_stateful():
+            raise ValueError("APPO's target policy of a recurrent module runs over sequences: pass the minibatch's "
+                             "SequenceLayout (forward_minibatch puts the result into fwd_out).")
+        inputs = {Columns.OBS: flat(batch[Columns.OBS])} if layout is None else layout.inputs(batch[Columns.OBS])
         if self.target is None:
-            return self.rl_module.forward_target(flat_batch)[TARGET_NETWORK_ACTION_DIST_INPUTS]
-        return self.target.forward_train(flat_batch)[Columns.ACTION_DIST_INPUTS]
+            out = self.rl_module.forward_target(inputs)[TARGET_NETWORK_ACTION_DIST_INPUTS]
+        else:
+            out = self.target.forward_train(inputs)[Columns.ACTION_DIST_INPUTS]
+        return out if layout is None else layout.to_time_major(out, batch[Columns.REWARDS].shape[0])
+
+    def forward_minibatch(self, minibatch: dict[str, torch.Tensor],
+                          layout: SequenceLayout | None = None) -> dict[str, Any]:
+        """IMPALA's forward pass plus the target policy's action-distribution inputs
+        ('target_network_action_dist_inputs'), from the same sequences for a recurrent module."""
+        fwd_out = dict(super().forward_minibatch(minibatch, layout))
+        if TARGET_NETWORK_ACTION_DIST_INPUTS not in fwd_out:
+            fwd_out[TARGET_NETWORK_ACTION_DIST_INPUTS] = self.target_action_dist_inputs(minibatch, layout)
+        return fwd_out
 
     # ------------------------------------------------------------ update
 
-    def loss_inputs(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-        """IMPALA's inputs, plus GAE advantages and value targets when vtrace=False."""
+    def loss_inputs(self, batch: dict[str, np.ndarray],
+                    layout: SequenceLayout | None = None) -> dict[str, torch.Tensor]:
+        """IMPALA's inputs, plus GAE advantages and value targets when vtrace=False (a recurrent
+        module's values from its run over `layout`'s sequences)."""
         cfg = self.config
+        if layout is None:
+            layout = self.sequence_layout(batch)
         if not cfg.vtrace:
-            advantages, targets, _ = compute_advantages(self.rl_module, batch, gamma=cfg.gamma, lambda_=cfg.lambda_,
-                                                        use_gae=cfg.use_gae)
+            if layout is None:
+                advantages, targets, _ = compute_advantages(self.rl_module, batch, gamma=cfg.gamma,
+                                                            lambda_=cfg.lambda_, use_gae=cfg.use_gae)
+            else:
+                advantages, targets, _ = recurrent_advantages(self, batch, layout.seqs, layout.numpy_state_in())
             batch = {**batch, Columns.ADVANTAGES: advantages, Columns.VALUE_TARGETS: targets}
-        return super().loss_inputs(batch)
+        return super().loss_inputs(batch, layout)
 
     def after_update(self, metrics: dict[str, Any]) -> dict[str, Any]:
         """Move the target network when due, and adapt the KL coefficient."""
@@ -103,7 +128,10 @@ class APPOLearner(IMPALALearner):
         T, B = batch[Columns.REWARDS].shape
         actions = flat(batch[Columns.ACTIONS])
         dist = self.dist_cls.from_logits(fwd_out[Columns.ACTION_DIST_INPUTS])
-        old_dist = self.dist_cls.from_logits(self.target_action_dist_inputs(batch))
+        target_inputs = fwd_out.get(TARGET_NETWORK_ACTION_DIST_INPUTS)
+        if target_inputs is None:
+            target_inputs = self.target_action_dist_inputs(batch)
+        old_dist = self.dist_cls.from_logits(target_inputs.detach())
         logp = dist.logp(actions).reshape(T, B)
         old_logp = old_dist.logp(actions).reshape(T, B)
         behaviour_logp = batch[Columns.ACTION_LOGP]

@@ -5,6 +5,7 @@ from typing import Any
 
 from rlx.algorithms.config_options import Option, boolean, choice, integer, number, schedule_or_number
 from rlx.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
+from rlx.algorithms.recurrent_replay import fold_sequence_replay_settings, sequence_replay_options
 from rlx.utils.errors import ConfigError
 
 T = ("training",)
@@ -55,6 +56,7 @@ class DDPGConfig(OffPolicyConfig):
         Option("l2_reg", 0.0, T, number(0.0),
                doc="Weight of the L2 penalty 0.5 * sum(w**2) on the critics' weight matrices (RLlib: 1e-6; "
                    "0 disables it)."),
+        *sequence_replay_options("DDPG/TD3"),
     ]
     _default_overrides = {
         "tau": 0.005,
@@ -71,6 +73,11 @@ class DDPGConfig(OffPolicyConfig):
     def __init__(self, algo_class: Any = None):
         super().__init__(algo_class=algo_class or DDPG)
 
+    def validate(self) -> None:
+        """Check settings; with model use_lstm, fold the old sequence-replay keys (recurrent DDPG/TD3)."""
+        fold_sequence_replay_settings(self._values, "DDPG/TD3")
+        super().validate()
+
 
 class DDPG(OffPolicyAlgorithm):
     """Deep Deterministic Policy Gradient: a deterministic actor trained through a learned Q-function."""
@@ -79,12 +86,29 @@ class DDPG(OffPolicyAlgorithm):
 
     @property
     def _learner_class(self) -> Any:  # type: ignore[override]
+        if self.config.model.get("use_lstm"):
+            from rlx.algorithms.ddpg.recurrent_ddpg_learner import RecurrentDDPGLearner
+
+            return RecurrentDDPGLearner
         from rlx.algorithms.ddpg.ddpg_learner import DDPGLearner
 
         return DDPGLearner
 
+    def setup(self, config: Any) -> None:
+        """OffPolicyAlgorithm's setup; a recurrent module (model use_lstm) replays sequences instead."""
+        from rlx.algorithms.recurrent_replay import setup_sequence_replay
+
+        if config.model.get("use_lstm") and hasattr(self, "apex_update_due"):
+            from rlx.utils.errors import NotSupportedYetError
+
+            raise NotSupportedYetError(f"model use_lstm with {type(self).__name__}",
+                                       "recurrent DDPG and TD3 replay sequences in the synchronous training step",
+                                       fix="Use DDPG or TD3 for recurrent policies, or leave use_lstm off.")
+        setup_sequence_replay(self, config, type(self).__name__, super().setup)
+
     def get_default_rl_module_spec(self) -> Any:
-        """The actor and critic(s), sized by actor_/critic_hiddens and _hidden_activation."""
+        """The actor and critic(s), sized by actor_/critic_hiddens and _hidden_activation (with
+        model use_lstm: RecurrentDDPGRLModule, an LSTM in the actor and in each critic)."""
         from rlx.algorithms.ddpg.ddpg_rl_module import DDPGRLModule
         from rlx.core.rl_module import RLModuleSpec
 
@@ -97,6 +121,10 @@ class DDPG(OffPolicyAlgorithm):
             "critic_hiddens": list(cfg.critic_hiddens),
             "critic_hidden_activation": cfg.critic_hidden_activation,
         }
+        if cfg.model.get("use_lstm") and not cfg.model.get("custom_model"):
+            from rlx.algorithms.ddpg.recurrent_ddpg_rl_module import RecurrentDDPGRLModule
+
+            return RLModuleSpec(module_class=RecurrentDDPGRLModule, model_config=model)
         return RLModuleSpec(module_class=DDPGRLModule, model_config=model)
 
 

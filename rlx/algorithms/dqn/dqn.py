@@ -5,6 +5,7 @@ from typing import Any
 
 from rlx.algorithms.config_options import Option, boolean, choice, integer, number, validate_schedule
 from rlx.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
+from rlx.algorithms.recurrent_replay import sequence_replay_options
 from rlx.utils.errors import ConfigError
 
 T = ("training",)
@@ -47,11 +48,7 @@ class DQNConfig(OffPolicyConfig):
         Option("adam_epsilon", 1e-8, T, number(0.0, exclusive_min=True), doc="Adam's epsilon."),
         Option("before_learn_on_batch", None, T, lambda n, v: v,
                doc="Callable(batch, policies, train_batch_size) -> batch applied to each replayed batch."),
-        Option("burn_in_len", 0, T, integer(0),
-               doc="Recurrent DQN (model use_lstm): leading steps of each replayed sequence that only warm up "
-                   "the stored state (no loss); must be < model max_seq_len. 0: off."),
-        Option("zero_init_states", False, T, boolean,
-               doc="Recurrent DQN: start replayed sequences from a zero state instead of the stored one."),
+        *sequence_replay_options("DQN"),
     ]
     # rlx's defaults learn CartPole-v1 (mean return 450 over 100 episodes) in 60k-80k env steps;
     # they differ from RLlib's (lr 5e-4, batch 32, n_step 1, [256] layers) in the ways that
@@ -120,16 +117,9 @@ class DQN(OffPolicyAlgorithm):
 
     def setup(self, config: Any) -> None:
         """OffPolicyAlgorithm's setup; a recurrent module (use_lstm) replays sequences instead."""
-        from rlx.algorithms.dqn.recurrent_dqn import check_recurrent_setup, make_sequence_replay_buffer
+        from rlx.algorithms.recurrent_replay import setup_sequence_replay
 
-        check_recurrent_setup(config)
-        super().setup(config)
-        if config.model.get("use_lstm"):
-            if self.is_multi_agent:  # found only once the env was built
-                self.stop()
-                check_recurrent_setup(config, multi_agent=True)
-            self.local_replay_buffer = make_sequence_replay_buffer(config)
-            self._prioritized = self.local_replay_buffer.prioritized
+        setup_sequence_replay(self, config, "DQN", super().setup)
 
     def get_default_rl_module_spec(self) -> Any:
         """DQN's Q-network, with the Rainbow options folded into its model config (with use_lstm:

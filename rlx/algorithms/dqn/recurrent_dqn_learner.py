@@ -16,29 +16,9 @@ import numpy as np
 import torch
 
 from rlx.algorithms.dqn.dqn_learner import DQNLearner, td_loss
+from rlx.algorithms.recurrent_replay import burn_in_groups, nstep_targets, sequence_priorities
 from rlx.core.columns import Columns
 from rlx.utils.replay_buffers.sequence_replay_buffer import BURN_IN, SEQ_LENS, STATE_PREFIX
-
-#: R2D2's mix of max and mean |TD error| in a sequence's priority.
-PRIORITY_ETA = 0.9
-
-
-def nstep_targets(rewards: torch.Tensor, seq_lens: torch.Tensor, terminated: torch.Tensor,
-                  n_step: int, gamma: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(discounted reward sums [N, L], bootstrap index [N, L] into the L + 1 observations,
-    bootstrap discount [N, L]) of n-step targets inside zero-padded sequences."""
-    N, L = rewards.shape
-    steps = torch.arange(L, device=rewards.device).expand(N, L)
-    m = (seq_lens.unsqueeze(1) - steps).clamp(min=1, max=n_step)
-    padded = torch.cat([rewards, rewards.new_zeros(N, n_step)], dim=1)
-    sums = torch.zeros_like(rewards)
-    for k in range(n_step):  # rewards past a sequence's end are zero padding
-        sums = sums + (gamma ** k) * padded[:, k:k + L] * (k < m)
-    boot = steps + m
-    ends_episode = terminated.unsqueeze(1) & (boot == seq_lens.unsqueeze(1))
-    discount = (gamma ** m.to(rewards.dtype)) * (~ends_episode).to(rewards.dtype)
-    return sums, boot, discount
-
 
 class RecurrentDQNLearner(DQNLearner):
     """Learner of recurrent DQN (model use_lstm=True) on SequenceReplayBuffer batches."""
@@ -64,11 +44,9 @@ class RecurrentDQNLearner(DQNLearner):
             self.set_lr_for_timestep(timestep)
         module = self.module
         noisy = module.noisy
-        burn_in = np.asarray(batch[BURN_IN]).reshape(-1)
         # Sequences grouped by burn-in length (burn_in_len, or 0 at an episode's start): each
         # group unrolls its burn-in steps without gradients in one pass.
-        order = np.argsort(-burn_in, kind="stable")
-        values, starts = np.unique(-burn_in[order], return_index=True)
+        order, groups = burn_in_groups(batch[BURN_IN])
 
         def col(name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
             return self.tensor(np.ascontiguousarray(np.asarray(batch[name])[order]), dtype)
@@ -86,8 +64,8 @@ class RecurrentDQNLearner(DQNLearner):
         n_step = int(np.asarray(batch.get("n_step", 1)).reshape(-1)[0])
 
         parts = []
-        for value, lo, hi in zip(values.tolist(), starts.tolist(), starts[1:].tolist() + [len(order)]):
-            parts.append(self._unroll(module, obs[lo:hi], {k: v[lo:hi] for k, v in state.items()}, -value, noisy))
+        for burn_in, lo, hi in groups:
+            parts.append(self._unroll(module, obs[lo:hi], {k: v[lo:hi] for k, v in state.items()}, burn_in, noisy))
         q_all = torch.cat(parts) if len(parts) > 1 else parts[0]  # [N, L + 1, A]
         L = actions.shape[1]
         q_selected = q_all[:, :L].gather(2, actions.unsqueeze(2)).squeeze(2)
@@ -109,11 +87,8 @@ class RecurrentDQNLearner(DQNLearner):
         grad_norm = self.apply_loss(loss, terms={"qf_loss": loss})
         self.maybe_update_targets(timestep, [(self.target, module)])
         with torch.no_grad():
-            abs_td = td_error.detach().abs()
-            priority = PRIORITY_ETA * abs_td.max(dim=1).values + (1 - PRIORITY_ETA) * abs_td.sum(dim=1) / count
             q_mean = (q_selected.detach() * mask).sum() / mask.sum().clamp(min=1)
-        priorities = np.empty(len(order), np.float64)
-        priorities[order] = priority.float().cpu().numpy()
+        priorities = sequence_priorities(td_error.detach().abs(), mask, order)
         return {
             "total_loss": loss.detach(),
             "qf_loss": loss.detach(),

@@ -11,7 +11,9 @@ import numpy as np
 from rlx.algorithms.algorithm import Algorithm
 from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.config_options import Option, boolean, choice, integer, number
-from rlx.algorithms.es.perturbations import PerturbationResults, evaluate_perturbations, noise_seed
+from rlx.algorithms.es.perturbations import (
+    PerturbationResults, evaluate_perturbations, module_offsets, noise_seed,
+)
 from rlx.utils.errors import NotSupportedYetError
 
 T = ("training",)
@@ -80,8 +82,12 @@ class ES(Algorithm):
     The perturbed policy is the module's deterministic action (argmax or mean). The module is
     built inference-only (no value head), so every parameter it has is one the policy uses.
     Result: the runners' usual episode statistics (all evaluated episodes) under
-    `env_runners`, and under `learners/default_policy` the update's statistics plus
+    `env_runners`, and under `learners/<module_id>` the update's statistics plus
     `evaluation_return_mean` (the last `report_length` unperturbed episodes).
+
+    Multi-agent: every policy in `policies_to_train` is perturbed by each perturbation (its own
+    part of one slice of the noise table) and updated from its own returns (the rewards of the
+    agents mapped to it), rank-normalised on their own; other policies act unperturbed.
     """
 
     _config_class = ESConfig
@@ -93,27 +99,29 @@ class ES(Algorithm):
         return ESLearner
 
     def setup(self, config: AlgorithmConfig) -> None:
-        """Refuse multi-agent setups and learner processes, then build runners and the learner."""
-        if self._detect_multi_agent(config):
-            raise self._multi_agent_error()
+        """Refuse learner processes, then build runners and the learner (one per policy when multi-agent)."""
         if config.num_learners > 0:
             raise NotSupportedYetError(f"num_learners > 0 with {type(self).__name__}",
                                        "its update is one vector operation in the driver, with no gradients "
                                        "to share between learner processes",
                                        fix="Leave num_learners=0; scale with env_runners(num_env_runners=N).")
         super().setup(config)
-        if self.is_multi_agent:
-            raise self._multi_agent_error()
-        self._eval_returns: deque[float] = deque(maxlen=config.report_length)
-
-    def _multi_agent_error(self) -> NotSupportedYetError:
-        name = type(self).__name__
-        return NotSupportedYetError(f"multi-agent {name}", "perturbations are evaluated on single-agent episodes",
-                                    fix="Use PPO, A2C or IMPALA for multi-agent training.")
+        self._eval_returns: dict[str, deque[float]] = {}
 
     def _module_spec(self) -> Any:
-        """The module spec, built inference-only: ES perturbs only what acting uses."""
-        return dataclasses.replace(super()._module_spec(), inference_only=True)
+        """The module spec(s), built inference-only: ES perturbs only what acting uses."""
+        from rlx.core.rl_module import RLModuleSpec
+
+        spec = super()._module_spec()
+        if isinstance(spec, RLModuleSpec):
+            return dataclasses.replace(spec, inference_only=True)
+        specs = spec.rl_module_specs  # a MultiRLModuleSpec
+        if isinstance(specs, RLModuleSpec):
+            specs = dataclasses.replace(specs, inference_only=True)
+        else:
+            specs = {mid: dataclasses.replace(s, inference_only=True) for mid, s in (specs or {}).items()}
+        default = spec.default_spec and dataclasses.replace(spec.default_spec, inference_only=True)
+        return dataclasses.replace(spec, rl_module_specs=specs, module_specs=specs, default_spec=default)
 
     def perturbation_budget(self) -> tuple[int, int]:
         """(minimum perturbations, minimum env steps) of one training step."""
@@ -124,12 +132,30 @@ class ES(Algorithm):
         """Subtracted from every step's reward in the update's returns (ARS's `offset`; ES: 0)."""
         return 0.0
 
+    def trainable_learners(self) -> dict[str, Any]:
+        """{module_id: Learner} of the policies ES perturbs and updates (policies_to_train), by id."""
+        from rlx.algorithms.multi_agent_options import is_trainable
+
+        learners = self.learner_by_module()
+        if not self.is_multi_agent:
+            return learners
+        return {mid: learners[mid] for mid in sorted(learners) if is_trainable(self.config.policies_to_train, mid)}
+
     def training_step(self) -> dict[str, Any]:
-        """Evaluate perturbations of the current weights, update them, push them to the runners."""
+        """Evaluate perturbations of the current weights of every trainable policy, update each
+        policy from its own returns, push the weights to the runners."""
         cfg = self.config
+        learners = self.trainable_learners()
+        if not learners:
+            from rlx.utils.errors import ConfigError
+
+            raise ConfigError(f"policies_to_train ({cfg.policies_to_train!r}) leaves no policy of "
+                              f"{self.policy_ids} to train; name at least one.")
+        thetas = {mid: learner.get_flat_weights() for mid, learner in learners.items()}
+        offsets, _ = module_offsets(thetas)
         min_pairs, min_steps = self.perturbation_budget()
         results = evaluate_perturbations(
-            self.env_runner_group, self.learner.get_flat_weights(), min_pairs=min_pairs, min_env_steps=min_steps,
+            self.env_runner_group, thetas, min_pairs=min_pairs, min_env_steps=min_steps,
             noise_stdev=cfg.noise_stdev, noise_seed=noise_seed(cfg), noise_size=cfg.noise_size,
             seed=(cfg.seed or 0) * 1_000_003 + self._counters["num_env_steps_sampled_lifetime"],
             eval_prob=cfg.eval_prob, action_noise_std=cfg.action_noise_std, offset=self.reward_offset())
@@ -137,22 +163,25 @@ class ES(Algorithm):
         timestep = self._counters["num_env_steps_sampled_lifetime"] + steps
         for key in ("num_env_steps_sampled_lifetime", "num_agent_steps_sampled_lifetime"):
             self._counters[key] += steps
-        metrics = self.learner.update_from_batch(
-            {"noise_indices": results.noise_indices, "returns": results.returns}, timestep=timestep)
+        metrics = {}
+        for mid, learner in learners.items():
+            # The policy's noise is its part of each perturbation's slice of the table.
+            batch = {"noise_indices": results.noise_indices + offsets[mid], "returns": results.module_returns[mid]}
+            metrics[mid] = {**learner.update_from_batch(batch, timestep=timestep), **self._step_stats(results, mid)}
         self.weights_version += 1
         for key in ("num_env_steps_trained_lifetime", "num_agent_steps_trained_lifetime"):
             self._counters[key] += steps
         self.sync_env_runner_weights()
-        metrics.update(self._step_stats(results))
-        return self.module_results(metrics)
+        return metrics
 
-    def _step_stats(self, results: PerturbationResults) -> dict[str, Any]:
-        self._eval_returns.extend(results.eval_returns)
+    def _step_stats(self, results: PerturbationResults, module_id: str) -> dict[str, Any]:
+        window = self._eval_returns.setdefault(module_id, deque(maxlen=self.config.report_length))
+        window.extend(results.eval_returns.get(module_id, []))
         return {
-            "num_perturbations": int(results.returns.shape[0]),
-            "episodes_this_iter": results.num_episodes + len(results.eval_returns),
-            "perturbed_return_mean": float(results.returns.mean()),
-            "evaluation_return_mean": float(np.mean(self._eval_returns)) if self._eval_returns else float("nan"),
+            "num_perturbations": results.num_pairs,
+            "episodes_this_iter": results.num_episodes + len(results.eval_lengths),
+            "perturbed_return_mean": float(results.module_returns[module_id].mean()),
+            "evaluation_return_mean": float(np.mean(window)) if window else float("nan"),
         }
 
 

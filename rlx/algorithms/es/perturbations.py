@@ -5,6 +5,13 @@ Every process regenerates the noise table from (seed, size) instead of receiving
 perturbation travels as one integer: its offset into the table. A runner evaluates theta +
 sigma * eps and theta - sigma * eps (eps = table[i:i + dim]) for one episode each and returns the
 offsets and the two returns; the driver looks the same noise up to estimate the gradient.
+
+Multi-agent: theta is {module_id: flat vector} over the trainable policies (sorted by id), and
+one perturbation perturbs all of them at once with one slice of the table, read as their
+concatenation: policy k's noise starts at `index + offset_k` (`module_offsets`). An episode's
+return for a policy is the sum of the rewards of the agents mapped to it; each policy's
+learner ranks its own returns and steps its own vector. A single-agent run is the one-module
+case ({"default_policy": theta}).
 """
 from __future__ import annotations
 
@@ -45,6 +52,15 @@ def noise_slices(table: np.ndarray, indices: np.ndarray, dim: int) -> np.ndarray
     return np.stack([table[int(i):int(i) + dim] for i in indices])
 
 
+def module_offsets(thetas: dict[str, np.ndarray]) -> tuple[dict[str, int], int]:
+    """({module_id: where its noise starts within a perturbation's slice}, total dimension)."""
+    offsets, total = {}, 0
+    for module_id, theta in thetas.items():
+        offsets[module_id] = total
+        total += int(theta.size)
+    return offsets, total
+
+
 def policy_parameters(module: Any) -> list[torch.nn.Parameter]:
     """The parameters ES/ARS perturb, in a fixed order (the same on every runner's copy)."""
     return [p for p in module.parameters() if p.requires_grad]
@@ -82,12 +98,20 @@ class PerturbationResults:
     """What runners return from evaluating perturbations (concatenated over runners)."""
 
     noise_indices: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    #: [N, 2]: the episode return of theta + sigma*eps and of theta - sigma*eps.
-    returns: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.float32))
+    #: {module_id: [N, 2]}: each policy's episode return under theta + sigma*eps and theta - sigma*eps.
+    module_returns: dict[str, np.ndarray] = field(default_factory=dict)
+    #: [N, 2]: env steps of the two episodes.
     lengths: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
-    #: Returns and lengths of episodes of the unperturbed theta (drawn with eval_prob).
-    eval_returns: list[float] = field(default_factory=list)
+    #: Per policy, the returns of episodes of the unperturbed theta (drawn with eval_prob), and their lengths.
+    eval_returns: dict[str, list[float]] = field(default_factory=dict)
     eval_lengths: list[int] = field(default_factory=list)
+
+    @property
+    def returns(self) -> np.ndarray:
+        """[N, 2]: the episodes' returns summed over the policies (single-agent: the policy's)."""
+        if not self.module_returns:
+            return np.zeros((self.noise_indices.shape[0], 2), np.float32)
+        return np.sum(list(self.module_returns.values()), axis=0).astype(np.float32)
 
     @property
     def num_env_steps(self) -> int:
@@ -95,27 +119,48 @@ class PerturbationResults:
         return int(self.lengths.sum()) + int(sum(self.eval_lengths))
 
     @property
+    def num_pairs(self) -> int:
+        """Perturbations evaluated."""
+        return int(self.noise_indices.shape[0])
+
+    @property
     def num_episodes(self) -> int:
         """Perturbed episodes (two per perturbation)."""
-        return int(self.returns.size)
+        return 2 * self.num_pairs
 
     def extend(self, other: "PerturbationResults") -> None:
         """Append another runner's results."""
+        for module_id, returns in other.module_returns.items():
+            mine = self.module_returns.get(module_id, np.zeros((self.num_pairs, 2), np.float32))
+            self.module_returns[module_id] = np.concatenate([mine, returns])
         self.noise_indices = np.concatenate([self.noise_indices, other.noise_indices])
-        self.returns = np.concatenate([self.returns, other.returns])
         self.lengths = np.concatenate([self.lengths, other.lengths])
-        self.eval_returns.extend(other.eval_returns)
+        for module_id, returns in other.eval_returns.items():
+            self.eval_returns.setdefault(module_id, []).extend(returns)
         self.eval_lengths.extend(other.eval_lengths)
+
+
+def _as_module_dict(theta: np.ndarray | dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    from rlx.algorithms.multi_agent_options import DEFAULT_POLICY_ID
+
+    return dict(theta) if isinstance(theta, dict) else {DEFAULT_POLICY_ID: theta}
+
+
+def runner_module(runner: Any, module_id: str) -> Any:
+    """The RLModule `module_id` acts with on `runner` (a single-agent runner's one module)."""
+    module = runner.module
+    return module[module_id] if hasattr(module, "keys") and callable(module.keys) else module
 
 
 @dataclass
 class EvaluatePerturbations:
     """Run on an EnvRunner (via foreach_env_runner): evaluate `num_pairs` antithetic perturbations
-    of `theta`, one episode each sign, plus an unperturbed episode with probability `eval_prob`
-    per pair. The runner's parameters are `theta` again afterwards (the local runner's module is
-    the Learner's). Returns (PerturbationResults, observation-filter delta or None)."""
+    of `theta` ({module_id: flat vector}, or one vector for a single-agent runner), one episode
+    each sign, plus an unperturbed episode with probability `eval_prob` per pair. Policies not in
+    `theta` act unperturbed. The runner's parameters are `theta` again afterwards (the local
+    runner's modules are the Learners'). Returns (PerturbationResults, observation-filter delta or None)."""
 
-    theta: np.ndarray
+    theta: np.ndarray | dict[str, np.ndarray]
     num_pairs: int
     noise_stdev: float
     noise_seed: int
@@ -127,30 +172,43 @@ class EvaluatePerturbations:
 
     def __call__(self, runner: Any) -> tuple[PerturbationResults, Any]:
         table = shared_noise_table(self.noise_seed, self.noise_size)
-        params = policy_parameters(runner.module)
-        dim = self.theta.size
+        thetas = _as_module_dict(self.theta)
+        params = {mid: policy_parameters(runner_module(runner, mid)) for mid in thetas}
+        offsets, dim = module_offsets(thetas)
         rng = np.random.default_rng([self.seed, int(runner.worker_index)])
         out = PerturbationResults(noise_indices=np.zeros(self.num_pairs, np.int64),
-                                  returns=np.zeros((self.num_pairs, 2), np.float32),
-                                  lengths=np.zeros((self.num_pairs, 2), np.int64))
+                                  module_returns={mid: np.zeros((self.num_pairs, 2), np.float32) for mid in thetas},
+                                  lengths=np.zeros((self.num_pairs, 2), np.int64),
+                                  eval_returns={mid: [] for mid in thetas})
+
+        def set_all(index: int | None, sign: float) -> None:
+            for mid, theta in thetas.items():
+                if index is None:
+                    set_flat(params[mid], theta)
+                else:
+                    start = index + offsets[mid]
+                    set_flat(params[mid], theta + sign * self.noise_stdev * table[start:start + theta.size])
+
         explore, restore = _action_noise(runner, self.action_noise_std)
         try:
             for k in range(self.num_pairs):
                 if self.eval_prob > 0 and rng.random() < self.eval_prob:
-                    set_flat(params, self.theta)
-                    ret, length = _episode(runner, explore=False)
-                    out.eval_returns.append(ret)
+                    set_all(None, 0.0)
+                    returns, _, length = _episode(runner, explore=False)
+                    for mid in thetas:
+                        out.eval_returns[mid].append(returns.get(mid, 0.0))
                     out.eval_lengths.append(length)
                 index = int(rng.integers(0, self.noise_size - dim + 1))
-                eps = table[index:index + dim]
                 out.noise_indices[k] = index
                 for sign, column in ((1.0, 0), (-1.0, 1)):
-                    set_flat(params, self.theta + sign * self.noise_stdev * eps)
-                    ret, length = _episode(runner, explore=explore)
-                    out.returns[k, column] = ret - self.offset * length
+                    set_all(index, sign)
+                    returns, agent_steps, length = _episode(runner, explore=explore)
+                    for mid in thetas:
+                        out.module_returns[mid][k, column] = \
+                            returns.get(mid, 0.0) - self.offset * agent_steps.get(mid, 0)
                     out.lengths[k, column] = length
         finally:
-            set_flat(params, self.theta)
+            set_all(None, 0.0)
             restore()
         runner_filter = runner.filter
         has_state = getattr(runner_filter, "has_state", not runner_filter.is_identity)
@@ -158,57 +216,104 @@ class EvaluatePerturbations:
         return out, delta
 
 
-def _episode(runner: Any, explore: bool) -> tuple[float, int]:
-    """One episode on the runner's first sub-env: (return, length)."""
+def _episode(runner: Any, explore: bool) -> tuple[dict[str, float], dict[str, int], int]:
+    """One episode on the runner's first sub-env: ({module_id: return}, {module_id: agent steps},
+    env steps). A policy's return sums the rewards of every agent mapped to it."""
+    from rlx.algorithms.multi_agent_options import DEFAULT_POLICY_ID
+
     batch = runner.sample(num_episodes=1, explore=explore)
-    valid = batch["valid"][:, 0]
-    return float(batch["rewards"][:, 0][valid].sum()), int(valid.sum())
+    policy_batches = getattr(batch, "policy_batches", None)
+    if policy_batches is None:  # a single-agent runner: its one module, column 0 (the first sub-env)
+        valid = batch["valid"][:, 0]
+        length = int(valid.sum())
+        return {DEFAULT_POLICY_ID: float(batch["rewards"][:, 0][valid].sum())}, {DEFAULT_POLICY_ID: length}, length
+    returns, agent_steps = {}, {}
+    for module_id, module_batch in policy_batches.items():
+        rewards = module_batch["rewards"]
+        valid = module_batch.get("valid")
+        valid = np.ones(rewards.shape, bool) if valid is None else valid
+        returns[module_id] = float(rewards[valid].sum())
+        agent_steps[module_id] = int(valid.sum())
+    return returns, agent_steps, int(batch.env_steps())
+
+
+class _Deterministic:
+    """An Exploration that always takes the deterministic action (a discrete policy's, while
+    a Box policy of the same runner explores with action noise)."""
+
+    def __init__(self, original: Any):
+        self.original = original
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "original":
+            raise AttributeError(name)
+        return getattr(self.original, name)
+
+    def get_exploration_action(self, *, action_distribution: Any, timestep: Any, explore: bool = True) -> Any:
+        return self.original.get_exploration_action(action_distribution=action_distribution, timestep=timestep,
+                                                    explore=False)
 
 
 def _action_noise(runner: Any, std: float) -> tuple[bool, Any]:
     """ES's action noise: on Box action spaces, perturbed episodes add N(0, std) to the
     deterministic action (RLlib's `action_noise_std`); elsewhere they act deterministically.
-    Returns (explore flag for the perturbed episodes, a function that undoes the change)."""
+    A multi-agent runner's policies each get their own. Returns (explore flag for the perturbed
+    episodes, a function that undoes the change)."""
     import gymnasium as gym
 
-    space = getattr(runner, "module_action_space", None) or runner.action_space
-    if std <= 0 or not isinstance(space, gym.spaces.Box):
+    # The Exploration of each module (a multi-agent runner's slots; a single-agent runner itself)
+    # turns the module's output into actions; swapped for the call.
+    holders = list(runner.slots.values()) if hasattr(runner, "slots") else [runner]
+
+    def space(holder: Any) -> Any:
+        return getattr(holder, "module_action_space", None) or holder.action_space
+
+    boxes = [h for h in holders if isinstance(space(h), gym.spaces.Box)]
+    if std <= 0 or not boxes:
         return False, lambda: None
     from rlx.utils.exploration.gaussian_noise import GaussianNoise
 
-    # The runner's Exploration turns the module's output into actions; swapped for the call.
-    original = runner.exploration
-    runner.exploration = GaussianNoise(space, random_timesteps=0, stddev=std, initial_scale=1.0, final_scale=1.0)
+    originals = [(h, h.exploration) for h in holders]
+    for holder in holders:
+        if isinstance(space(holder), gym.spaces.Box):
+            holder.exploration = GaussianNoise(space(holder), random_timesteps=0, stddev=std, initial_scale=1.0,
+                                               final_scale=1.0)
+        else:
+            holder.exploration = _Deterministic(holder.exploration)
 
     def restore() -> None:
-        runner.exploration = original
+        for holder, original in originals:
+            holder.exploration = original
 
     return True, restore
 
 
-def evaluate_perturbations(env_runner_group: Any, theta: np.ndarray, *, min_pairs: int, min_env_steps: int,
-                           noise_stdev: float, noise_seed: int, noise_size: int, seed: int,
+def evaluate_perturbations(env_runner_group: Any, theta: np.ndarray | dict[str, np.ndarray], *, min_pairs: int,
+                           min_env_steps: int, noise_stdev: float, noise_seed: int, noise_size: int, seed: int,
                            eval_prob: float = 0.0, action_noise_std: float = 0.0,
                            offset: float = 0.0) -> PerturbationResults:
-    """Evaluate at least `min_pairs` antithetic perturbations of `theta` and at least
-    `min_env_steps` env steps, spread evenly over the remote runners (or the local runner when
-    there are none). The observation statistics the remote runners gathered are merged into the
-    local runner's filter and sent back out."""
-    if noise_size < theta.size:
+    """Evaluate at least `min_pairs` antithetic perturbations of `theta` ({module_id: vector} or
+    one vector) and at least `min_env_steps` env steps, spread evenly over the remote runners (or
+    the local runner when there are none). The observation statistics the remote runners
+    gathered are merged into the local runner's filters and sent back out."""
+    thetas = _as_module_dict(theta)
+    _, dim = module_offsets(thetas)
+    if noise_size < dim:
         from rlx.utils.errors import ConfigError
 
-        raise ConfigError(f"noise_size ({noise_size}) is smaller than the policy's {theta.size} parameters; raise "
-                          "noise_size (it should be many times larger).")
+        raise ConfigError(f"noise_size ({noise_size}) is smaller than the {dim} parameters perturbed together "
+                          f"(policies {sorted(thetas)}); raise noise_size (it should be many times larger).")
     remote = env_runner_group.num_remote_env_runners() > 0
     num_runners = max(1, env_runner_group.num_healthy_remote_workers()) if remote else 1
-    results = PerturbationResults()
+    results = PerturbationResults(module_returns={mid: np.zeros((0, 2), np.float32) for mid in thetas},
+                                  eval_returns={mid: [] for mid in thetas})
     round_no = 0
-    while results.returns.shape[0] < min_pairs or results.num_env_steps < min_env_steps:
-        pairs = min_pairs - results.returns.shape[0]
+    while results.num_pairs < min_pairs or results.num_env_steps < min_env_steps:
+        pairs = min_pairs - results.num_pairs
         if pairs <= 0:  # enough pairs, too few steps: estimate the pairs left from the episode lengths
             per_pair = max(1.0, float(results.lengths.sum(axis=1).mean()))
             pairs = math.ceil((min_env_steps - results.num_env_steps) / per_pair)
-        call = EvaluatePerturbations(theta=theta, num_pairs=max(1, math.ceil(pairs / num_runners)),
+        call = EvaluatePerturbations(theta=thetas, num_pairs=max(1, math.ceil(pairs / num_runners)),
                                      noise_stdev=noise_stdev, noise_seed=noise_seed, noise_size=noise_size,
                                      seed=int(seed) * 1000 + round_no, eval_prob=eval_prob,
                                      action_noise_std=action_noise_std, offset=offset)

@@ -10,6 +10,7 @@ from rlx.algorithms.impala.vtrace import vtrace
 from rlx.algorithms.ppo.ppo_learner import bootstrap_mask, episode_dones
 from rlx.core.columns import Columns
 from rlx.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
+from rlx.core.learner.sequences import SequenceLayout, sequence_values
 from rlx.core.learner.torch.torch_learner import TorchLearner
 from rlx.utils.schedules import PiecewiseSchedule
 
@@ -33,7 +34,17 @@ class IMPALALearner(TorchLearner):
     `needs_bootstrap`, `values_bootstrapped` = V(next obs) where the trajectory was cut, from
     the weights at the start of the update, `loss_mask`) with the module's `forward_train`
     output on the flattened [T * B] observations.
+
+    A recurrent (stateful) module runs over sequences instead (`forward_minibatch`): each
+    trajectory column is cut after episode ends, before padding and every `max_seq_len` steps
+    (rlx.core.learner.sequences), each sequence starts from the state the EnvRunner stored
+    before its first step, and the outputs go back to the flat [T * B] rows, so V-trace and the
+    loss see the same time-major layout as for a feed-forward module. The values of the
+    observations after a cut come from the module run on from the end of their sequence.
     """
+
+    #: IMPALA and APPO train recurrent (stateful) modules on sequences (see above).
+    supports_recurrent_modules = True
 
     def __init__(self, config: Any, module: Any):
         super().__init__(config, module)
@@ -52,7 +63,8 @@ class IMPALALearner(TorchLearner):
         self.begin_update(batch, timestep)
         lr = self.set_lr_for_timestep(timestep)
         self._curr_entropy_coeff = self.entropy_schedule.value(timestep)
-        data = self.loss_inputs(batch)
+        layout = self.sequence_layout(batch)
+        data = self.loss_inputs(batch, layout)
         T, B = data[Columns.REWARDS].shape
         columns = B if cfg.minibatch_size is None else max(1, min(B, int(cfg.minibatch_size) // T))
         rows: list[torch.Tensor] = []
@@ -61,9 +73,10 @@ class IMPALALearner(TorchLearner):
         for _ in range(cfg.num_epochs):
             order = self._rng.permutation(B) if columns < B else np.arange(B)
             for start in range(0, B, columns):
-                index = self.tensor(order[start:start + columns])
+                chosen = order[start:start + columns]
+                index = self.tensor(chosen)
                 minibatch = {k: v.index_select(1, index) for k, v in data.items()}
-                fwd_out = self.rl_module.forward_train(flat_columns(minibatch))
+                fwd_out = self.forward_minibatch(minibatch, None if layout is None else layout.for_columns(chosen))
                 loss = self.compute_loss_for_module(module_id=self.module_id, config=cfg, batch=minibatch,
                                                     fwd_out=fwd_out)
                 stats = {**self._loss_stats, "total_loss": loss.detach()}
@@ -77,19 +90,49 @@ class IMPALALearner(TorchLearner):
         metrics.update(self.end_update())
         return metrics
 
-    def loss_inputs(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    def sequence_layout(self, batch: dict[str, np.ndarray]) -> SequenceLayout | None:
+        """The batch's sequences and their stored start states for a recurrent module (None for a
+        feed-forward one)."""
+        if not self.rl_module.is_stateful():
+            return None
+        return SequenceLayout.of(batch, self.rl_module, self.device)
+
+    def forward_minibatch(self, minibatch: dict[str, torch.Tensor],
+                          layout: SequenceLayout | None = None) -> dict[str, Any]:
+        """The module's forward_train output on a time-major minibatch, as flat [T * B] rows: one
+        pass over the flattened steps, or (recurrent modules, `layout` = the minibatch's
+        sequences) one pass over the sequences, with `vf_preds` always filled in."""
+        if layout is None:
+            return self.rl_module.forward_train(flat_columns(minibatch))
+        module = self.rl_module
+        T = minibatch[Columns.REWARDS].shape[0]
+        inputs = layout.inputs(minibatch[Columns.OBS])
+        out = module.forward_train(inputs)
+        values = out.get(Columns.VF_PREDS)
+        if values is None:
+            values = module.compute_values(inputs, embeddings=out[Columns.EMBEDDINGS]) \
+                if Columns.EMBEDDINGS in out else module.compute_values(inputs)
+        return {Columns.ACTION_DIST_INPUTS: layout.to_time_major(out[Columns.ACTION_DIST_INPUTS], T),
+                Columns.VF_PREDS: layout.to_time_major(values, T)}
+
+    def loss_inputs(self, batch: dict[str, np.ndarray],
+                    layout: SequenceLayout | None = None) -> dict[str, torch.Tensor]:
         """The time-major [T, B] tensors the loss reads, built once per update (the values of the
-        observations that follow a cut come from the weights at the update's start)."""
+        observations that follow a cut come from the weights at the update's start; a recurrent
+        module's from its run over `layout`'s sequences, made here when not given)."""
         valid = batch.get(Columns.VALID)
         needs_bootstrap = bootstrap_mask(batch)
+        if layout is None:
+            layout = self.sequence_layout(batch)
         data = {
             Columns.OBS: self.tensor(np.ascontiguousarray(batch[Columns.OBS], np.float32)),
-            Columns.VALUES_BOOTSTRAPPED: self._bootstrap_values(batch, needs_bootstrap),
+            Columns.VALUES_BOOTSTRAPPED: self._bootstrap_values(batch, needs_bootstrap, layout),
             Columns.ACTIONS: self.tensor(np.ascontiguousarray(batch[Columns.ACTIONS])),
             Columns.ACTION_LOGP: self.tensor(np.asarray(batch[Columns.ACTION_LOGP], np.float32)),
             Columns.REWARDS: self.tensor(np.asarray(batch[Columns.REWARDS], np.float32)),
             Columns.TERMINATEDS: self.tensor(np.asarray(batch[Columns.TERMINATEDS], bool)),
-            DONES: self.tensor(episode_dones(batch)),
+            # Cut after the last real step before padding too, so the padding rows add nothing to it.
+            DONES: self.tensor(episode_dones(batch) | needs_bootstrap),
             NEEDS_BOOTSTRAP: self.tensor(needs_bootstrap),
             Columns.LOSS_MASK: self.tensor(np.ones(batch[Columns.REWARDS].shape, np.float32) if valid is None
                                            else valid.astype(np.float32)),
@@ -100,11 +143,16 @@ class IMPALALearner(TorchLearner):
         return data
 
     @torch.no_grad()
-    def _bootstrap_values(self, batch: dict[str, np.ndarray], needs_bootstrap: np.ndarray) -> torch.Tensor:
+    def _bootstrap_values(self, batch: dict[str, np.ndarray], needs_bootstrap: np.ndarray,
+                          layout: SequenceLayout | None = None) -> torch.Tensor:
         """[T, B]: V(next obs) where the trajectory was cut (`needs_bootstrap`), 0 elsewhere."""
         out = np.zeros(needs_bootstrap.shape, np.float32)
         rows, cols = np.nonzero(needs_bootstrap)
-        if rows.size:
+        if rows.size and layout is not None:
+            # Every cut ends a sequence: its next observation's value continues that sequence's state.
+            _, next_values = sequence_values(self.rl_module, batch, layout.seqs, layout.numpy_state_in())
+            out[rows, cols] = next_values[rows, cols]
+        elif rows.size:
             next_obs = np.ascontiguousarray(batch[Columns.NEXT_OBS][rows, cols], np.float32)
             out[rows, cols] = self.rl_module.compute_values({Columns.OBS: self.tensor(next_obs)}).float().cpu().numpy()
         return self.tensor(out)

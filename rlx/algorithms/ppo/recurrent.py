@@ -8,91 +8,16 @@ sequences' real steps, minibatches holding whole sequences.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
 from rlx.core.columns import Columns
-from rlx.env.env_runner import state_column
+from rlx.core.learner.sequences import Sequences, cut_sequences, max_seq_len, sequence_state_in, sequence_values
 from rlx.utils.postprocessing import compute_gae, discounted_returns
-from rlx.core.learner.device import module_device, to_device
 
-
-@dataclass
-class Sequences:
-    """Where each sequence's steps are in the [T, B] batch: row/column indices [N, L] (padded
-    steps repeat the first one), the real-step mask [N, L] and each sequence's length [N]."""
-
-    t_idx: np.ndarray
-    b_idx: np.ndarray
-    mask: np.ndarray
-    lengths: np.ndarray
-
-    def gather(self, column: np.ndarray) -> np.ndarray:
-        """A [T, B, ...] column as [N, L, ...] sequences."""
-        return column[self.t_idx, self.b_idx]
-
-
-def cut_sequences(batch: dict[str, np.ndarray], max_seq_len: int) -> Sequences:
-    """The sequences of a time-major batch: per column, cut after episode ends, before padding
-    rows and every `max_seq_len` steps."""
-    rewards = batch[Columns.REWARDS]
-    T, B = rewards.shape[:2]
-    ends = np.asarray(batch[Columns.TERMINATEDS], bool) | np.asarray(batch[Columns.TRUNCATEDS], bool)
-    valid = np.asarray(batch[Columns.VALID], bool) if Columns.VALID in batch else np.ones((T, B), bool)
-    starts: list[tuple[int, int, int]] = []  # (column, first row, length)
-    for b in range(B):
-        t = 0
-        while t < T:
-            if not valid[t, b]:
-                t += 1
-                continue
-            length = 1
-            while (length < max_seq_len and t + length < T and valid[t + length, b]
-                   and not ends[t + length - 1, b]):
-                length += 1
-            starts.append((b, t, length))
-            t += length
-    N = len(starts)
-    L = max(length for _, _, length in starts) if starts else 1
-    steps = np.arange(L)
-    cols = np.array([s[0] for s in starts], np.int64)
-    firsts = np.array([s[1] for s in starts], np.int64)
-    lengths = np.array([s[2] for s in starts], np.int64)
-    mask = steps[None, :] < lengths[:, None]
-    t_idx = np.where(mask, firsts[:, None] + steps[None, :], firsts[:, None])
-    b_idx = np.repeat(cols[:, None], L, axis=1)
-    return Sequences(t_idx, b_idx, mask, lengths)
-
-
-def _state_in(batch: dict[str, np.ndarray], seqs: Sequences, keys: list[str]) -> dict[str, np.ndarray]:
-    first_t, first_b = seqs.t_idx[:, 0], seqs.b_idx[:, 0]
-    return {k: batch[state_column(k)][first_t, first_b] for k in keys}
-
-
-@torch.no_grad()
-def sequence_values(module: Any, batch: dict[str, np.ndarray], seqs: Sequences,
-                    state_in: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(V(s_t), V(s_{t+1})) as [T, B]: the module run over each sequence and the observation
-    after its last step."""
-    obs = seqs.gather(batch[Columns.OBS])
-    N, L = seqs.mask.shape
-    extended = np.concatenate([obs, np.zeros_like(obs[:, :1])], axis=1)
-    last_t = seqs.t_idx[np.arange(N), seqs.lengths - 1]
-    extended[np.arange(N), seqs.lengths] = batch[Columns.NEXT_OBS][last_t, seqs.b_idx[:, 0]]
-    device = module_device(module)
-    out = module.compute_values({
-        Columns.OBS: to_device(torch.from_numpy(np.ascontiguousarray(extended, np.float32)), device),
-        Columns.STATE_IN: {k: to_device(torch.from_numpy(v), device) for k, v in state_in.items()}})
-    values_ext = out.cpu().numpy().reshape(N, L + 1)
-    T, B = batch[Columns.REWARDS].shape[:2]
-    values, next_values = np.zeros((T, B), np.float32), np.zeros((T, B), np.float32)
-    m = seqs.mask
-    values[seqs.t_idx[m], seqs.b_idx[m]] = values_ext[:, :L][m]
-    next_values[seqs.t_idx[m], seqs.b_idx[m]] = values_ext[:, 1:][m]
-    return values, next_values
+__all__ = ["Sequences", "cut_sequences", "recurrent_advantages", "recurrent_update", "sequence_values"]
 
 
 def recurrent_advantages(learner: Any, batch: dict[str, np.ndarray], seqs: Sequences,
@@ -125,9 +50,8 @@ def recurrent_update(learner: Any, batch: dict[str, np.ndarray], timestep: int) 
     learner.begin_update(batch, timestep)
     module = learner.rl_module
     keys = list(module.get_initial_state())
-    max_seq_len = int(module.model_config.get("max_seq_len", 20) or 20)
-    seqs = cut_sequences(batch, max_seq_len)
-    state_in = _state_in(batch, seqs, keys)
+    seqs = cut_sequences(batch, max_seq_len(module))
+    state_in = sequence_state_in(batch, seqs, keys)
     adv, targets, vf_preds = recurrent_advantages(learner, batch, seqs, state_in)
     real = seqs.mask
     seq_adv = seqs.gather(adv)

@@ -7,6 +7,7 @@ takes a dict batch keyed by `Columns` names and returns a dict.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 import gymnasium as gym
@@ -27,7 +28,15 @@ class RLModule(nn.Module):
         action_space: the env's action space.
         model_config: model settings (see rlx.models.MODEL_DEFAULTS).
         inference_only: build only what inference needs (e.g. no value head).
+        learner_only: the module is trained by the Learner but not run by EnvRunners.
+        catalog_class: the Catalog (rlx.core.models.catalog) the networks come from: rlx's
+            actor-critic module builds its layers with it; other modules find an instance of it
+            as `self.catalog` in `setup()`.
     """
+
+    #: Whether `setup()` builds the networks with `self.catalog_class` itself (rlx's modules that
+    #: do set it; for the others `__init__` makes `self.catalog` for their own setup to use).
+    builds_from_catalog = False
 
     def __init__(
         self,
@@ -35,12 +44,19 @@ class RLModule(nn.Module):
         action_space: gym.Space | None = None,
         model_config: dict | None = None,
         inference_only: bool = False,
+        learner_only: bool = False,
+        catalog_class: type | None = None,
     ):
         super().__init__()
         self.observation_space = observation_space
         self.action_space = action_space
         self.model_config = dict(model_config or {})
         self.inference_only = inference_only
+        self.learner_only = learner_only
+        self.catalog_class = catalog_class
+        self.catalog: Any = None
+        if catalog_class is not None and not type(self).builds_from_catalog:
+            self.catalog = catalog_class(observation_space, action_space, self.model_config)
         self.setup()
 
     def setup(self) -> None:
@@ -116,6 +132,28 @@ class RLModule(nn.Module):
 
     # -------------------------------------------------------------- state
 
+    def save_to_path(self, path: str | Any = None) -> str:
+        """Write this module (weights and the spec that rebuilds it) into the directory `path`
+        (a new temporary one when None); return the path. `RLModule.from_checkpoint(path)`
+        rebuilds it, `module.restore_from_path(path)` loads the weights into a module."""
+        from rlx.core.rl_module.module_checkpoint import save_module
+
+        return save_module(self, path)
+
+    def restore_from_path(self, path: str | Any) -> None:
+        """Load the weights of a module directory: one written by `save_to_path`, or the
+        `learner_group/learner/rl_module/<module_id>` directory of an Algorithm checkpoint."""
+        from rlx.core.rl_module.module_checkpoint import load_module_state
+
+        load_module_state(self, path)
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Any) -> "RLModule":
+        """Build the module stored in a module directory (see restore_from_path) and load its weights."""
+        from rlx.core.rl_module.module_checkpoint import module_from_checkpoint
+
+        return module_from_checkpoint(path, expected=cls)
+
     def get_state(self) -> dict[str, np.ndarray]:
         """Weights as a flat dict of NumPy arrays."""
         return {k: v.detach().cpu().numpy().copy() for k, v in self.state_dict().items()}
@@ -176,6 +214,11 @@ class RLModuleSpec:
     """Recipe for an RLModule: its class, spaces and model config.
 
     Spaces left as None are filled in from the environment when the Algorithm builds.
+    `catalog_class` is the Catalog the module's networks come from (rlx's actor-critic module
+    honours it; building another rlx module with one is a NotSupportedYetError). `learner_only`
+    marks a module only the Learner needs (not with `inference_only`). `load_state_path` is a
+    module directory (`module.save_to_path(...)`, or `<algorithm checkpoint>/learner_group/
+    learner/rl_module/<module_id>`) whose weights the module gets when built.
     """
 
     module_class: type[RLModule] | None = None
@@ -183,9 +226,17 @@ class RLModuleSpec:
     action_space: gym.Space | None = None
     model_config: dict | None = None
     inference_only: bool = False
+    learner_only: bool = False
+    catalog_class: type | None = None
+    load_state_path: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.load_state_path is not None:
+            # Kept as str: the config (and its checkpoint's config.json) stores plain data.
+            self.load_state_path = os.fspath(self.load_state_path)
 
     def build(self) -> RLModule:
-        """Instantiate the module."""
+        """Instantiate the module (and load `load_state_path`'s weights into it)."""
         if self.module_class is None:
             raise ConfigError("RLModuleSpec.module_class is not set.")
         if self.observation_space is None or self.action_space is None:
@@ -194,19 +245,39 @@ class RLModuleSpec:
             raise ConfigError(
                 f"RLModuleSpec.module_class must be a subclass of rlx.core.rl_module.RLModule, got {self.module_class!r}."
             )
-        return self.module_class(
+        if self.inference_only and self.learner_only:
+            raise ConfigError("RLModuleSpec has inference_only=True and learner_only=True: a module only the Learner "
+                              "needs cannot be an inference-only copy; set one of them.")
+        kwargs: dict[str, Any] = {}
+        if self.catalog_class is not None:
+            check_catalog_class(self.module_class, self.catalog_class)
+            kwargs["catalog_class"] = self.catalog_class
+        if self.learner_only:
+            kwargs["learner_only"] = True
+        model_config = self.model_config
+        if model_config is not None and not isinstance(model_config, dict):
+            from rlx.core.models.catalog import model_config_as_dict
+
+            model_config = model_config_as_dict(model_config)
+        module = self.module_class(
             observation_space=self.observation_space,
             action_space=self.action_space,
-            model_config=self.model_config,
+            model_config=model_config,
             inference_only=self.inference_only,
+            **kwargs,
         )
+        if self.load_state_path is not None:
+            module.restore_from_path(self.load_state_path)
+        return module
 
     @classmethod
     def from_module(cls, module: RLModule) -> "RLModuleSpec":
-        """The spec that builds a module like `module` (its class, spaces and model config)."""
+        """The spec that builds a module like `module` (its class, spaces, model config and catalog)."""
         return cls(module_class=type(module), observation_space=module.observation_space,
                    action_space=module.action_space, model_config=getattr(module, "model_config", None),
-                   inference_only=bool(getattr(module, "inference_only", False)))
+                   inference_only=bool(getattr(module, "inference_only", False)),
+                   learner_only=bool(getattr(module, "learner_only", False)),
+                   catalog_class=getattr(module, "catalog_class", None))
 
     # Older name used by RLlib's docs.
     @property
@@ -216,3 +287,26 @@ class RLModuleSpec:
 
 
 SingleAgentRLModuleSpec = RLModuleSpec
+
+
+def check_catalog_class(module_class: type, catalog_class: Any) -> None:
+    """ConfigError unless `catalog_class` is a Catalog subclass; NotSupportedYetError when
+    `module_class`'s layers come from an rlx module that does not build them with a catalog
+    (the catalog would be ignored)."""
+    from rlx.core.models.catalog import Catalog
+    from rlx.utils.errors import NotSupportedYetError
+
+    if not (isinstance(catalog_class, type) and issubclass(catalog_class, Catalog)):
+        raise ConfigError(f"RLModuleSpec.catalog_class must be a subclass of rlx.core.models.catalog.Catalog, got "
+                          f"{catalog_class!r:.80}.")
+    # Whoever defines setup() builds the layers: a user's class can use self.catalog there, an
+    # rlx module only when it says it builds from the catalog.
+    builder = next((k for k in module_class.__mro__ if "setup" in k.__dict__), RLModule)
+    if builder is RLModule or not builder.__module__.startswith("rlx.") or getattr(builder, "builds_from_catalog", False):
+        return
+    raise NotSupportedYetError(
+        f"RLModuleSpec(catalog_class={catalog_class.__name__}) with {module_class.__name__}",
+        "rlx's default actor-critic module (PPO, APPO, IMPALA, A2C, PG) builds its networks from a catalog; "
+        f"{builder.__name__} builds its own",
+        fix="Drop catalog_class, or write a custom RLModule whose setup() builds from self.catalog.")
+

@@ -24,10 +24,14 @@ class MultiAgentReplayBuffer:
             buf = self.replay_buffers[policy_id] = self._make_buffer(policy_id)
         return buf
 
-    def add(self, batch: Any, time_major: bool = True) -> None:
-        """Add each policy's batch of a MultiAgentBatch (or {policy_id: batch}) to its buffer."""
+    def add(self, batch: Any, time_major: bool = True, lane_offset: int = 0) -> None:
+        """Add each policy's batch of a MultiAgentBatch (or {policy_id: batch}) to its buffer
+        (`lane_offset`: where its columns' lanes start, as in ReplayBuffer.add)."""
         for policy_id, policy_batch in getattr(batch, "policy_batches", batch).items():
-            self.buffer(policy_id).add(policy_batch, time_major=time_major)
+            if lane_offset:
+                self.buffer(policy_id).add(policy_batch, time_major=time_major, lane_offset=lane_offset)
+            else:
+                self.buffer(policy_id).add(policy_batch, time_major=time_major)
 
     def end_open_episodes(self) -> None:
         """End every open episode in every buffer (the runners restarted their episodes)."""

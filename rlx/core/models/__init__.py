@@ -11,9 +11,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from rlx.core.action_masking import apply_action_mask, find_action_mask
-from rlx.core.cnn import ImageEncoder, is_image_space
+from rlx.core.cnn import is_image_space
 from rlx.core.columns import Columns
-from rlx.core.distributions import DiagGaussian, dist_class_for_space
 from rlx.core.rl_module import RLModule
 from rlx.utils.errors import NotSupportedYetError
 
@@ -109,19 +108,6 @@ def resolve_initializer(value: Any) -> Any:
     raise ValueError(f"Unknown initializer {value!r}; use a callable or one of torch.nn.init's: {', '.join(names)}.")
 
 
-_INIT_KEYS = ("fcnet_kernel_initializer", "fcnet_kernel_initializer_kwargs", "fcnet_bias_initializer",
-              "fcnet_bias_initializer_kwargs")
-
-
-def _last_layer_resized(hiddens: Sequence[int], post: Sequence[int], size: int) -> tuple[list[int], list[int]]:
-    """(hiddens, post_hiddens) with the last layer of the two (one layer when both are empty)
-    given `size` units: the layout of `no_final_linear`."""
-    hiddens, post = list(hiddens), list(post)
-    if post:
-        return hiddens, post[:-1] + [size]
-    return hiddens[:-1] + [size], post
-
-
 def refuse_no_final_linear(model_config: dict[str, Any], algorithm: str) -> None:
     """NotSupportedYetError for model['no_final_linear'] in a module whose heads need their linear layer."""
     if model_config.get("no_final_linear"):
@@ -145,71 +131,30 @@ class ActorCriticModule(RLModule):
 
     With `vf_share_layers=True` both heads sit on one MLP trunk; otherwise the policy and
     the value function are separate MLPs. For Box actions, `free_log_std=True` makes the
-    log standard deviation a free parameter instead of a network output.
+    log standard deviation a free parameter instead of a network output. The networks come
+    from the spec's `catalog_class` (default: ActorCriticCatalog; see rlx.core.models.catalog).
     """
 
+    #: The networks come from `self.catalog_class` (default: ActorCriticCatalog).
+    builds_from_catalog = True
+
     def setup(self) -> None:
+        from rlx.core.models.actor_critic_catalog import ActorCriticCatalog
+
         cfg = self.model_config
-        hiddens = cfg.get("fcnet_hiddens", [64, 64])
-        act = cfg.get("fcnet_activation", "tanh")
-        post = cfg.get("post_fcnet_hiddens", [])
-        post_act = cfg.get("post_fcnet_activation", "relu")
         # With an action mask in the (Dict) observation, the networks read only the other keys.
         self.action_mask = find_action_mask(self.observation_space, self.action_space, cfg)
         space = self.action_mask.input_space if self.action_mask is not None else self.observation_space
-        in_dim = flat_obs_dim(space)
-        dist_cls, _ = dist_class_for_space(self.action_space, cfg)
-        out_dim = dist_cls.required_input_dim(self.action_space, cfg)
-        self.free_log_std = bool(cfg.get("free_log_std", False)) and dist_cls is DiagGaussian
-        if cfg.get("free_log_std", False) and dist_cls is not DiagGaussian:
-            raise NotSupportedYetError("model['free_log_std']=True", "it applies to Box action spaces only")
-        pi_out = out_dim // 2 if self.free_log_std else out_dim
-        self.vf_share_layers = bool(cfg.get("vf_share_layers", False))
+        catalog = (self.catalog_class or ActorCriticCatalog)(space, self.action_space, cfg)
+        self.catalog = catalog
+        self.free_log_std = catalog.free_log_std
+        self.vf_share_layers = catalog.vf_share_layers
         if self.free_log_std:
-            self.log_std = nn.Parameter(torch.zeros(pi_out))
-        no_final_linear = bool(cfg.get("no_final_linear", False))
-        if is_image_space(space, cfg):
-            if no_final_linear:
-                raise NotSupportedYetError("model['no_final_linear'] with image observations",
-                                           "it applies to the fully connected network of vector observations")
-            self._setup_image_heads(pi_out, space)
-            return
-        self._flatten = len(space.shape) != 1
-        # no_final_linear (RLlib's meaning): the last hidden layer gets pi_out units (with its
-        # activation) and is the policy output; no extra linear layer follows it.
-        pi_hiddens, pi_post = _last_layer_resized(hiddens, post, pi_out) if no_final_linear else (hiddens, post)
-        trunk_dim = (list(pi_hiddens) + list(pi_post) or [in_dim])[-1]
-        inits = {k: cfg.get(k) for k in _INIT_KEYS}
-        if self.vf_share_layers:
-            self.encoder = make_mlp(in_dim, pi_hiddens, act, post_hiddens=pi_post, post_activation=post_act,
-                                    initializers=inits)
-            self.pi = nn.Identity() if no_final_linear else make_mlp(trunk_dim, [], None, pi_out, out_gain=0.01)
-            self.vf = None if self.inference_only else make_mlp(trunk_dim, [], None, 1, out_gain=1.0)
-        else:
-            self.encoder = None
-            self.pi = make_mlp(in_dim, pi_hiddens, act, None if no_final_linear else pi_out, out_gain=0.01,
-                               post_hiddens=pi_post, post_activation=post_act, initializers=inits)
-            self.vf = None if self.inference_only else make_mlp(
-                in_dim, hiddens, act, 1, out_gain=1.0, post_hiddens=post, post_activation=post_act,
-                initializers=inits)
-
-    def _setup_image_heads(self, pi_out: int, space: gym.spaces.Box) -> None:
-        """CNN encoders (one shared, or one per head without vf_share_layers) and linear heads."""
-        cfg = self.model_config
-        self._flatten = False
-        if self.vf_share_layers:
-            self.encoder = ImageEncoder(space, cfg)
-            self.pi = make_mlp(self.encoder.out_dim, [], None, pi_out, out_gain=0.01)
-            self.vf = None if self.inference_only else make_mlp(self.encoder.out_dim, [], None, 1, out_gain=1.0)
-            return
-        self.encoder = None
-        pi_encoder = ImageEncoder(space, cfg)
-        self.pi = nn.Sequential(pi_encoder, make_mlp(pi_encoder.out_dim, [], None, pi_out, out_gain=0.01))
-        if self.inference_only:
-            self.vf = None
-        else:
-            vf_encoder = ImageEncoder(space, cfg)
-            self.vf = nn.Sequential(vf_encoder, make_mlp(vf_encoder.out_dim, [], None, 1, out_gain=1.0))
+            self.log_std = nn.Parameter(torch.zeros(catalog.pi_head_output_dim))
+        self._flatten = not is_image_space(space, cfg) and len(space.shape) != 1
+        self.encoder = catalog.build_actor_critic_encoder("torch")
+        self.pi = catalog.build_pi_head("torch")
+        self.vf = None if self.inference_only else catalog.build_vf_head("torch")
 
     def _obs(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The networks' input and the action mask (None without one)."""
