@@ -53,13 +53,13 @@ def test_a_restart_loop_returns_fds_and_child_processes_to_their_starting_counts
     warm = crashing_config().build()
     warm.train()
     warm.stop()
-    fds_before, children_before = open_fds(), settled(_count_children, 0, 5)
+    fds_before, children_before = open_fds(), settled(_count_children, 0, 2)
 
     algo = crashing_config().build()
     try:
         restarts_seen = []
         fds_during = []
-        for _ in range(12):
+        for _ in range(7):  # runner 1 crashes and restarts about twice per iteration
             result = algo.train()
             restarts_seen.append(result["fault_tolerance"]["num_remote_worker_restarts"])
             fds_during.append(open_fds())
