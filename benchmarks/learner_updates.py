@@ -44,7 +44,7 @@ def measure(algo_name: str, env: str, overrides: dict, repeats: int = 200) -> di
         "algo": algo_name,
         "env": env,
         "train_batch_size": cfg.total_train_batch_size,
-        "update_s": _timeit(lambda: algo.learner.update_from_batch(batch, timestep), repeats),
+        "update_s": _timeit(lambda: algo.learner.run_update(batch, timestep), repeats),
         "replay_sample_s": _timeit(lambda: algo.local_replay_buffer.sample(
             cfg.total_train_batch_size, n_step=n, gamma=cfg.gamma), repeats),
         "env_sample_s": _timeit(lambda: algo.env_runner.sample(), repeats),

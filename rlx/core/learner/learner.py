@@ -28,6 +28,7 @@ import torch
 
 from rlx.core import ALL_MODULES, DEFAULT_MODULE_ID
 from rlx.core.learner.precision import Precision
+from rlx.core.learner.threads import update_threads
 from rlx.core.learner.device import learner_device, module_device, to_device
 from rlx.core.rl_module import RLModule
 from rlx.utils.errors import ConfigError, NonFiniteUpdateError, did_you_mean
@@ -38,6 +39,8 @@ from rlx.utils.schedules import PiecewiseSchedule
 logger = logging.getLogger("rlx")
 
 _OWN_OPTIMIZERS = ("adam", "adamw", "sgd")
+
+_UNSET = object()
 
 #: RLlib's name of a module's only (or main) optimizer. rlx stores that optimizer as "default"
 #: (its name in checkpoints); `get_optimizer` and `register_optimizer` accept either name.
@@ -318,6 +321,8 @@ class Learner:
         #: Mixed precision (autocast dtype, loss scaler) from mixed_precision / _torch_grad_scaler_class.
         self.precision = Precision(config, self.device)
         self._precision_attached = False
+        #: torch threads for updates (rlx.core.learner.threads), decided at the first update.
+        self._update_threads: Any = _UNSET
         self._compiled = not getattr(config, "torch_compile_learner", False)
         self.configure_optimizers()
         if not self.optimizers:
@@ -502,7 +507,8 @@ class Learner:
     def run_update(self, batch: Any, timestep: int) -> Any:
         """`update_from_batch` as the Algorithm runs it: under the config's mixed precision, on the
         module compiled by torch_compile_learner (compiled at the first update, once every network
-        of the Learner exists), with the loss scaler's metrics added."""
+        of the Learner exists), with the torch thread count of rlx.core.learner.threads, and with
+        the loss scaler's metrics added."""
         if not self._compiled:
             from rlx.core.learner.compile import compile_learner_module
 
@@ -513,8 +519,19 @@ class Learner:
             self.precision.attach(*[v for v in vars(self).values() if isinstance(v, torch.nn.Module)],
                                   self.rl_module)
             self._precision_attached = True
-        with self.precision.autocast():
-            metrics = self.update_from_batch(batch, timestep=timestep)
+        threads = self._update_threads
+        if threads is _UNSET:
+            threads = self._update_threads = update_threads(
+                self.config, sum(p.numel() for p in self.params), self.device.type)
+        previous = torch.get_num_threads() if threads is not None else None
+        if previous is not None and previous != threads:
+            torch.set_num_threads(threads)
+        try:
+            with self.precision.autocast():
+                metrics = self.update_from_batch(batch, timestep=timestep)
+        finally:
+            if previous is not None and previous != threads:
+                torch.set_num_threads(previous)
         if self.precision.scaler is not None and isinstance(metrics, dict):
             metrics.update(self.precision.metrics())
         return metrics
