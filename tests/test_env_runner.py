@@ -432,3 +432,22 @@ def test_box_actions_are_unsquashed_for_the_env_but_stored_raw_in_the_batch():
     assert received.size == 10
     np.testing.assert_allclose(received, 1.0, atol=1e-6)  # -2 + (0.5 + 1) * (2 - -2) / 2
     algo.stop()
+
+
+def test_weight_sync_skips_a_local_runner_that_shares_the_learners_module(monkeypatch):
+    # The Learner's `module` is a view of the RLModule the local runner steps with; syncing must
+    # see through the view instead of copying every weight into the same module after each update.
+    from rlx.algorithms.dqn import DQNConfig
+
+    algo = (DQNConfig().environment("CartPole-v1")
+            .training(num_steps_sampled_before_learning_starts=32, train_batch_size=16)
+            .reporting(min_sample_timesteps_per_iteration=64).debugging(seed=0).build())
+    runner = algo.env_runner
+    copies = []
+    monkeypatch.setattr(runner, "set_weights", lambda *a, **k: copies.append(1))
+    before = {k: v.copy() for k, v in runner.get_weights().items()}
+    algo.train()
+    assert not copies
+    after = runner.get_weights()
+    assert any(not np.array_equal(before[k], after[k]) for k in before)  # the runner acts with trained weights
+    algo.stop()

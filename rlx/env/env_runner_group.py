@@ -669,7 +669,10 @@ class EnvRunnerGroup:
             if from_worker_or_learner_group is None:
                 raise ValueError("sync_weights() without a source needs a local EnvRunner; pass "
                                  "from_worker_or_learner_group=algo.learner_group (or a runner).")
-        source_module = getattr(from_worker_or_learner_group, "module", None)
+        from rlx.core.learner.learner import unwrap_module
+
+        # A Learner's `module` is a view of its RLModule: compare the modules behind the views.
+        source_module = unwrap_module(getattr(from_worker_or_learner_group, "module", None))
         weights = None
 
         def get_weights() -> Any:
@@ -683,7 +686,7 @@ class EnvRunnerGroup:
 
         local = self._local_env_runner
         if local is not None and (to_worker_indices is None or 0 in to_worker_indices):
-            if local.module is not source_module:
+            if source_module is None or unwrap_module(local.module) is not source_module:
                 local.set_weights(get_weights(), weights_seq_no=weights_seq_no)
             elif weights_seq_no is not None:
                 local.weights_seq_no = int(weights_seq_no)
