@@ -247,6 +247,7 @@ class SingleAgentEnvRunner:
         self._initial_state = {k: np.asarray(v, np.float32) for k, v in self.module.get_initial_state().items()} \
             if hasattr(self.module, "get_initial_state") else {}
         self._stateful = bool(self._initial_state)
+        self._numpy_actor_cache: tuple | None = None  # see _numpy_actor
         self._dist_cls = self.module.get_exploration_action_dist_cls()
         self._inference_dist_cls = self.module.get_inference_action_dist_cls()
         self._generator = torch.Generator()
@@ -784,12 +785,52 @@ class SingleAgentEnvRunner:
             out[k] = grown
         return out
 
-    def _act(self, obs: np.ndarray, explore: bool, random_actions: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _numpy_actor(self, explore: bool, random_actions: bool) -> Callable[[np.ndarray], Any] | None:
+        """`_act` computed in NumPy, for this sample() call: the module's NumPy forward pass
+        (RLModule.numpy_inference_fn) and the exploration's NumPy form of its action choice. None
+        when either has none; the returned function returns None for a step it cannot take (e.g.
+        in a random-action phase), which then acts through torch."""
+        if random_actions or self._stateful:
+            return None
+        module, exploration = self.module, self.exploration
+        # Rebuilt when the module's parameters move or are replaced: its NumPy views would be stale.
+        # (The views keep the old storage alive, so a new tensor cannot reuse one of these addresses.)
+        storage = tuple(p.data_ptr() for p in module.parameters())
+        cached = self._numpy_actor_cache
+        if cached is not None and cached[0] is module and cached[1] is exploration and cached[2] == explore \
+                and cached[3] == storage:
+            return cached[4]
+        act = self._build_numpy_actor(module, exploration, explore)
+        self._numpy_actor_cache = (module, exploration, explore, storage, act)
+        return act
+
+    def _build_numpy_actor(self, module: Any, exploration: Any, explore: bool) -> Callable[[np.ndarray], Any] | None:
+        forward = module.numpy_inference_fn()
+        if forward is None:
+            return None
+        choose = exploration.numpy_action_fn(self._dist_cls if explore else self._inference_dist_cls, explore)
+        if choose is None:
+            return None
+
+        def act(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+            inputs = forward(obs)
+            out = choose(inputs, self.num_env_steps_sampled_lifetime)
+            return None if out is None else (out[0], out[1], inputs)
+
+        return act
+
+    def _act(self, obs: np.ndarray, explore: bool, random_actions: bool,
+             numpy_actor: Callable[[np.ndarray], Any] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Actions, their log-probabilities and the distribution inputs for a batch of observations.
 
         The module's output goes through the Exploration object, which decides (from
-        `explore` and the global sampled timestep) how to turn it into actions.
+        `explore` and the global sampled timestep) how to turn it into actions. With a
+        `numpy_actor` (see _numpy_actor) that can take this step, no torch op runs.
         """
+        if numpy_actor is not None:
+            out = numpy_actor(obs)
+            if out is not None:
+                return out
         batch = {Columns.OBS: torch.from_numpy(obs)}
         if self._stateful:  # one time step: [B, 1, ...] and the state of each sub-env
             batch = {Columns.OBS: batch[Columns.OBS][:, None],
@@ -839,6 +880,7 @@ class SingleAgentEnvRunner:
         track = self._track_episodes
         remote_envs = self.config.sub_envs_in_processes
         row_episodes: list[list[Any]] | None = [] if self._on_postprocess_trajectory is not None else None
+        numpy_actor = self._numpy_actor(explore, random_actions)
         t = 0
         while True:
             if t >= T_cap:
@@ -857,7 +899,7 @@ class SingleAgentEnvRunner:
             if self._stateful:
                 for k, v in self._state.items():
                     buf[state_column(k)][t] = v
-            actions, logp, dist_inputs = self._act(obs_t, explore, random_actions)
+            actions, logp, dist_inputs = self._act(obs_t, explore, random_actions, numpy_actor)
             if dist_buf is None:
                 dist_buf = np.zeros((T_cap, B) + dist_inputs.shape[1:], dtype=np.float32)
             dist_buf[t] = dist_inputs

@@ -81,6 +81,18 @@ class DDPGRLModule(RLModule):
     def forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return self.forward_inference(batch)
 
+    def numpy_inference_fn(self) -> Any:
+        """`actions` in NumPy (see RLModule.numpy_inference_fn) for an MLP actor; else None."""
+        from rlx.core.numpy_forward import as_float32_rows, keeps_methods, mlp_numpy_fn
+
+        if not keeps_methods(self, DDPGRLModule, ("forward_inference", "forward_exploration", "actions",
+                                                  "flat_obs")):
+            return None
+        pi = mlp_numpy_fn(self.pi)
+        if pi is None:
+            return None
+        return lambda obs: np.tanh(pi(as_float32_rows(obs)))
+
     def forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return self.forward_inference(batch)
 

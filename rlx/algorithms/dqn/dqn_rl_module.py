@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -176,6 +177,33 @@ class DQNRLModule(RLModule):
     def forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         q = self.q_values(self.q_outputs(batch[Columns.OBS], noisy=self.noisy))
         return {Columns.ACTION_DIST_INPUTS: q, QF_PREDS: q}
+
+    def numpy_inference_fn(self) -> Any:
+        """Expected Q-values in NumPy (see RLModule.numpy_inference_fn) for MLP networks without
+        noisy layers, distributional atoms or an action mask; else None."""
+        from rlx.core.numpy_forward import as_float32_rows, keeps_methods, mlp_numpy_fn
+
+        if self.noisy or self.num_atoms != 1 or self.action_mask is not None or not keeps_methods(
+                self, DQNRLModule, ("forward_inference", "forward_exploration", "q_outputs", "q_values",
+                                    "_features", "_call_head")):
+            return None
+        encoder = mlp_numpy_fn(self.encoder) if self.encoder is not None else None
+        advantage = mlp_numpy_fn(self.advantage)
+        value = mlp_numpy_fn(self.value) if self.value is not None else None
+        if advantage is None or (self.encoder is not None and encoder is None) or \
+                (self.value is not None and value is None):
+            return None
+
+        def forward(obs: np.ndarray) -> np.ndarray:
+            x = as_float32_rows(obs)
+            if encoder is not None:
+                x = encoder(x)
+            adv = advantage(x)
+            if value is None:
+                return adv
+            return value(x) + adv - adv.mean(axis=1, keepdims=True)
+
+        return forward
 
     def forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         out = self.q_outputs(batch[Columns.OBS], noisy=self.noisy)

@@ -88,6 +88,26 @@ class SACRLModule(RLModule):
     def forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return self.forward_inference(batch)
 
+    def numpy_inference_fn(self) -> Any:
+        """policy_outputs in NumPy (see RLModule.numpy_inference_fn) for an MLP policy; else None."""
+        from rlx.core.numpy_forward import as_float32_rows, keeps_methods, mlp_numpy_fn
+
+        if not keeps_methods(self, SACRLModule, ("forward_inference", "forward_exploration", "policy_outputs",
+                                                 "flat_obs")):
+            return None
+        pi = mlp_numpy_fn(self.pi)
+        if pi is None:
+            return None
+        discrete, n = self.discrete, self.action_dim
+
+        def forward(obs: np.ndarray) -> np.ndarray:
+            out = pi(as_float32_rows(obs))
+            if not discrete:
+                np.clip(out[:, n:], -20.0, 2.0, out=out[:, n:])
+            return out
+
+        return forward
+
     def forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return self.forward_inference(batch)
 

@@ -179,6 +179,29 @@ class ActorCriticModule(RLModule):
     def forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return self.forward_inference(batch, **kwargs)
 
+    def numpy_inference_fn(self) -> Any:
+        """forward_inference's action-distribution inputs in NumPy (see RLModule.numpy_inference_fn)
+        for MLP networks without an action mask; None otherwise."""
+        from rlx.core.numpy_forward import as_float32_rows, keeps_methods, mlp_numpy_fn
+
+        if self.action_mask is not None or not keeps_methods(
+                self, ActorCriticModule, ("forward_inference", "forward_exploration", "_pi", "_obs")):
+            return None
+        pi = mlp_numpy_fn(self.pi)
+        encoder = mlp_numpy_fn(self.encoder) if self.encoder is not None else None
+        if pi is None or (self.encoder is not None and encoder is None):
+            return None
+        log_std = self.log_std.detach().numpy() if self.free_log_std else None
+
+        def forward(obs: np.ndarray) -> np.ndarray:
+            x = as_float32_rows(obs)
+            out = pi(encoder(x) if encoder is not None else x)
+            if log_std is not None:
+                out = np.concatenate([out, np.broadcast_to(log_std, out.shape)], axis=-1)
+            return out
+
+        return forward
+
     def forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         obs, mask = self._obs(batch)
         if self.encoder is not None:

@@ -115,6 +115,14 @@ class RLModule(nn.Module):
         its batches carry a time axis (`obs` shaped [B, T, ...])."""
         return bool(self.get_initial_state())
 
+    def numpy_inference_fn(self) -> Any:
+        """The action-distribution inputs forward_exploration and forward_inference compute, as a
+        NumPy function of observation rows [B, ...] -> [B, k] that reads this module's weights
+        (rlx.core.numpy_forward), or None. The EnvRunner acts through it when it is not None: rlx's
+        default MLP modules provide one; any other module (and any subclass overriding their
+        forward methods) acts through torch."""
+        return None
+
     # -------------------------------------------------------------- distributions
 
     def get_train_action_dist_cls(self) -> BoundDistribution:

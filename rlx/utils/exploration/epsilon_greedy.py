@@ -11,7 +11,7 @@ from rlx.core.action_masking import random_valid_actions
 from rlx.core.distributions import Distribution
 from rlx.utils.errors import ConfigError
 from rlx.utils.exploration.exploration import (
-    Exploration, check_options, linear_schedule, make_schedule, to_numpy,
+    Exploration, NumpyActionFn, check_options, linear_schedule, make_schedule, to_numpy,
 )
 
 class EpsilonGreedy(Exploration):
@@ -90,6 +90,26 @@ class EpsilonGreedy(Exploration):
         if not inputs.is_cpu:
             action = action.to(inputs.device)
         return action, self.zero_logp(action)
+
+    def numpy_action_fn(self, dist_cls: Any, explore: bool) -> NumpyActionFn | None:
+        """get_exploration_action in NumPy for Discrete spaces (see Exploration.numpy_action_fn):
+        the same draws from the same generator."""
+        if not self._discrete or type(self).get_exploration_action is not EpsilonGreedy.get_exploration_action:
+            return None
+        rng, schedule = self.np_random, self.epsilon_schedule
+
+        def act(q: np.ndarray, timestep: int) -> tuple[np.ndarray, np.ndarray]:
+            self.last_timestep = int(timestep)
+            greedy = q.argmax(-1)
+            if explore:
+                eps = schedule.value(timestep)
+                if eps > 0.0:
+                    explore_rows = rng.random(greedy.shape[0]) < eps
+                    if explore_rows.any():
+                        greedy = self._with_random_rows(q, greedy, explore_rows)
+            return greedy, np.zeros(greedy.shape[0], np.float32)
+
+        return act
 
     def _with_random_rows(self, q: np.ndarray | None, greedy: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """`greedy` with uniformly random actions in the rows where `rows` is True."""

@@ -7,7 +7,7 @@ sampling timestep.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable, Optional, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -16,6 +16,9 @@ import torch
 from rlx.core.distributions import Distribution
 from rlx.utils.errors import ConfigError
 from rlx.utils.schedules import PiecewiseSchedule
+
+#: (distribution inputs, global timestep) -> (actions, logp), or None for a step to take through torch.
+NumpyActionFn = Callable[[np.ndarray, int], Optional[Tuple[np.ndarray, np.ndarray]]]
 
 #: Keyword arguments that rlx passes to every Exploration itself; they do not belong in
 #: `exploration_config`.
@@ -98,6 +101,17 @@ class Exploration:
             return action, _as_logp(action_distribution.logp(action))
         action = action_distribution.deterministic_sample()
         return action, self.zero_logp(action)
+
+    def numpy_action_fn(self, dist_cls: Any, explore: bool) -> NumpyActionFn | None:
+        """`get_exploration_action` as a NumPy function `(inputs, timestep) -> (action, logp)` for
+        the distribution class `dist_cls` over NumPy distribution inputs, or None where this
+        exploration (or the distribution) has no NumPy form. The function may return None for a
+        step it cannot take; the caller then acts through torch. The EnvRunner acts through it."""
+        from rlx.core.numpy_distributions import numpy_deterministic_fn, numpy_sampler
+
+        if type(self).get_exploration_action is not Exploration.get_exploration_action:
+            return None
+        return numpy_sample_or_mode(self, dist_cls, explore, numpy_sampler, numpy_deterministic_fn)
 
     def before_compute_actions(self, *, timestep: int | torch.Tensor | None = None,
                                explore: bool | None = None, **kwargs: Any) -> None:
@@ -207,6 +221,32 @@ def _space_kind(space: gym.Space) -> str | None:
     if isinstance(space, gym.spaces.Box):
         return "box"
     return None
+
+
+def numpy_sample_or_mode(exploration: Exploration, dist_cls: Any, explore: bool, sampler_for: Any,
+                         mode_for: Any) -> NumpyActionFn | None:
+    """The NumPy action function of sampling `dist_cls` with the exploration's generator when
+    `explore`, else taking its deterministic action (logp zeros); None without a NumPy form."""
+    if explore:
+        sample = sampler_for(dist_cls)
+        if sample is None:
+            return None
+        rng = exploration.np_random
+
+        def sampled(inputs: np.ndarray, timestep: int) -> tuple[np.ndarray, np.ndarray]:
+            exploration.last_timestep = int(timestep)
+            return sample(inputs, rng)
+
+        return sampled
+    mode = mode_for(dist_cls)
+    if mode is None:
+        return None
+
+    def deterministic(inputs: np.ndarray, timestep: int) -> tuple[np.ndarray, np.ndarray]:
+        exploration.last_timestep = int(timestep)
+        return mode(inputs), np.zeros(inputs.shape[0], np.float32)
+
+    return deterministic
 
 
 def _as_logp(logp: torch.Tensor) -> torch.Tensor:

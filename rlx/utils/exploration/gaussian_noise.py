@@ -10,7 +10,7 @@ import torch
 from rlx.core.distributions import Distribution
 from rlx.utils.errors import ConfigError
 from rlx.utils.exploration.exploration import (
-    Exploration, check_options, linear_schedule, make_schedule, to_numpy,
+    Exploration, NumpyActionFn, check_options, linear_schedule, make_schedule, to_numpy,
 )
 
 
@@ -82,6 +82,28 @@ class GaussianNoise(Exploration):
         if not det.is_cpu:
             action = action.to(det.device)
         return action, self.zero_logp(action)
+
+    def numpy_action_fn(self, dist_cls: Any, explore: bool) -> NumpyActionFn | None:
+        """get_exploration_action in NumPy (see Exploration.numpy_action_fn): the same draws from
+        the same generator."""
+        from rlx.core.numpy_distributions import numpy_deterministic_fn
+
+        mode = numpy_deterministic_fn(dist_cls)
+        if mode is None or type(self).get_exploration_action is not GaussianNoise.get_exploration_action:
+            return None
+
+        def act(inputs: np.ndarray, timestep: int) -> tuple[np.ndarray, np.ndarray]:
+            self.last_timestep = t = int(timestep)
+            det = mode(inputs).astype(np.float32, copy=False)
+            zeros = np.zeros(det.shape[0], np.float32)
+            if not explore:
+                return det, zeros
+            if t < self.random_timesteps:
+                return self.random_actions(det.shape[0]).numpy(), zeros
+            noisy = det + self._noise(det.shape, self.scale(t))
+            return np.clip(noisy, self._low32, self._high32).astype(np.float32, copy=False), zeros
+
+        return act
 
     def _noise(self, shape: tuple[int, ...], scale: float) -> np.ndarray:
         """The noise added to a batch of deterministic actions of `shape`."""

@@ -4,10 +4,13 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 
 from rlx.core.distributions import Distribution
-from rlx.utils.exploration.exploration import Exploration, _as_logp, check_options
+from rlx.utils.exploration.exploration import (
+    Exploration, NumpyActionFn, _as_logp, check_options, numpy_sample_or_mode,
+)
 
 
 class StochasticSampling(Exploration):
@@ -43,3 +46,16 @@ class StochasticSampling(Exploration):
             return action, self.zero_logp(action)
         action = action_distribution.sample(self._generator_like(inputs))
         return action, _as_logp(action_distribution.logp(action))
+
+    def numpy_action_fn(self, dist_cls: Any, explore: bool) -> NumpyActionFn | None:
+        """get_exploration_action in NumPy (see Exploration.numpy_action_fn); steps in the random
+        phase return None (they act through torch)."""
+        from rlx.core.numpy_distributions import numpy_deterministic_fn, numpy_sampler
+
+        if type(self).get_exploration_action is not StochasticSampling.get_exploration_action:
+            return None
+        act = numpy_sample_or_mode(self, dist_cls, explore, numpy_sampler, numpy_deterministic_fn)
+        if act is None or not explore or self.random_timesteps <= 0:
+            return act
+        random_timesteps = self.random_timesteps
+        return lambda inputs, timestep: None if timestep < random_timesteps else act(inputs, timestep)
