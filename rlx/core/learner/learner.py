@@ -28,6 +28,7 @@ import torch
 
 from rlx.core import ALL_MODULES, DEFAULT_MODULE_ID
 from rlx.core.learner.precision import Precision
+from rlx.core.learner.allocator import keep_freed_memory
 from rlx.core.learner.threads import update_threads
 from rlx.core.learner.device import learner_device, module_device, to_device
 from rlx.core.rl_module import RLModule
@@ -523,6 +524,8 @@ class Learner:
         if threads is _UNSET:
             threads = self._update_threads = update_threads(
                 self.config, sum(p.numel() for p in self.params), self.device.type)
+            if self.device.type == "cpu":
+                keep_freed_memory()  # no page faults for each update's activations (rlx.core.learner.allocator)
         previous = torch.get_num_threads() if threads is not None else None
         if previous is not None and previous != threads:
             torch.set_num_threads(threads)
