@@ -81,11 +81,7 @@ class EpsilonGreedy(Exploration):
             q = None
             greedy = to_numpy(action_distribution.deterministic_sample()).astype(np.int64, copy=True)
         if explore:
-            eps = self.epsilon_schedule.value(t)
-            if eps > 0.0:
-                explore_rows = self.np_random.random(greedy.shape[0]) < eps
-                if explore_rows.any():
-                    greedy = self._with_random_rows(q, greedy, explore_rows)
+            greedy = self._explore_rows(q, greedy, t)
         action = torch.from_numpy(greedy)
         if not inputs.is_cpu:
             action = action.to(inputs.device)
@@ -96,20 +92,24 @@ class EpsilonGreedy(Exploration):
         the same draws from the same generator."""
         if not self._discrete or type(self).get_exploration_action is not EpsilonGreedy.get_exploration_action:
             return None
-        rng, schedule = self.np_random, self.epsilon_schedule
 
         def act(q: np.ndarray, timestep: int) -> tuple[np.ndarray, np.ndarray]:
             self.last_timestep = int(timestep)
             greedy = q.argmax(-1)
             if explore:
-                eps = schedule.value(timestep)
-                if eps > 0.0:
-                    explore_rows = rng.random(greedy.shape[0]) < eps
-                    if explore_rows.any():
-                        greedy = self._with_random_rows(q, greedy, explore_rows)
+                greedy = self._explore_rows(q, greedy, self.last_timestep)
             return greedy, np.zeros(greedy.shape[0], np.float32)
 
         return act
+
+    def _explore_rows(self, q: np.ndarray | None, greedy: np.ndarray, timestep: int) -> np.ndarray:
+        """`greedy` with each row replaced by a random action with probability epsilon(timestep)."""
+        eps = self.epsilon_schedule.value(timestep)
+        if eps > 0.0:
+            explore_rows = self.np_random.random(greedy.shape[0]) < eps
+            if explore_rows.any():
+                return self._with_random_rows(q, greedy, explore_rows)
+        return greedy
 
     def _with_random_rows(self, q: np.ndarray | None, greedy: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """`greedy` with uniformly random actions in the rows where `rows` is True."""

@@ -107,11 +107,9 @@ class Exploration:
         the distribution class `dist_cls` over NumPy distribution inputs, or None where this
         exploration (or the distribution) has no NumPy form. The function may return None for a
         step it cannot take; the caller then acts through torch. The EnvRunner acts through it."""
-        from rlx.core.numpy_distributions import numpy_deterministic_fn, numpy_sampler
-
         if type(self).get_exploration_action is not Exploration.get_exploration_action:
             return None
-        return numpy_sample_or_mode(self, dist_cls, explore, numpy_sampler, numpy_deterministic_fn)
+        return numpy_sample_or_mode(self, dist_cls, explore)
 
     def before_compute_actions(self, *, timestep: int | torch.Tensor | None = None,
                                explore: bool | None = None, **kwargs: Any) -> None:
@@ -223,12 +221,13 @@ def _space_kind(space: gym.Space) -> str | None:
     return None
 
 
-def numpy_sample_or_mode(exploration: Exploration, dist_cls: Any, explore: bool, sampler_for: Any,
-                         mode_for: Any) -> NumpyActionFn | None:
+def numpy_sample_or_mode(exploration: Exploration, dist_cls: Any, explore: bool) -> NumpyActionFn | None:
     """The NumPy action function of sampling `dist_cls` with the exploration's generator when
     `explore`, else taking its deterministic action (logp zeros); None without a NumPy form."""
+    from rlx.core.numpy_distributions import numpy_deterministic_fn, numpy_sampler
+
     if explore:
-        sample = sampler_for(dist_cls)
+        sample = numpy_sampler(dist_cls)
         if sample is None:
             return None
         rng = exploration.np_random
@@ -238,7 +237,7 @@ def numpy_sample_or_mode(exploration: Exploration, dist_cls: Any, explore: bool,
             return sample(inputs, rng)
 
         return sampled
-    mode = mode_for(dist_cls)
+    mode = numpy_deterministic_fn(dist_cls)
     if mode is None:
         return None
 

@@ -76,9 +76,7 @@ class GaussianNoise(Exploration):
         if t < self.random_timesteps:
             action = self.random_actions(det.shape[0], None if det.is_cpu else det.device)
             return action, self.zero_logp(action)
-        det_np = to_numpy(det).astype(np.float32, copy=False)
-        noisy = det_np + self._noise(det_np.shape, self.scale(t))
-        action = torch.from_numpy(np.clip(noisy, self._low32, self._high32).astype(np.float32, copy=False))
+        action = torch.from_numpy(self._noisy(to_numpy(det).astype(np.float32, copy=False), t))
         if not det.is_cpu:
             action = action.to(det.device)
         return action, self.zero_logp(action)
@@ -100,10 +98,14 @@ class GaussianNoise(Exploration):
                 return det, zeros
             if t < self.random_timesteps:
                 return self.random_actions(det.shape[0]).numpy(), zeros
-            noisy = det + self._noise(det.shape, self.scale(t))
-            return np.clip(noisy, self._low32, self._high32).astype(np.float32, copy=False), zeros
+            return self._noisy(det, t), zeros
 
         return act
+
+    def _noisy(self, det: np.ndarray, timestep: int) -> np.ndarray:
+        """Deterministic actions `det` plus the noise of `timestep`, clipped to the bounds."""
+        noisy = det + self._noise(det.shape, self.scale(timestep))
+        return np.clip(noisy, self._low32, self._high32).astype(np.float32, copy=False)
 
     def _noise(self, shape: tuple[int, ...], scale: float) -> np.ndarray:
         """The noise added to a batch of deterministic actions of `shape`."""

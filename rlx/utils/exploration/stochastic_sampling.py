@@ -50,11 +50,9 @@ class StochasticSampling(Exploration):
     def numpy_action_fn(self, dist_cls: Any, explore: bool) -> NumpyActionFn | None:
         """get_exploration_action in NumPy (see Exploration.numpy_action_fn); steps in the random
         phase return None (they act through torch)."""
-        from rlx.core.numpy_distributions import numpy_deterministic_fn, numpy_sampler
-
         if type(self).get_exploration_action is not StochasticSampling.get_exploration_action:
             return None
-        act = numpy_sample_or_mode(self, dist_cls, explore, numpy_sampler, numpy_deterministic_fn)
+        act = numpy_sample_or_mode(self, dist_cls, explore)
         if act is None or not explore or self.random_timesteps <= 0:
             return act
         random_timesteps = self.random_timesteps
