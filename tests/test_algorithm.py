@@ -507,7 +507,7 @@ def test_unknown_optimizer_option_raises_config_error_with_hint():
 
 # ----------------------------------------------------------------------------- determinism
 
-_NONDETERMINISTIC = ("time", "date", "timestamp", "pid", "hostname")
+_NONDETERMINISTIC = ("time", "date", "timestamp", "pid", "hostname", "perf")  # perf: the machine's CPU and RAM use
 
 
 def numeric_leaves(d: dict, prefix: str = "") -> dict[str, float]:

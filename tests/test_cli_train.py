@@ -294,16 +294,19 @@ def test_bad_experiment_files_are_one_clear_line(tmp_path, content, suffix, need
 
 def _ensure_offline_input(example: str) -> None:
     """Offline tuned examples read files their yaml says how to make: make them when missing,
-    as a user following the yaml's comment would (tuned_examples/bc/generate_cartpole_expert_data.py)."""
-    [spec] = yaml.safe_load((ROOT / example).read_text()).values()
+    as a user following the yaml's comment would (`python tuned_examples/<algo>/generate_*.py`)."""
+    text = (ROOT / example).read_text()
+    [spec] = yaml.safe_load(text).values()
     path = (spec.get("config") or {}).get("input")
     if not isinstance(path, str) or path == "sampler" or Path(path).exists():
         return
     import importlib.util
+    import re
 
-    script = ROOT / "tuned_examples" / "bc" / "generate_cartpole_expert_data.py"
-    assert script.name in (ROOT / example).read_text(), f"{example} reads {path} but does not say how to make it"
-    module_spec = importlib.util.spec_from_file_location("generate_cartpole_expert_data", script)
+    named = re.search(r"python (tuned_examples/\S+/generate_\w+\.py)", text)
+    assert named, f"{example} reads {path} but does not say how to make it"
+    script = ROOT / named.group(1)
+    module_spec = importlib.util.spec_from_file_location(script.stem, script)
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
     module.record_expert_data(path)

@@ -331,11 +331,7 @@ def test_dict_style_write_is_validated():
 @pytest.mark.parametrize(
     "section, key, value, default",
     [
-        ("debugging", "log_sys_usage", True, False),
-        ("env_runners", "compress_observations", True, False),
-        ("multi_agent", "replay_mode", "lockstep", "independent"),
-        ("env_runners", "remote_env_batch_wait_ms", 10.0, 0.0),
-        ("debugging", "fake_sampler", True, False),
+        ("multi_agent", "policy_map_cache", "/tmp/policies", None),
     ],
 )
 def test_unbuilt_features_raise_not_supported_yet_but_accept_their_default(section, key, value, default):

@@ -175,6 +175,8 @@ _NOT_A_READ = {
     "policies": "callbacks get a `policies` keyword argument (the policy map), not the setting",
     "env_to_module_connector": "rlx/core/__init__.py names RLlib's state component COMPONENT_ENV_TO_MODULE_CONNECTOR",
     "module_to_env_connector": "rlx/core/__init__.py names RLlib's state component COMPONENT_MODULE_TO_ENV_CONNECTOR",
+    "num_aggregator_actors_per_learner": "rlx/examples/utils.py passes RLlib's example-script flag on to "
+                                         "config.learners(), as RLlib's helper does",
     "sample_async": "EnvRunnerGroup.sample_async() is the asynchronous sampling method IMPALA/APPO call, not the "
                     "setting (RLlib's new stack removed the option)",
 }

@@ -103,15 +103,46 @@ def test_flags_at_their_defaults_leave_the_config_alone():
 
 @pytest.mark.parametrize("argv, flag", [
     (["--framework=tf2"], "--framework"),
-    (["--num-gpus-per-learner=1"], "--num-gpus-per-learner"),
-    (["--num-gpus=1"], "--num-gpus"),
-    (["--num-aggregator-actors-per-learner=2"], "--num-aggregator-actors-per-learner"),
-    (["--old-api-stack"], "--old-api-stack"),
-    (["--output=/tmp/out"], "--output"),
+    (["--num-gpus=1"], "--num-gpus"),  # RLlib refuses it on the new stack too
 ])
 def test_flags_rlx_cannot_honour_are_refused_naming_the_flag(argv, flag):
     with pytest.raises(ConfigError, match=flag):
         apply_args_to_config(tiny_config(), parse(*argv))
+
+
+def test_gpu_per_learner_flag_follows_the_machine_as_in_rllib(monkeypatch):
+    import rlx.examples.utils as example_utils
+
+    monkeypatch.setattr(example_utils, "_num_cuda_devices", lambda: 0)
+    assert apply_args_to_config(tiny_config(), parse()).num_gpus_per_learner == 0
+    with pytest.raises(ConfigError, match="--num-gpus-per-learner=1 .* this machine has 0"):
+        apply_args_to_config(tiny_config(), parse("--num-gpus-per-learner=1"))
+    monkeypatch.setattr(example_utils, "_num_cuda_devices", lambda: 2)
+    assert apply_args_to_config(tiny_config(), parse()).num_gpus_per_learner == 1
+    assert apply_args_to_config(tiny_config(), parse("--num-learners=2", "--num-gpus-per-learner=1")) \
+        .num_gpus_per_learner == 1
+
+
+def test_old_api_stack_output_and_aggregator_flags_set_the_config_as_in_rllib(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING):
+        config = apply_args_to_config(tiny_config(), parse("--old-api-stack", "--num-gpus=0",
+                                                           f"--output={tmp_path}"))
+    assert config.enable_rl_module_and_learner is False and config.enable_env_runner_and_connector_v2 is False
+    assert config.output == str(tmp_path)
+    config = apply_args_to_config(tiny_config(), parse("--num-aggregator-actors-per-learner=2"))
+    assert config.num_aggregator_actors_per_learner == 2
+
+
+def test_old_api_stack_flag_trains_on_rlxs_one_stack_and_says_so_once(caplog):
+    import rlx.algorithms.algorithm_config as algorithm_config
+
+    algorithm_config._old_api_stack_logged = False
+    with caplog.at_level(logging.WARNING):
+        result = run_rllib_example_script_experiment(tiny_config(), parse("--old-api-stack", "--no-tune",
+                                                                          "--stop-iters=1"))
+        tiny_config().api_stack(enable_rl_module_and_learner=False)
+    assert result["training_iteration"] == 1
+    assert caplog.text.count("old API stack was asked for") == 1
 
 
 def test_deprecated_flags_as_in_rllib(caplog):

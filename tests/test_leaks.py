@@ -59,11 +59,11 @@ def test_a_restart_loop_returns_fds_and_child_processes_to_their_starting_counts
     try:
         restarts_seen = []
         fds_during = []
-        for _ in range(7):  # runner 1 crashes and restarts about twice per iteration
+        for _ in range(7):  # runner 1 crashes and restarts (in its process) about once per iteration
             result = algo.train()
             restarts_seen.append(result["fault_tolerance"]["num_remote_worker_restarts"])
             fds_during.append(open_fds())
-        assert restarts_seen[-1] >= 8, restarts_seen  # runner 1 did crash and restart, again and again
+        assert restarts_seen[-1] >= 6, restarts_seen  # runner 1 did crash and restart, again and again
         # While training, what a restart opens is released with the runner it replaces.
         assert fds_during[-1] <= fds_during[2] + 2, fds_during
     finally:
@@ -228,7 +228,9 @@ def test_complete_episodes_that_never_end_are_explained_when_the_runner_times_ou
 
 
 def test_healthy_runners_keep_sampling_while_a_failed_one_waits_for_its_restart():
-    algo = (PPOConfig().environment(FailingEnv, env_config={"fail_on": 1, "fail_at": 20})
+    # Runner 1 fails at its first sampled step (the env checker takes step 1), every time: its first
+    # restart is at once, the next waits (a repeated failure backs off), and runner 2 samples meanwhile.
+    algo = (PPOConfig().environment(FailingEnv, env_config={"fail_on": 1, "fail_at": 2})
             .env_runners(num_env_runners=2, num_envs_per_env_runner=1)
             .training(train_batch_size=120, minibatch_size=60, num_epochs=1)
             .fault_tolerance(restart_failed_env_runners=True, delay_between_env_runner_restarts_s=60)
@@ -240,7 +242,7 @@ def test_healthy_runners_keep_sampling_while_a_failed_one_waits_for_its_restart(
         last = results[-1]["fault_tolerance"]
         assert last["num_healthy_workers"] == 1
         assert last["num_remote_workers_waiting_for_restart"] == 1
-        assert last["num_remote_worker_restarts"] == 0
+        assert last["num_remote_worker_restarts"] == 1
         assert all(r["num_env_steps_sampled_this_iter"] >= 120 for r in results)
     finally:
         algo.stop()

@@ -12,7 +12,7 @@ from rlx.algorithms.dqn import DQNConfig
 from rlx.algorithms.ppo import PPOConfig
 from rlx.algorithms.sac import SACConfig
 from rlx.core.learner.precision import Precision
-from rlx.utils.errors import ConfigError, NonFiniteUpdateError, NotSupportedYetError
+from rlx.utils.errors import ConfigError, NonFiniteUpdateError
 
 
 def _ppo(**learners):
@@ -171,13 +171,11 @@ def test_compile_options_are_checked():
         PPOConfig().framework(torch_compile_learner_dynamo_backend="inductr")
     with pytest.raises(ConfigError, match="torch_compile_learner_dynamo_backend"):
         PPOConfig().framework(torch_compile_learner_dynamo_backend=3.5)
-    algo = _ppo().framework(torch_compile_learner=True,
-                            torch_compile_learner_what_to_compile="complete_update").build()
-    try:
-        with pytest.raises(NotSupportedYetError, match="complete_update"):
-            algo.train()
-    finally:
-        algo.stop()
+    # 'complete_update' is decided at build: refused there where it cannot run (see
+    # tests/test_learner_multiagent_options.py), else it compiles the whole update.
+    with pytest.raises(ConfigError, match="complete_update"):
+        _ppo(num_learners=1).framework(torch_compile_learner=True,
+                                       torch_compile_learner_what_to_compile="complete_update").validate()
 
 
 def test_mixed_precision_values_are_checked():

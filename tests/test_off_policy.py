@@ -290,11 +290,6 @@ def test_bad_replay_options_raise_config_errors(training, match):
         DQNConfig().training(**training)
 
 
-def test_complete_episodes_batch_mode_is_rejected():
-    with pytest.raises(ConfigError, match="truncate_episodes"):
-        dqn_config().env_runners(batch_mode="complete_episodes").build()
-
-
 # ----------------------------------------------------------------------------- replayed batches
 
 

@@ -275,6 +275,8 @@ def test_killed_runner_is_restarted():
         victim = group.remote_workers()[0]
         old_pid = victim.pid
         victim.kill()
+        # Restarts happen beside training; wait for this one before checking what it did.
+        assert group.probe_unhealthy_env_runners() == [victim.index]
         result = algo.train()
         assert result["fault_tolerance"]["num_remote_worker_restarts"] >= 1
         assert result["fault_tolerance"]["num_healthy_workers"] == 2

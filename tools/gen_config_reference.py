@@ -220,11 +220,15 @@ MEANINGS: dict[str, str] = {
     "ignore_env_runner_failures": "Continue without remote EnvRunners that fail. Mutually exclusive with "
                                   "restart_failed_env_runners (validate() raises).",
     "max_num_env_runner_restarts": "Restarts allowed per remote EnvRunner.",
-    "delay_between_env_runner_restarts_s": "Wait between restarts.",
+    "delay_between_env_runner_restarts_s": "Longest wait before restarting a runner that keeps failing without "
+                                           "sampling (1/8, 1/4, 1/2, then all of it); one that failed after it "
+                                           "had sampled restarts at once.",
     "restart_failed_sub_environments": "Recreate a crashed sub-env instead of the whole EnvRunner.",
-    "num_consecutive_env_runner_failures_tolerance": "Consecutive failures tolerated.",
-    "env_runner_health_probe_timeout_s": "Health-probe timeout.",
-    "env_runner_restore_timeout_s": "Restore timeout.",
+    "num_consecutive_env_runner_failures_tolerance": "Failures in a row without a sampled step that one remote "
+                                                     "EnvRunner may have (at most 5) before train() raises its "
+                                                     "error.",
+    "env_runner_health_probe_timeout_s": "Seconds a restarted EnvRunner may take to be built.",
+    "env_runner_restore_timeout_s": "Seconds a restarted EnvRunner may take to load the current weights and state.",
     # experimental / API stack
     "_enable_new_api_stack": "Old switch for the RLModule/Learner stack.",
     "_tf_policy_handles_more_than_one_loss": "TensorFlow multi-loss policies.",
@@ -659,20 +663,26 @@ def alias_table() -> list[str]:
     return lines
 
 
+def _legacy_outcome(config: Any) -> str:
+    """What a legacy key did to a fresh PPOConfig: the settings it changed, or "accepted, no effect"."""
+    default, changed = PPOConfig().to_dict(), config.to_dict()
+    diffs = [f"sets `{k}={changed[k]!r}`" for k in sorted(changed) if k in default and changed[k] != default[k]]
+    return "accepted: " + ", ".join(diffs) if diffs else "accepted, no effect"
+
+
 def legacy_keys_table() -> list[str]:
     """Old keys without a current equivalent, and what rlx does with them."""
     rows = []
     for key, off in LEGACY_NOOP_KEYS.items():
         probe = LEGACY_PROBES.get(key, True)
         try:
-            PPOConfig().update_from_dict({key: probe})
-            outcome = "accepted, no effect"
+            outcome = _legacy_outcome(PPOConfig().update_from_dict({key: probe}))
         except ConfigError as err:
             outcome = str(err)
         rows.append([f"`{key}`", _fmt(off), f"`{key}={probe!r}`".replace("|", "\\|"), _cell(outcome)])
     lines = ["### Removed keys of old config dicts", "",
              "These keys have no current option. Their \"off\" value (and None/False) is accepted and "
-             "ignored; other values behave as shown.", ""]
+             "ignored; other values behave as shown (the settings they change on a PPOConfig).", ""]
     return lines + _table(rows, ["key", "off value", "example", "result"]) + [""]
 
 

@@ -53,7 +53,7 @@ DEFAULT_PYTHON = ROOT / ".venv" / "bin" / "python"
 DEFAULT_DIRS = [
     "envs", "multi_agent", "connectors", "rl_modules", "learners", "ray_tune",
     "_old_api_stack", "algorithms", "evaluation", "checkpoints", "metrics", "curriculum",
-    "fault_tolerance", "actions", "gpus",
+    "fault_tolerance", "actions", "gpus", "offline_rl", "ray_serve",
 ]
 
 # The small budget. Scripts using `add_rllib_example_script_args` get all of it; other
@@ -65,6 +65,10 @@ MAX_JOBS = 2
 # Per-script tables, keyed by the path relative to ray/rllib/examples/.
 # Extra command-line flags, appended after the budget (so they may override it).
 EXTRA_ARGS: dict[str, list[str]] = {
+    # Without it the script starts no client and waits for one to connect.
+    "envs/env_connecting_to_rllib_w_tcp_client.py": ["--use-dummy-client"],
+    # The script ends with plt.pause(--pause-plot-secs), 1000 s by default.
+    "algorithms/maml_lr_supervised_learning.py": ["--pause-plot-secs=1"],
     # The script asserts this itself (its env has two agents).
     "multi_agent/two_step_game_with_grouped_agents.py": ["--num-agents=2"],
     # Its default asks for a GPU learner; this machine (and CI) has none.
@@ -79,6 +83,7 @@ EXTRA_ARGS: dict[str, list[str]] = {
 # without the budget's --no-tune.
 NEEDS_TUNE: set[str] = {
     "rl_modules/pretraining_single_agent_training_multi_agent.py",
+    "offline_rl/cartpole_recording.py",
 }
 # Time limits other than --timeout, in seconds.
 TIMEOUTS: dict[str, float] = {
@@ -99,6 +104,9 @@ SKIP: dict[str, str] = {
         "TensorFlow-only: its --framework accepts only tf/tf2, rlx is PyTorch-only",
     "multi_agent/self_play_footsies.py":
         "downloads the Footsies game binary from the internet",
+    "ray_serve/ray_serve_with_rllib.py":
+        "starts Ray Serve's `serve run` on RLlib's own classes/cartpole_deployment.py, which this tool does not "
+        "copy (rlx serves checkpoints with `rlx serve`)",
 }
 # Third-party modules a script needs beyond rlx's own dependencies: the script is skipped
 # when the target Python cannot find one of them.

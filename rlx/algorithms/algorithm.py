@@ -111,6 +111,9 @@ class Algorithm:
         from rlx.env.env_runner_group import resolve_backend
 
         check_gpu_request(self.config, resolve_backend(self.config.env_runner_backend))
+        from rlx.utils.stack_dump import install as install_stack_dumps
+
+        install_stack_dumps("driver")  # `rlx stack` finds this process and can ask for its stacks
         self._setup_process()
         self._counters = {
             "num_env_steps_sampled_lifetime": 0,
@@ -139,8 +142,14 @@ class Algorithm:
         self.eval_env_runner_group: Any = None
         self._last_eval_results: dict[str, Any] | None = None
         self._offline_io: Any = None
+        from rlx.utils.sys_usage import sys_usage_monitor
+
+        self._sys_usage = sys_usage_monitor(self.config)  # log_sys_usage: result["perf"]
         try:
             self.setup(self.config)
+            from rlx.policy.policy_learning import register_algorithm
+
+            register_algorithm(self)  # its Policies' learn_on_batch() updates through its Learner
             from rlx.offline.offline_io import attach_offline_io
 
             self._offline_io = attach_offline_io(self)  # input_ / output (offline data)
@@ -512,6 +521,17 @@ class Algorithm:
         self._check_policy_id(policy_id)
         return self.env_runner.get_policy(policy_id)
 
+    def import_model(self, import_file: str, policy_id: str = DEFAULT_POLICY_ID) -> None:
+        """Load weights trained outside rlx (an .h5 file, or a torch state dict in a .pt/.pth file)
+        into the policy's model and use them from now on; see rlx.algorithms.model_import."""
+        from rlx.algorithms.model_import import import_model
+
+        import_model(self, import_file, policy_id)
+
+    def import_policy_model_from_h5(self, import_file: str, policy_id: str = DEFAULT_POLICY_ID) -> None:
+        """`import_model` for an h5 file (RLlib's name)."""
+        self.import_model(import_file, policy_id)
+
     def get_weights(self, policies: list[str] | None = None) -> dict[str, dict[str, np.ndarray]]:
         """{policy_id: weights} of the trained modules (all, or those in `policies`)."""
         for pid in policies or []:
@@ -656,6 +676,8 @@ class Algorithm:
         self._time_total_s += elapsed
         self._time_since_restore += elapsed
         result = self._build_result(learner_results, sampled, trained, elapsed)
+        if self._sys_usage is not None:
+            result["perf"] = self._sys_usage.read()
         result["num_agent_steps_sampled_this_iter"] = \
             self._counters["num_agent_steps_sampled_lifetime"] - agent_counts_before[0]
         result["num_agent_steps_trained_this_iter"] = \
@@ -1030,9 +1052,10 @@ class Algorithm:
         if observation is None:
             raise ValueError("compute_single_action() needs an observation.")
         policy = self.get_policy(policy_id)
+        # The Policy takes filtered observations (RLlib's recipe: preprocess, filter, then the policy).
         action, state_out, extra = policy.compute_single_action(
-            observation, state, explore=explore, timestep=timestep, unsquash_action=unsquash_action,
-            clip_action=clip_action,
+            policy.filter_observation(observation), state, explore=explore, timestep=timestep,
+            unsquash_action=unsquash_action, clip_action=clip_action,
         )
         if full_fetch or state:
             return action, state_out, extra
@@ -1063,14 +1086,14 @@ class Algorithm:
         if isinstance(observations, dict):
             keys = list(observations)
             actions, state_out, extra = policy.compute_actions(
-                [observations[k] for k in keys], explore=explore, timestep=timestep,
-                unsquash_actions=unsquash_actions, clip_actions=clip_actions,
+                policy.filter_observations([observations[k] for k in keys]), explore=explore,
+                timestep=timestep, unsquash_actions=unsquash_actions, clip_actions=clip_actions,
             )
             out = {k: actions[i] for i, k in enumerate(keys)}
         else:
             out, state_out, extra = policy.compute_actions(
-                observations, explore=explore, timestep=timestep, unsquash_actions=unsquash_actions,
-                clip_actions=clip_actions,
+                policy.filter_observations(observations), explore=explore, timestep=timestep,
+                unsquash_actions=unsquash_actions, clip_actions=clip_actions,
             )
         if full_fetch or state:
             return out, state_out, extra
@@ -1115,17 +1138,26 @@ class Algorithm:
     load_checkpoint = restore_from_path
 
     @classmethod
-    def from_checkpoint(cls, path: Any, config_overrides: dict | None = None, **kwargs: Any) -> "Algorithm":
+    def from_checkpoint(cls, path: Any, config_overrides: dict | None = None, *, env: Any = None,
+                        policy_mapping_fn: Any = None, **kwargs: Any) -> "Algorithm":
         """Rebuild an Algorithm (class, config, weights, state) from a checkpoint alone: its
         directory or a checkpoint object (Ray Tune's `result.checkpoint`, a Tune `Result`,
-        what `algo.save()` returned)."""
+        what `algo.save()` returned).
+
+        `env` and `policy_mapping_fn` replace the stored ones (as `config_overrides` does):
+        give them when the checkpoint could not store them (a class defined inside a
+        function, a creator lambda; the error says which)."""
         from rlx.algorithms.checkpointing import algorithm_from_checkpoint
         from rlx.utils.checkpoints import checkpoint_dir
 
         root = checkpoint_dir(path)
         if kwargs:
             raise TypeError(f"from_checkpoint() got unexpected arguments: {', '.join(kwargs)}.")
-        algo = algorithm_from_checkpoint(root, config_overrides or {})
+        overrides = dict(config_overrides or {})
+        for key, value in (("env", env), ("policy_mapping_fn", policy_mapping_fn)):
+            if value is not None:
+                overrides[key] = value
+        algo = algorithm_from_checkpoint(root, overrides)
         try:
             algo.callbacks.fire("on_checkpoint_loaded", algorithm=algo)
             if cls is not Algorithm and not isinstance(algo, cls):

@@ -20,6 +20,17 @@ from rlx.models.model_defaults import MODEL_DEFAULTS, merge_model_config
 from rlx.utils.errors import ConfigError, NotSupportedYetError, did_you_mean
 
 logger = logging.getLogger(__name__)
+_old_api_stack_logged = False
+
+
+def _log_old_api_stack_once() -> None:
+    """Say once per process that RLlib's old API stack runs on rlx's one stack."""
+    global _old_api_stack_logged
+    if not _old_api_stack_logged:
+        _old_api_stack_logged = True
+        logger.warning("RLlib's old API stack was asked for (enable_rl_module_and_learner=False or "
+                       "enable_env_runner_and_connector_v2=False): rlx has one API stack and runs old-API code "
+                       "(Policy, ModelV2, SampleBatch, RolloutWorker) on it through its old-API views.")
 
 
 class _NotProvided:
@@ -337,7 +348,11 @@ class AlgorithmConfig:
         return self._update_section("experimental", kwargs)
 
     def api_stack(self, **kwargs: Any) -> "AlgorithmConfig":
-        """API-stack switches; rlx has one stack, so only the defaults are accepted."""
+        """RLlib's switches between its old and new API stacks. rlx has one stack, which runs old-API
+        code (Policy, ModelV2, SampleBatch, RolloutWorker views) too, so turning the new stack off is
+        accepted: it is said once in the log and changes nothing else."""
+        if any(kwargs.get(k) is False for k in ("enable_rl_module_and_learner", "enable_env_runner_and_connector_v2")):
+            _log_old_api_stack_once()
         return self._update_section("api_stack", kwargs)
 
     # ------------------------------------------------------------ dict conversion
@@ -465,6 +480,17 @@ class AlgorithmConfig:
         runners = max(1, self._values["num_env_runners"])
         envs = self._values["num_envs_per_env_runner"]
         return max(1, math.ceil(self.total_train_batch_size / (runners * envs)))
+
+    def get_rl_module_spec(self, env: Any = None, spaces: dict | None = None,
+                           inference_only: bool | None = None) -> Any:
+        """The RLModuleSpec this config's algorithm builds its module from, spaces and model config
+        filled in from the config (or `spaces`): `config.get_rl_module_spec().build()` makes a
+        module like the Algorithm's (see rlx.algorithms.config_module_spec)."""
+        from rlx.algorithms.config_module_spec import rl_module_spec_of
+
+        if env is not None and spaces is None:
+            spaces = {"__env__": (env.observation_space, env.action_space)}
+        return rl_module_spec_of(self, spaces=spaces, inference_only=inference_only)
 
     def resolve_num_envs_per_env_runner(self, episode_step_limit: int | None = None) -> int:
         """Sub-envs each EnvRunner steps. A value the user set is kept. rlx's own default of
@@ -610,6 +636,9 @@ class AlgorithmConfig:
         if v["evaluation_config"]:
             self.get_evaluation_config_object()
         self._validate_multi_agent()
+        from rlx.core.learner.compile import check_compile_settings
+
+        check_compile_settings(self)
         if v["env"] is None and (v["observation_space"] is None or v["action_space"] is None):
             raise ConfigError(
                 "No environment is configured. Call config.environment('CartPole-v1') "
@@ -714,3 +743,13 @@ def _copy_value(value: Any) -> Any:
 
 
 AlgorithmConfig._table = AlgorithmConfig._build_table()
+
+
+def __getattr__(name: str) -> Any:
+    # RLlib exports DifferentiableAlgorithmConfig from this module; it lives in its own (which
+    # imports this one), so it is looked up on first use.
+    if name == "DifferentiableAlgorithmConfig":
+        from rlx.algorithms.differentiable_algorithm_config import DifferentiableAlgorithmConfig
+
+        return DifferentiableAlgorithmConfig
+    raise AttributeError(f"module 'rlx.algorithms.algorithm_config' has no attribute {name!r}")

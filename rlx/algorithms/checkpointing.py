@@ -1,7 +1,11 @@
 """Write and read Algorithm checkpoints in the layout of DESIGN.md.
 
     rlx_checkpoint.json       format name/version, rlx version, algorithm class, file list
-    config.json               the config (classes and functions as import paths)
+    config.json               the config (classes and functions as import paths; what rlx's
+                              factories made at run time as the call that made it, see
+                              rlx.utils.checkpoint_recipes; an env without an import path
+                              as its registered name; a lambda policy_mapping_fn as the
+                              table of the policy it picks for each of the env's agents)
     algorithm_state.json      counters, metrics window, learner extras, env-runner state
     policies/<policy_id>/module.safetensors      module weights (one folder per policy;
                                                  single-agent: policies/default_policy)
@@ -60,6 +64,7 @@ from rlx.utils.checkpoints import (
     write_json,
     write_tensors,
 )
+from rlx.utils.checkpoint_recipes import recipe_of
 from rlx.utils.checkpoint_trust import check_string_paths
 from rlx.utils.errors import CheckpointError, ConfigError
 
@@ -116,6 +121,9 @@ def _env_modules(env: Any) -> list[str]:
     creator, of an import path, or of the entry point of the Gymnasium id it names."""
     if env is None:
         return []
+    recipe = recipe_of(env)
+    if recipe is not None:  # made by an rlx factory: the modules of what it was made from
+        return [module for arg in recipe[1] for module in _env_modules(arg)]
     if not isinstance(env, str):
         return _user_modules(_defining_module(env))
     from rlx.env.registry import get_registered_creator
@@ -170,8 +178,9 @@ def write_algorithm_checkpoint(algo: Any, path: Path) -> str:
 
     learners = _learners_to_save(algo)
     files = ["config.json", "algorithm_state.json"]
+    config = _encoded_config(algo)
     with AtomicDirectory(path) as tmp:
-        write_json(tmp / "config.json", _encoded_config(algo.config))
+        write_json(tmp / "config.json", config)
         write_json(tmp / "algorithm_state.json", {**algo.get_state(), STATE_CLASS_KEY: _class_path(type(algo))})
         for module_id, learner in learners.items():
             files += _write_module_files(tmp, module_id, learner, algo.config.export_native_model_files)
@@ -185,7 +194,7 @@ def write_algorithm_checkpoint(algo: Any, path: Path) -> str:
             "checkpoint_version": CHECKPOINT_VERSION,
             "rlx_version": rlx.__version__,
             "algorithm_class": f"{cls.__module__}:{cls.__qualname__}",
-            "env": algo.config.env if isinstance(algo.config.env, str) else None,
+            "env": config.get("env") if isinstance(config.get("env"), str) else None,
             "env_source": env_source(algo.config),
             "policy_ids": list(learners),
             "trainable_policies_only": bool(algo.config.checkpoint_trainable_policies_only),
@@ -250,14 +259,53 @@ def _write_module_files(tmp: Path, module_id: str, learner: Any, native: bool) -
     return files
 
 
-def _encoded_config(config: Any) -> dict:
+def _encoded_config(algo: Any) -> dict:
+    """config.json of `algo`: its config encoded, with what has no import path stored another
+    way where one exists (see `_store_env_by_name` and `_store_mapping_as_table`)."""
+    config = algo.config
     encoded = encode_value(config.to_dict())
-    creator = encoded.get("logger_creator")
-    if isinstance(creator, dict) and "__unserializable__" in creator:
+    if _unstorable(encoded.get("logger_creator")):
         # A lambda that placed this run's results; an Algorithm restored from the checkpoint
         # is a new run and logs to a new directory, so nothing is lost by dropping it.
         encoded["logger_creator"] = None
+    _store_env_by_name(encoded, config.env)
+    evaluation = encoded.get("evaluation_config")
+    if isinstance(evaluation, dict) and isinstance(config.evaluation_config, dict):
+        _store_env_by_name(evaluation, config.evaluation_config.get("env"))
+    if _unstorable(encoded.get("policy_mapping_fn")) and getattr(algo, "is_multi_agent", False):
+        _store_mapping_as_table(encoded, algo)
     return encoded
+
+
+def _unstorable(encoded: Any) -> bool:
+    return isinstance(encoded, dict) and "__unserializable__" in encoded
+
+
+def _store_env_by_name(encoded: dict, env: Any) -> None:
+    """An env class or creator without an import path that is registered with `register_env`
+    is stored as its registered name, which resolves wherever that name is registered."""
+    if not _unstorable(encoded.get("env")):
+        return
+    from rlx.env.registry import get_registered_creator, registered_env_names
+    from rlx.utils.errors import EnvError
+
+    for name in registered_env_names():
+        try:
+            if get_registered_creator(name) is env:
+                encoded["env"] = name
+                return
+        except EnvError:  # a shipped registration that does not load here is not this env
+            continue
+
+
+def _store_mapping_as_table(encoded: dict, algo: Any) -> None:
+    """A policy_mapping_fn without an import path (the docs' lambdas) is stored as the table of
+    the policy it picks for each of the env's agents (rlx.algorithms.policy_mapping_table)."""
+    from rlx.algorithms.policy_mapping_table import mapping_table_for
+
+    table = mapping_table_for(algo)
+    if table is not None:
+        encoded["policy_mapping_fn"] = encode_value(table)
 
 
 def _optimizer_stem(name: str) -> str:

@@ -30,7 +30,6 @@ from rlx.offline import options as offline_options
 from rlx.utils.errors import ConfigError
 
 EVAL = "evaluation during training (evaluation_interval and friends)"
-COMPILE = "torch.compile of modules"
 ONE_STACK = "a switch between RLlib's API stacks, and rlx has one"
 
 
@@ -93,6 +92,28 @@ def _dynamo_backend(name: str, value):
     from rlx.core.learner.compile import check_backend_option
 
     return check_backend_option(name, value)
+
+
+def _worker_dynamo_backend(name: str, value):
+    from rlx.core.rl_module.compiled_acting import check_worker_backend
+
+    return check_worker_backend(name, value)
+
+
+def _compress_observations(name: str, value):
+    """True, False or RLlib's 'bulk' (one compressed block per column, what rlx always does)."""
+    if value == "bulk":
+        return value
+    try:
+        return boolean(name, value)
+    except ConfigError:
+        raise ConfigError(f"'{name}' must be True, False or 'bulk', got {value!r}.") from None
+
+
+def _replay_mode(name: str, value):
+    from rlx.utils.replay_buffers.multi_agent_replay_buffer import check_replay_mode
+
+    return check_replay_mode(name, value)
 
 
 def _what_to_compile(name: str, value):
@@ -218,6 +239,16 @@ COMMON_OPTIONS: list[Option] = [
            aliases=("max_requests_in_flight_per_sampler_worker",),
            doc="Asynchronous algorithms (IMPALA, APPO): sample() requests each remote EnvRunner may have queued; "
                "synchronous algorithms send one request per runner at a time."),
+    # RLlib's base config has these three; PPO, IMPALA and APPO redefine them with their own defaults.
+    Option("num_epochs", 1, T, integer(1), aliases=("num_sgd_iter",),
+           doc="Passes over each train batch; read by the algorithms that train in minibatches (PPO, IMPALA, "
+               "APPO), accepted and unused by the others, as in RLlib."),
+    Option("minibatch_size", None, T, integer(1, allow_none=True),
+           doc="Rows per minibatch; read by the algorithms that train in minibatches (PPO, IMPALA, APPO), "
+               "accepted and unused by the others, as in RLlib."),
+    Option("shuffle_batch_per_epoch", False, T, boolean,
+           doc="Shuffle the train batch before each pass; read by the algorithms that train in minibatches "
+               "(PPO, IMPALA, APPO), accepted and unused by the others, as in RLlib."),
     Option("learner_class", None, T, class_or_none, doc="Learner subclass to use."),
     Option("learner_config_dict", {}, T, dictionary(),
            doc="Settings of your own for a custom Learner class, read there as "
@@ -256,14 +287,23 @@ COMMON_OPTIONS: list[Option] = [
            doc="Compile the Learner's networks with torch.compile (the Learner then trains its own copy of the "
                "module; EnvRunners keep the eager one). Compiling costs seconds at the first update."),
     Option("torch_compile_learner_what_to_compile", "forward_train", F, _what_to_compile,
-           doc="'forward_train' (the networks' forward passes; 'complete_update' is not supported)."),
+           doc="'forward_train' (the networks' forward passes) or 'complete_update' (the whole update: losses, "
+               "backward passes and optimizer steps, compiled after the first update)."),
     Option("torch_compile_learner_dynamo_mode", None, F, choice(None, "default", "reduce-overhead", "max-autotune",
                                                                 "max-autotune-no-cudagraphs")),
     Option("torch_compile_learner_dynamo_backend", "inductor", F, _dynamo_backend,
            doc="The torch.compile backend ('inductor', 'aot_eager', 'eager', ...) or a callable backend."),
-    Option("torch_compile_worker", False, F, boolean, later=COMPILE),
-    Option("torch_compile_worker_dynamo_backend", "onnxrt", F, any_value, later=COMPILE),
-    Option("torch_compile_worker_dynamo_mode", None, F, any_value, later=COMPILE),
+    Option("torch_compile_worker", False, F, boolean,
+           doc="Act on the EnvRunners through torch.compile'd forward_exploration/forward_inference (instead of "
+               "the eager module or rlx's NumPy forward pass). Compiling costs seconds (inductor's first compile "
+               "in a process up to a minute) at the first sample()."),
+    Option("torch_compile_worker_dynamo_backend", "onnxrt", F, _worker_dynamo_backend,
+           doc="The torch.compile backend on the EnvRunners, or a callable backend. Where RLlib's default "
+               "'onnxrt' is not available (it needs onnxruntime and a torch that still has it; torch 2.11 and "
+               "2.13 have none), the EnvRunners use 'inductor' and warn once."),
+    Option("torch_compile_worker_dynamo_mode", None, F, choice(None, "default", "reduce-overhead", "max-autotune",
+                                                               "max-autotune-no-cudagraphs"),
+           doc="The torch.compile mode on the EnvRunners (None: torch's default)."),
     # --- env runners (old name: rollouts)
     Option("env_runner_cls", None, R, class_or_none),
     Option("num_env_runners", 0, R, integer(0), aliases=("num_workers", "num_rollout_workers")),
@@ -303,14 +343,20 @@ COMMON_OPTIONS: list[Option] = [
            doc="'sync' steps the sub-envs one after the other in the EnvRunner; 'async' steps each in its own "
                "process, at the same time (as remote_worker_envs=True). A gymnasium.VectorizeMode is accepted."),
     Option("remote_env_batch_wait_ms", 0.0, R, number(0.0),
-           later="partial steps of remote sub-environments (rlx waits for every sub-env each step)"),
+           doc="With remote_worker_envs=True: each step waits at most this long for the sub-envs' answers and "
+               "acts for those that answered (at least one); the others are collected later, so a slow sub-env "
+               "no longer holds up the fast ones. 0: every step waits for every sub-env (RLlib's 0 acts for "
+               "whatever answered). See docs/scaling.md."),
     Option("validate_env_runners_after_construction", True, R, boolean,
            aliases=("validate_workers_after_construction",)),
     Option("preprocessor_pref", "deepmind", R, choice("deepmind", "rllib", None)),
     Option("observation_filter", "NoFilter", R,
            choice("NoFilter", "MeanStdFilter", "ConcurrentMeanStdFilter")),
     Option("synchronize_filters", True, R, boolean, aliases=("synchronize_filter",)),
-    Option("compress_observations", False, R, boolean, later="LZ4 observation compression"),
+    Option("compress_observations", False, R, _compress_observations,
+           doc="Remote EnvRunners send their batches' observations compressed (LZ4 when the lz4 package is "
+               "installed, else zlib); the driver decompresses them before learning. True or 'bulk' (the same "
+               "in rlx: one compressed block per column)."),
     Option("enable_tf1_exec_eagerly", False, R, boolean, tf_only=True),
     Option("sampler_perf_stats_ema_coef", None, R, number(0.0, 1.0, allow_none=True),
            later="sampler performance statistics"),
@@ -343,7 +389,7 @@ COMMON_OPTIONS: list[Option] = [
     Option("in_evaluation", False, (), boolean, doc="True on evaluation EnvRunners only."),
     # --- exploration
     Option("explore", True, X + R, boolean, doc="Default of compute_single_action(explore=None)."),
-    Option("exploration_config", {"type": "StochasticSampling"}, X, _exploration_config),
+    Option("exploration_config", {"type": "StochasticSampling"}, X + R, _exploration_config),
     # --- offline data
     Option("input_", "sampler", O, offline_options.check_input, aliases=("input",),
            doc="Where experiences come from: 'sampler' (the envs), a directory, file, glob or list of offline "
@@ -371,7 +417,17 @@ COMMON_OPTIONS: list[Option] = [
     Option("output_compress_columns", ["obs", "new_obs"], O, offline_options.check_columns,
            doc="Columns written compressed (zlib + base64 of the .npy bytes; RLlib uses LZ4) in JSON output."),
     Option("output_max_file_size", 64 * 1024 * 1024, O, integer(1),
-           doc="Start a new output file once one holds this many bytes."),
+           doc="Start a new output file once one holds this many bytes (when output_max_rows_per_file is None)."),
+    Option("output_write_episodes", False, O, boolean,
+           doc="True: one record (JSON line, Parquet row) per episode chunk; False: one record per sampled "
+               "batch, rows are steps (RLlib's old-stack format). rlx's default is False, RLlib's new stack's "
+               "True; see docs/offline.md."),
+    Option("output_max_rows_per_file", None, O, integer(1, allow_none=True),
+           doc="Buffer records and write files of exactly this many rows (episodes with output_write_episodes, "
+               "else steps); None: files end by output_max_file_size."),
+    Option("output_write_remaining_data", False, O, boolean,
+           doc="With output_max_rows_per_file: write the rows still buffered when the Algorithm stops into a "
+               "last, shorter file (False drops them, as in RLlib)."),
     Option("offline_sampling", False, O, boolean,
            doc="RLlib: sampling reads offline data, so EnvRunners do not split batches by sub-env.",
            no_effect="rlx reads offline input in the EnvRunnerGroup, whose batches never depend on sub-envs"),
@@ -382,21 +438,28 @@ COMMON_OPTIONS: list[Option] = [
     Option("algorithm_config_overrides_per_module", {}, M, check_overrides_per_module,
            doc="{module_id: {config key: value}}: per-policy lr, gamma, ... for the learner of that module."),
     Option("policy_map_capacity", 100, M, integer(1),
-           no_effect="rlx keeps every policy in memory, so no policy is ever swapped out to make room"),
+           doc="Policies whose modules each EnvRunner and the Learner keep in memory; with more policies, the "
+               "least recently used ones are swapped out to disk (module weights, and on the Learner optimizer "
+               "state and target networks) and come back when an agent maps to them or they train."),
     Option("policy_mapping_fn", None, M, callable_or_none,
            doc="fn(agent_id, episode, worker=None, **kwargs) -> policy_id, called once per agent per episode."),
     Option("policies_to_train", None, M, check_policies_to_train,
            doc="Policy ids to train (None: all), or a callable (policy_id, batch) -> bool."),
     Option("policy_states_are_swappable", False, M, boolean,
-           no_effect="rlx keeps every policy in memory, so no policy state is ever swapped"),
+           doc="All policies have the same networks and optimizers: a policy swapped back in takes over the memory "
+               "of the one swapped out instead of allocating (checked when policies are added)."),
     Option("observation_fn", None, M, callable_or_none,
            doc="fn(agent_obs, worker, base_env, policies, episode) -> agent_obs: rewrites each step's observation "
                "dict before the policies see it."),
     Option("count_steps_by", "env_steps", M, choice("env_steps", "agent_steps"),
            doc="What train_batch_size, rollout_fragment_length and the step counters count in multi-agent runs."),
-    Option("replay_mode", "independent", M, choice("independent", "lockstep"),
-           later="lockstep replay (one replay of all policies' steps at once)"),
-    Option("policy_map_cache", None, M, any_value, later="the old on-disk policy cache (rlx keeps every policy in memory)"),
+    Option("replay_mode", "independent", M, _replay_mode,
+           doc="Multi-agent replay (replay-based algorithms): 'independent' (one buffer and train batch per policy) "
+               "or 'lockstep' (env steps stored and sampled with every policy's rows at once, so all policies "
+               "train on the same timesteps; uniform replay only). RLlib 2.x also reads "
+               "replay_buffer_config['replay_mode']."),
+    Option("policy_map_cache", None, M, any_value,
+           later="choosing the directory of swapped-out policies (policy_map_capacity swaps them to a temporary one)"),
     # --- reporting
     Option("keep_per_episode_custom_metrics", False, REP, boolean,
            doc="Report episode.custom_metrics as per-episode lists instead of _mean/_min/_max."),
@@ -416,8 +479,13 @@ COMMON_OPTIONS: list[Option] = [
     Option("logger_creator", None, D, callable_or_none),
     Option("logger_config", None, D, dictionary(allow_none=True)),
     Option("log_level", "WARN", D, _log_level),
-    Option("log_sys_usage", False, D, boolean, later="system usage logging"),
-    Option("fake_sampler", False, D, boolean, later="the fake sampler"),
+    Option("log_sys_usage", True, D, boolean,
+           doc="Put the machine's CPU and RAM use (and GPU use where available) over each iteration into "
+               "result['perf'] (cpu_util_percent, ram_util_percent, gpu_util_percent<i>, vram_util_percent<i>). "
+               "Needs psutil (Ray ships one); left at its default without psutil, it is skipped."),
+    Option("fake_sampler", False, D, boolean,
+           doc="Benchmark learning: each training EnvRunner samples once and then returns a copy of that batch "
+               "every time (evaluation EnvRunners sample as usual)."),
     Option("seed", None, D, integer(0, allow_none=True)),
     # --- callbacks
     Option("callbacks_class", None, CB, _callbacks_class, aliases=("callbacks",),
@@ -442,6 +510,9 @@ COMMON_OPTIONS: list[Option] = [
            doc="GPUs per Learner: > 0 trains on CUDA (the driver's Learner on local_gpu_idx, learner processes "
                "one device per rank); fractions share a device."),
     Option("local_gpu_idx", 0, L, integer(0), doc="The CUDA device of the driver's Learner (num_learners=0)."),
+    Option("num_aggregator_actors_per_learner", 0, ("learners",), integer(0),
+           doc="Episode-aggregator actors per Learner (RLlib's IMPALA and APPO).",
+           no_effect="only IMPALA and APPO use aggregator actors, as in RLlib"),
     Option("mixed_precision", None, L, choice(None, "bf16", "fp16"),
            doc="rlx: run every Learner update under torch.autocast with bfloat16 ('bf16') or float16 ('fp16', "
                "with torch's GradScaler unless _torch_grad_scaler_class names another); weights and optimizer "
@@ -477,11 +548,13 @@ COMMON_OPTIONS: list[Option] = [
                "They are applied in order and stepped after every Learner update (once per PPO iteration); "
                "the lr option then only sets the starting learning rate."),
     Option("enable_rl_module_and_learner", True, API, boolean,
-           doc="RLlib's switch between its new (RLModule/Learner) and old (Policy/ModelV2) API stacks.",
-           no_effect=ONE_STACK + "; it runs old-API code (Policy, ModelV2, callbacks) on it too"),
+           doc="RLlib's switch between its new (RLModule/Learner) and old (Policy/ModelV2) API stacks. rlx has one "
+               "stack and runs old-API code (Policy, ModelV2, callbacks) on it too: False is said once in the log "
+               "(and RLlib's example scripts then take --num-gpus as the old stack does)."),
     Option("enable_env_runner_and_connector_v2", True, API, boolean,
-           doc="RLlib's switch between its new (EnvRunner/connectors) and old (RolloutWorker) API stacks.",
-           no_effect=ONE_STACK + "; it runs old-API code (Policy, ModelV2, callbacks) on it too"),
+           doc="RLlib's switch between its new (EnvRunner/connectors) and old (RolloutWorker) API stacks. rlx has "
+               "one stack and runs old-API code (RolloutWorker views, SampleBatch) on it too: False is said once "
+               "in the log."),
 ]
 
 # Legacy keys without a current equivalent: accepted only at the value that means "off".

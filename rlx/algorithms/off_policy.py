@@ -18,6 +18,7 @@ from rlx.algorithms.algorithm import Algorithm
 from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.config_options import Option, boolean, dictionary, integer, number
 from rlx.utils.errors import CheckpointError, ConfigError
+from rlx.utils.replay_buffers.replay_buffer import BATCH_INDEXES
 
 T = ("training",)
 BUFFER_FILE = "replay_buffer"
@@ -124,14 +125,6 @@ class OffPolicyConfig(AlgorithmConfig):
         n = self._values["n_step"]
         return (n, n) if isinstance(n, int) else (int(n[0]), int(n[1]))
 
-    def _validate_algorithm_settings(self) -> None:
-        super()._validate_algorithm_settings()
-        if self._values["batch_mode"] == "complete_episodes":
-            raise ConfigError(
-                "Replay-based algorithms sample with batch_mode='truncate_episodes' (each sampled step goes into "
-                "the replay buffer); remove batch_mode='complete_episodes'."
-            )
-
 
 _LEGACY_REPLAY_KEYS = ("buffer_size", "prioritized_replay", "prioritized_replay_alpha",
                        "prioritized_replay_beta", "prioritized_replay_eps")
@@ -145,10 +138,25 @@ class OffPolicyAlgorithm(Algorithm):
     def setup(self, config: AlgorithmConfig) -> None:
         """Create runners, learner and the replay buffer."""
         from rlx.utils.replay_buffers import make_replay_buffer
+        from rlx.utils.replay_buffers.multi_agent_replay_buffer import LOCKSTEP, check_lockstep_settings, replay_mode_of
 
+        lockstep = replay_mode_of(config) == LOCKSTEP
+        if lockstep:  # RLlib's rules for lockstep replay, decided before anything is built
+            probe = make_replay_buffer(config.replay_buffer_config)
+            check_lockstep_settings(config, prioritized=hasattr(probe, "update_priorities"))
         super().setup(config)
         seed = None if config.seed is None else int(config.seed) + 17
-        if self.is_multi_agent:
+        if self.is_multi_agent and lockstep:
+            from rlx.utils.replay_buffers.multi_agent_replay_buffer import LockstepReplayBuffer
+
+            def make_rows_buffer(policy_id: str, capacity: int) -> Any:
+                offset = sorted(self.policy_ids).index(policy_id) if policy_id in self.policy_ids else 0
+                return make_replay_buffer({**config.replay_buffer_config, "capacity": capacity},
+                                          seed=None if seed is None else seed + 1009 * offset)
+
+            self.local_replay_buffer: Any = LockstepReplayBuffer(make_rows_buffer, probe.capacity, seed=seed)
+            self._prioritized = False
+        elif self.is_multi_agent:
             from rlx.utils.replay_buffers.multi_agent_replay_buffer import MultiAgentReplayBuffer
 
             def make_buffer(policy_id: str) -> Any:
@@ -157,12 +165,13 @@ class OffPolicyAlgorithm(Algorithm):
                 return make_replay_buffer(module_config.replay_buffer_config,
                                           seed=None if seed is None else seed + 1009 * offset)
 
-            self.local_replay_buffer: Any = MultiAgentReplayBuffer(make_buffer)
+            self.local_replay_buffer = MultiAgentReplayBuffer(make_buffer)
             self._prioritized = "update_priorities" in dir(make_buffer(self.policy_ids[0]))
         else:
             self.local_replay_buffer = make_replay_buffer(config.replay_buffer_config, seed=seed)
             self._prioritized = hasattr(self.local_replay_buffer, "update_priorities")
         self._n_step_rng = np.random.default_rng(seed)
+        self._replayed_agent_steps = 0  # agent steps (rows) the last multi-agent update trained on
         self._update_credit = 0.0
         self._runner_resets = 0
 
@@ -199,7 +208,7 @@ class OffPolicyAlgorithm(Algorithm):
             n = low if low == high else int(self._n_step_rng.integers(low, high + 1))
             if self.is_multi_agent:
                 metrics = self._multi_agent_update(n, sampled)
-                self._counters["num_agent_steps_trained_lifetime"] += batch_size * len(metrics)
+                self._counters["num_agent_steps_trained_lifetime"] += self._replayed_agent_steps
             else:
                 replay = self._replay_hook(self.local_replay_buffer.sample(batch_size, n_step=n, gamma=cfg.gamma))
                 metrics = self.learn_on_batch(replay, timestep=sampled)
@@ -217,7 +226,23 @@ class OffPolicyAlgorithm(Algorithm):
         return {}
 
     def _multi_agent_update(self, n_step: int, timestep: int) -> dict[str, Any]:
-        """One replayed train batch per trainable policy with data; {module_id: metrics}."""
+        """One replayed train batch per trainable policy with data; {module_id: metrics}. With
+        replay_mode='lockstep' the batches hold the same train_batch_size env steps for every policy."""
+        if self.local_replay_buffer.replay_mode == "lockstep":
+            replays = self._lockstep_replays(n_step)
+        else:
+            replays = self._independent_replays(n_step)
+        metrics = self.learn_on_batch(replays, timestep=timestep) if replays else {}
+        self._replayed_agent_steps = sum(len(replays[mid][BATCH_INDEXES]) for mid in metrics if mid in replays)
+        for module_id, module_metrics in metrics.items():
+            td_error = module_metrics.pop("td_error", None)
+            if self._prioritized and td_error is not None:
+                self.local_replay_buffer.replay_buffers[module_id].update_priorities(
+                    replays[module_id]["batch_indexes"], td_error)
+        return metrics
+
+    def _independent_replays(self, n_step: int) -> dict[str, dict[str, np.ndarray]]:
+        """Each trainable policy's own train batch from its own buffer (replay_mode='independent')."""
         replays = {}
         for module_id in self.policy_ids:
             buf = self.local_replay_buffer.replay_buffers.get(module_id)
@@ -226,13 +251,16 @@ class OffPolicyAlgorithm(Algorithm):
             module_config = self.config.get_config_for_module(module_id)
             replays[module_id] = self._replay_hook(buf.sample(module_config.total_train_batch_size, n_step=n_step,
                                                               gamma=module_config.gamma))
-        metrics = self.learn_on_batch(replays, timestep=timestep) if replays else {}
-        for module_id, module_metrics in metrics.items():
-            td_error = module_metrics.pop("td_error", None)
-            if self._prioritized and td_error is not None:
-                self.local_replay_buffer.replay_buffers[module_id].update_priorities(
-                    replays[module_id]["batch_indexes"], td_error)
-        return metrics
+        return replays
+
+    def _lockstep_replays(self, n_step: int) -> dict[str, dict[str, np.ndarray]]:
+        """The trainable policies' rows of train_batch_size env steps drawn once for all of them."""
+        if not len(self.local_replay_buffer):
+            return {}
+        cfg = self.config
+        batch = self.local_replay_buffer.sample(cfg.total_train_batch_size, n_step=n_step, gamma=cfg.gamma)
+        return {module_id: self._replay_hook(rows) for module_id, rows in batch.items()
+                if self.learner.is_trainable(module_id)}
 
     def _replay_hook(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Transform a replayed batch before the update (DQN's before_learn_on_batch); identity here."""

@@ -107,9 +107,9 @@ def policy_reward_stats(hist_stats: dict[str, Any], multi_agent: bool) -> dict[s
 
 
 def fault_tolerance_section(group: Any) -> dict[str, int]:
-    """`result["fault_tolerance"]` of an EnvRunnerGroup: healthy remote runners, restarts so
-    far, and failed runners waiting out `delay_between_env_runner_restarts_s` before their
-    restart (the healthy runners sample meanwhile)."""
+    """`result["fault_tolerance"]` of an EnvRunnerGroup: remote runners in service, restarts so
+    far, and failed runners that will be back (waiting out their restart delay or being
+    rebuilt beside training; the runners in service sample meanwhile)."""
     return {
         "num_healthy_workers": group.num_healthy_remote_workers(),
         "num_remote_worker_restarts": group.num_remote_worker_restarts,

@@ -14,6 +14,7 @@ from rlx.callbacks.callbacks import (
     normalize_callbacks_class,
     normalize_event_callables,
 )
+from rlx.callbacks.memory_tracking import MemoryTrackingCallbacks
 
 __all__ = [
     "ALGORITHM_EVENTS",
@@ -21,6 +22,7 @@ __all__ = [
     "ENV_RUNNER_EVENTS",
     "EPISODE_EVENTS",
     "EVENT_KWARGS",
+    "MemoryTrackingCallbacks",
     "OLD_API_EVENTS",
     "CallbackDispatcher",
     "DefaultCallbacks",

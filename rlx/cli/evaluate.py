@@ -146,15 +146,15 @@ def config_overrides(args: argparse.Namespace, stored_keys: set[str]) -> dict[st
 
 def _load_algorithm(args: argparse.Namespace, meta: dict[str, Any]) -> Any:
     from rlx.algorithms.algorithm import Algorithm
-    from rlx.utils.checkpoints import read_json
+    from rlx.utils.checkpoints import UnstorableSettingError, read_json
 
     stored = read_json(Path(args.checkpoint).expanduser() / "config.json")
     overrides = config_overrides(args, set(stored))
     try:
         algo = Algorithm.from_checkpoint(args.checkpoint, config_overrides=overrides)
     except CheckpointError as err:
-        if args.env is None:
-            raise
+        if args.env is None or isinstance(err, UnstorableSettingError):
+            raise  # a setting the checkpoint could not store: its message says what to pass
         trained_on = meta.get("env") or "another env"
         raise EnvError(
             f"The checkpoint cannot be loaded with --env {args.env} (it was trained on {trained_on}): most likely "

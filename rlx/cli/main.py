@@ -88,6 +88,17 @@ positive_int = int_at_least(1)
 non_negative_int = int_at_least(0)
 
 
+def positive_float(text: str) -> float:
+    """An argparse type parsing a number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
+    return value
+
+
 def _add_imports(parser: argparse.ArgumentParser) -> None:
     """--import MODULE (repeatable), for train, train file and evaluate."""
     parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
@@ -227,6 +238,21 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--out", default=None, metavar="FILE.png",
                       help="image file to write (default: learning_curves.png in RESULTS_DIR)")
     _add_verbosity(plot)
+
+    stack = sub.add_parser(
+        "stack", help="print the Python stacks of every rlx process on this machine",
+        description="Print the Python stack of every thread of each running rlx process on this machine: drivers "
+                    "that built an Algorithm, EnvRunner, learner and sub-env processes, and EnvRunner Ray actors "
+                    "on this node (RLlib's 'ray stack'). Uses py-spy when installed, else rlx's faulthandler "
+                    "(SIGUSR1). Useful for hangs and slow runs.",
+    )
+    stack.add_argument("--pid", type=positive_int, default=None, metavar="PID",
+                       help="only this rlx process and the rlx processes it started (default: all)")
+    stack.add_argument("--timeout", type=positive_float, default=5.0, metavar="SECONDS",
+                       help="longest wait for the processes' dumps (default: 5)")
+    stack.add_argument("--no-py-spy", action="store_true",
+                       help="use rlx's faulthandler dumps even when py-spy is installed")
+    _add_verbosity(stack)
     return parser
 
 
@@ -267,6 +293,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from rlx.cli.plot import run_plot_command
 
         return run_plot_command(args)
+    if args.command == "stack":
+        from rlx.cli.stack import run_stack_command
+
+        return run_stack_command(args)
     raise CLIError(f"unknown command {args.command!r}")
 
 

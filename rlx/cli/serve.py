@@ -40,6 +40,10 @@ def add_serve_parser(sub: Any) -> None:
                        help="settings to override in the checkpoint's config, as a JSON object")
     serve.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                        help="import a module first (e.g. one that registers the env); repeatable")
+    serve.add_argument("--env", default=None, metavar="ENV",
+                       help="serve with this env instead of the checkpoint's (needed when the checkpoint could not "
+                            "store its env, e.g. a class defined inside a function): a registered name (with "
+                            "--import MODULE), a Gymnasium id, or 'package.module:MyEnv'")
     serve.add_argument("-v", "--verbose", action="count", default=0, help="more output (-vv: tracebacks)")
 
 
@@ -104,10 +108,13 @@ class PolicyService:
 def run_serve_command(args: argparse.Namespace) -> int:
     """Run `rlx serve` until interrupted."""
     import json
-    import importlib
 
-    for module in args.imports:
-        importlib.import_module(module)
+    from rlx.cli.env_source import import_modules, rebuild_env_source, resolve_gymnasium_id
+    from rlx.cli.evaluate import read_checkpoint_metadata
+
+    import_modules(args.imports)
+    # What the checkpoint records about where its env comes from, as rlx evaluate does.
+    rebuild_env_source(read_checkpoint_metadata(args.checkpoint), args.checkpoint)
     token = None
     if args.auth_token_file:
         path = Path(args.auth_token_file)
@@ -117,6 +124,8 @@ def run_serve_command(args: argparse.Namespace) -> int:
     overrides = json.loads(args.config) if args.config else None
     if overrides is not None and not isinstance(overrides, dict):
         raise ConfigError("--config must be a JSON object of settings.")
+    if args.env is not None:
+        overrides = {**(overrides or {}), "env": resolve_gymnasium_id(args.env)[0]}
     service = PolicyService(args.checkpoint, address=args.address, port=args.port, auth_token=token,
                             explore=args.explore, max_request_bytes=args.max_request_bytes,
                             config_overrides=overrides)

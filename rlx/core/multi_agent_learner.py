@@ -31,7 +31,10 @@ class MultiAgentLearner:
         self.learner_class = learner_class
         self.module = module
         self.learners: dict[str, Any] = {}
+        self._cache_attached: Any = None
         self.policies_to_train = config.policies_to_train
+        # policy_map_capacity: a Learner's optimizer state and target networks swap with its module.
+        module.set_policy_map_capacity(config.policy_map_capacity, config.policy_states_are_swappable)
         for module_id in module.keys():
             self.add_module(module_id)
 
@@ -41,13 +44,25 @@ class MultiAgentLearner:
 
         module_config = config if config is not None else self.config.get_config_for_module(module_id)
         with building_learner_for(module_id):  # the Learner's module_id (RLlib's self.module[module_id])
-            learner = self.learner_class(module_config, self.module[module_id])
+            learner = self.learner_class(module_config, self.module[module_id])  # (in memory: indexing brings it)
         self.learners[module_id] = learner
+        self._attach_learners()
         return learner
+
+    def _attach_learners(self) -> None:
+        """Let the module cache (policy_map_capacity), once the MultiRLModule swaps modules, swap
+        each Learner's tensors (optimizer state, target networks) with its module's."""
+        cache = self.module.module_cache
+        if cache is not None:
+            for module_id, learner in self.learners.items():
+                cache.attach(module_id, learner)
+        self._cache_attached = cache
 
     def remove_module(self, module_id: str) -> None:
         """Forget the Learner of `module_id`."""
-        self.learners.pop(module_id, None)
+        learner = self.learners.pop(module_id, None)
+        if learner is not None and self.module.module_cache is not None and module_id in self.module:
+            self.module.module_cache.detach(module_id, learner)
 
     def is_trainable(self, module_id: str, batch: Any = None) -> bool:
         """Whether `module_id` trains (policies_to_train)."""
@@ -58,6 +73,8 @@ class MultiAgentLearner:
         from rlx.policy.sample_batch import SampleBatch
 
         results = {}
+        if self.module.module_cache is not self._cache_attached:  # modules started swapping since
+            self._attach_learners()
         for module_id, module_batch in batch.items():
             learner = self.learners.get(module_id)
             if learner is None:
@@ -66,7 +83,9 @@ class MultiAgentLearner:
                 module_batch = SampleBatch(module_batch)  # what RLlib's predicate receives
             if not self.is_trainable(module_id, module_batch):
                 continue
-            results[module_id] = learner.run_update(module_batch, timestep=timestep)
+            # policy_map_capacity: the module, its optimizer state and target networks stay in memory meanwhile.
+            with self.module.using_module(module_id):
+                results[module_id] = learner.run_update(module_batch, timestep=timestep)
         return results
 
     def run_update(self, batch: Any, timestep: int) -> dict[str, dict[str, Any]]:

@@ -109,7 +109,9 @@ class Adam(_ForeachOptimizer):
         lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]
         self.step_count += 1
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        if _fusable(params, grads):
+        # Traced by torch.compile (torch_compile_learner_what_to_compile='complete_update'), the foreach
+        # ops below: AOT autograd cannot functionalize the fused kernel's in-place update.
+        if _fusable(params, grads) and not torch.compiler.is_compiling():
             # One kernel for every tensor (torch's fused Adam/AdamW, the same math as below):
             # on the CPU the foreach ops loop over the tensors op by op, about 4x as slow for
             # SAC's critics.

@@ -20,12 +20,16 @@ import torch
 
 from rlx.core import DEFAULT_AGENT_ID, Columns
 from rlx.core.rl_module import RLModule, RLModuleSpec
+from rlx.core.rl_module.compiled_acting import CompiledActing, acting_forward
 from rlx.env.env_checker import OldGymEnvCompatibility, check_env, describe_value, looks_like_old_gym_api
 from rlx.env.env_context import EnvContext
+from rlx.env.fake_sampler import FakeSampler
 from rlx.env.registry import make_env_creator
 from rlx.env.connector_env import (
     ConnectorContext, ConnectorEnv, FilterAndConnectorState, build_env_to_module, build_module_to_env,
     has_env_to_module_pieces)
+from rlx.env.partial_fragment import attach_partial_fragment, cut_time_major
+from rlx.env.partial_steps import PartialSteps, compact_columns
 from rlx.env.vector_env import VectorEnv
 from rlx.models.preprocessors import NoPreprocessor, Preprocessor, get_preprocessor
 from rlx.utils.errors import EnvError, EnvOutputError, NotSupportedYetError
@@ -248,6 +252,8 @@ class SingleAgentEnvRunner:
             if hasattr(self.module, "get_initial_state") else {}
         self._stateful = bool(self._initial_state)
         self._numpy_actor_cache: tuple | None = None  # see _numpy_actor
+        self._compiled_acting = CompiledActing.from_config(config)  # torch_compile_worker
+        self._fake_sampler = FakeSampler.from_config(config)
         self._dist_cls = self.module.get_exploration_action_dist_cls()
         self._inference_dist_cls = self.module.get_inference_action_dist_cls()
         self._generator = torch.Generator()
@@ -679,6 +685,7 @@ class SingleAgentEnvRunner:
         """Sub-env i's step() raised or returned what rlx cannot use: raise an EnvError, or with
         restart_failed_sub_environments rebuild the sub-env (the caller then drops its episode)."""
         if not self.config.restart_failed_sub_environments:
+            self._failed_sub_env = i  # the sub-envs before it in this row stepped (_with_partial_fragment)
             if isinstance(err, EnvOutputError):
                 raise err
             raise EnvError(
@@ -733,12 +740,16 @@ class SingleAgentEnvRunner:
         """
         from rlx.evaluation.rollout_worker import acting_runner
 
+        if self._fake_sampler is not None and self._fake_sampler.has_batch:
+            return self._fake_sampler.replay()  # fake_sampler: the first batch again
         with acting_runner(self):
             batch = self._sample(num_timesteps, num_episodes, explore, random_actions, force_reset)
             steps = int(batch[Columns.VALID].sum()) if Columns.VALID in batch else int(batch[Columns.REWARDS].size)
             self.metrics.log_value("num_env_steps_sampled", steps, reduce="sum", clear_on_reduce=True)
             if self._on_sample_end is not None:
                 self._on_sample_end(env_runner=self, metrics_logger=self.metrics, samples=batch, worker=self)
+        if self._fake_sampler is not None:
+            self._fake_sampler.remember(batch)
         return batch
 
     def _sample(self, num_timesteps: int | None, num_episodes: int | None, explore: bool | None,
@@ -746,6 +757,9 @@ class SingleAgentEnvRunner:
         explore = self.config.explore if explore is None else bool(explore)
         if self._connectors is not None:
             self._connectors.explore = explore
+        partial = getattr(self, "_partial_steps", None)
+        if partial is not None and partial.drop_in_flight(self.env.envs):
+            self._needs_reset = True  # a sample() that raised left steps in flight: start fresh episodes
         B = self.env.num_envs
         complete = self.config.batch_mode == "complete_episodes"
         if num_episodes is not None:
@@ -758,7 +772,14 @@ class SingleAgentEnvRunner:
             steps_per_env = max(1, math.ceil(num_timesteps / B))
         if self._needs_reset or force_reset or (complete and not self._at_boundary.all()):
             self._reset_all()
-        return self._run(steps_per_env, None, explore, random_actions, complete)
+        self._rows_done = self._failed_sub_env = None
+        try:
+            return self._run(steps_per_env, None, explore, random_actions, complete)
+        except EnvError as err:  # restart_failed_sub_environments=False: the rows before it are kept
+            self._with_partial_fragment(err, complete)
+            raise
+        finally:
+            self._rows_done = None
 
     def _alloc(self, T: int) -> dict[str, np.ndarray]:
         B = self.num_envs
@@ -790,8 +811,8 @@ class SingleAgentEnvRunner:
         (RLModule.numpy_inference_fn) and the exploration's NumPy form of its action choice. None
         when either has none; the returned function returns None for a step it cannot take (e.g.
         in a random-action phase), which then acts through torch."""
-        if random_actions or self._stateful:
-            return None
+        if random_actions or self._stateful or self._compiled_acting is not None:
+            return None  # (a compiling runner acts through its compiled torch module)
         module, exploration = self.module, self.exploration
         # Rebuilt when the module's parameters move or are replaced: its NumPy views would be stale.
         # (The views keep the old storage alive, so a new tensor cannot reuse one of these addresses.)
@@ -835,7 +856,7 @@ class SingleAgentEnvRunner:
         if self._stateful:  # one time step: [B, 1, ...] and the state of each sub-env
             batch = {Columns.OBS: batch[Columns.OBS][:, None],
                      Columns.STATE_IN: {k: torch.from_numpy(v) for k, v in self._state.items()}}
-        out = self.module.forward_exploration(batch) if explore else self.module.forward_inference(batch)
+        out = acting_forward(self._compiled_acting, self.module, explore)(batch)
         if self._stateful:
             out = without_time_axis(out)
             self._next_state = {k: np.asarray(v.detach().numpy() if hasattr(v, "detach") else v, np.float32)
@@ -881,6 +902,11 @@ class SingleAgentEnvRunner:
         remote_envs = self.config.sub_envs_in_processes
         row_episodes: list[list[Any]] | None = [] if self._on_postprocess_trajectory is not None else None
         numpy_actor = self._numpy_actor(explore, random_actions)
+        # remote_env_batch_wait_ms > 0: each row acts only for the sub-envs whose steps arrived
+        # (rlx.env.partial_steps); `target` is the steps to collect, `collected` those collected.
+        partial = self._partial_stepper() if remote_envs else None
+        target = None if steps_per_env is None else steps_per_env * B
+        collected = 0
         t = 0
         while True:
             if t >= T_cap:
@@ -891,10 +917,13 @@ class SingleAgentEnvRunner:
                     grown[: dist_buf.shape[0]] = dist_buf
                     dist_buf = grown
             obs_t = buf[Columns.OBS][t]
+            sending = active if partial is None else \
+                self._partial_to_send(partial, active, num_episodes, target, collected, complete)
             if identity_filter:
                 obs_t[:] = raw
             else:
-                self.filter.update(raw[active])
+                if len(sending):
+                    self.filter.update(raw[sending])
                 obs_t[:] = self.filter.apply_batch(raw, update=False)
             if self._stateful:
                 for k, v in self._state.items():
@@ -903,6 +932,7 @@ class SingleAgentEnvRunner:
             if dist_buf is None:
                 dist_buf = np.zeros((T_cap, B) + dist_inputs.shape[1:], dtype=np.float32)
             dist_buf[t] = dist_inputs
+            self._rows_done = (buf, dist_buf, t, row_episodes)  # rows an env error keeps (_with_partial_fragment)
             buf[Columns.ACTIONS][t] = actions
             buf[Columns.ACTION_LOGP][t] = logp
             env_actions = self.actions.to_env(actions)
@@ -916,10 +946,14 @@ class SingleAgentEnvRunner:
                 row_episodes.append(list(self._episodes))
             dropped = []
             stepped = []  # (i, obs, reward, info, terminated, truncated) for the episode callbacks
-            if remote_envs:
+            if partial is not None:
+                partial.send(envs, sending, env_actions, t, self._next_state if self._stateful else None)
+                sending = partial.poll(envs)  # the sub-envs whose steps arrived, written in this row
+                partial.land(sending, t, buf, dist_buf, [state_column(k) for k in self._initial_state], env_actions)
+            elif remote_envs:
                 for i in active:  # every sub-env process steps at once
                     envs[i].step_async(env_actions[i])
-            for i in active:
+            for i in sending:
                 try:
                     obs, r, te, tr, info = envs[i].step_wait() if remote_envs else envs[i].step(env_actions[i])
                 except Exception as err:
@@ -953,7 +987,7 @@ class SingleAgentEnvRunner:
                     if i not in dropped:
                         self._step_episode(i, obs, env_actions[i], r, info, te, tr)
             # Bookkeeping on whole rows (slices when every env stepped, as in truncate mode).
-            rows = slice(None) if len(active) == B else active
+            rows = slice(None) if len(sending) == B else sending
             raw[rows] = next_t[rows]
             valid_t[rows] = True
             self._ep_return[rows] += rew_t[rows]
@@ -970,16 +1004,18 @@ class SingleAgentEnvRunner:
                 if track:
                     self._start_episode(i, obs, info)
             if self._stateful:
+                next_state = self._next_state if partial is None else partial.sent_state
                 for k in self._state:
-                    self._state[k][active] = self._next_state[k][active]
+                    self._state[k][sending] = next_state[k][sending]
                 if finished:
                     self._reset_state(finished)
             if finished and check_finite and not isfinite(np.vdot(raw, raw)):
                 self._check_reset_obs(finished)
             if not identity_filter:
                 next_t[:] = self.filter.apply_batch(next_t, update=False)
-            n_active = len(active)
+            n_active = len(sending)
             self.num_env_steps_sampled_lifetime += n_active
+            collected += n_active
             t += 1
             if finished:
                 for i in finished:
@@ -1003,6 +1039,10 @@ class SingleAgentEnvRunner:
                     active = keep
                 if episodes_done >= num_episodes or not active:
                     break
+            elif partial is not None:
+                if not partial.num_in_flight and \
+                        not self._partial_to_send(partial, active, num_episodes, target, collected, complete):
+                    break
             elif t >= steps_per_env:
                 if not complete:
                     break
@@ -1011,12 +1051,86 @@ class SingleAgentEnvRunner:
                     break
         batch = {k: v[:t] for k, v in buf.items()}
         batch[Columns.ACTION_DIST_INPUTS] = dist_buf[:t]
-        if num_episodes is None and not complete:
+        if partial is not None:
+            if partial.drop_in_flight(envs):  # num_episodes reached: the other episodes are cut
+                self._needs_reset = True
+            batch, row_episodes = compact_columns(batch, row_episodes)
+        if num_episodes is None and not complete and (partial is None or batch[Columns.VALID].all()):
             del batch[Columns.VALID]
         self._clip_rewards(batch[Columns.REWARDS])
         if row_episodes is not None:
             self._postprocess_trajectories(batch, row_episodes)
         return batch
+
+    def _with_partial_fragment(self, err: EnvError, complete: bool) -> EnvError:
+        """`err` with the rows this sample() call finished before it (rlx.env.partial_fragment):
+        the runner is replaced, its rows are not. (Not with remote_env_batch_wait_ms, whose rows
+        may still wait for steps in flight.)"""
+        rows, self._rows_done = self._rows_done, None
+        if rows is None or self.config.remote_env_batch_wait_ms:
+            return err
+        buf, dist_buf, t, row_episodes = rows
+        try:
+            if t < len(buf[Columns.REWARDS]) and self._keep_failed_row(buf, t, complete):
+                t += 1
+            if t == 0:
+                return err
+            batch = {k: v[:t] for k, v in buf.items()}
+            batch[Columns.ACTION_DIST_INPUTS] = dist_buf[:t]
+            if not complete and batch[Columns.VALID].all():
+                del batch[Columns.VALID]
+            self._clip_rewards(batch[Columns.REWARDS])
+            if row_episodes is not None:
+                self._postprocess_trajectories(batch, row_episodes[:t])
+            cut_time_major(batch, complete)
+            steps = int(batch[Columns.VALID].sum()) if Columns.VALID in batch else int(batch[Columns.REWARDS].size)
+            return attach_partial_fragment(err, self, batch, steps)
+        except Exception as salvage_err:  # never hide the env's error behind this one
+            logger.warning("The rows sampled before the env error could not be kept (%s: %s).",
+                           type(salvage_err).__name__, salvage_err)
+            return err
+
+    def _keep_failed_row(self, buf: dict[str, np.ndarray], t: int, complete: bool) -> bool:
+        """Mark valid the steps of row t (the one an env error interrupted) that the sub-envs took
+        before the error, with finite values, and filter their new observations as the row's end
+        would have; whether any is kept. The row's `valid` entries are already set when every
+        sub-env had stepped (a reset failed); else the sub-envs before the failed one stepped
+        (all sub-envs step in order in truncate mode)."""
+        valid = buf[Columns.VALID][t]
+        failed = self._failed_sub_env
+        if not valid.any() and failed is not None and not complete:
+            valid[:failed] = True
+        rewards, next_obs = buf[Columns.REWARDS][t], buf[Columns.NEXT_OBS][t]
+        valid &= np.isfinite(rewards) & np.isfinite(next_obs.reshape(len(next_obs), -1)).all(axis=1)
+        if valid.any() and not self.filter.is_identity:
+            next_obs[valid] = self.filter.apply_batch(next_obs[valid], update=False)
+        return bool(valid.any())
+
+    def _partial_stepper(self) -> PartialSteps | None:
+        """The runner's PartialSteps when remote_env_batch_wait_ms > 0 (None: every row waits for
+        every sub-env)."""
+        wait_ms = self.config.remote_env_batch_wait_ms
+        if not wait_ms:
+            return None
+        partial = getattr(self, "_partial_steps", None)
+        if partial is None or len(partial.sent_row) != self.num_envs:
+            partial = self._partial_steps = PartialSteps(self.num_envs, wait_ms, self._initial_state)
+        return partial
+
+    def _partial_to_send(self, partial: PartialSteps, active: list[int], num_episodes: int | None,
+                         target: int | None, collected: int, complete: bool) -> list[int]:
+        """The sub-envs to send an action this row when stepping partially: the free ones among
+        `active`, as many as the steps still to collect; past that, in complete_episodes mode,
+        those whose episodes have not ended."""
+        free = partial.free(active)
+        if num_episodes is not None:
+            return free
+        budget = target - collected - partial.num_in_flight
+        if budget > 0:
+            return free[:budget]
+        if complete:
+            return [i for i in free if not self._at_boundary[i]]
+        return []
 
     def _postprocess_trajectories(self, batch: dict[str, np.ndarray], row_episodes: list[list[Any]]) -> None:
         """Call on_postprocess_trajectory once per (sub-env, episode) stretch of the batch.

@@ -20,10 +20,14 @@ from typing import Any, Callable
 import numpy as np
 
 from rlx.core.rl_module import RLModule, RLModuleSpec
+from rlx.env.batch_compression import compress_observations, decompress_observations
 from rlx.env.env_runner import SingleAgentEnvRunner
+from rlx.env.partial_fragment import PartialFragment, take_partial_fragment
+from rlx.env.runner_host import RebuildRunner, RunnerFactory
+from rlx.env.runner_restarts import EnvRunnerFailureError, RunnerSupervisor
 from rlx.env.threaded_env_runner import ThreadedEnvRunner
 from rlx.policy.sample_batch import MultiAgentBatch
-from rlx.utils.errors import ConfigError, RLXError
+from rlx.utils.errors import ConfigError
 
 logger = logging.getLogger("rlx")
 
@@ -73,8 +77,9 @@ class EnvRunnerGroup:
             process; evaluation uses them), or None to take the config's
             `env_runner_backend` ("auto": Ray when `ray.is_initialized()`, else processes).
 
-    With remote runners the local runner does not sample: `sample()` asks every healthy
-    remote runner for its share in parallel and joins the answers side by side.
+    With remote runners the local runner does not sample: `sample()` asks every remote runner
+    in service for its share in parallel and joins the answers side by side. Failed runners
+    are restarted beside sampling, as the fault-tolerance settings say (rlx.env.runner_restarts).
     """
 
     def __init__(
@@ -105,10 +110,9 @@ class EnvRunnerGroup:
         self._sampling_layout: tuple = ()
         self._runner_resets: dict[int, int] = {}
         self._sent_weights: dict[int, Any] = {}
-        self._failed_at: dict[int, float] = {}
-        self._restarted: list[int] = []
-        self._consecutive_failures = 0
         self._remote: list[Any] = []
+        #: Metrics of runners that failed, from the partial fragments they left (get_metrics()).
+        self._salvaged_metrics: list[dict[str, Any]] = []
         self._local_watchdog = _LocalSampleWatchdog(config.sample_timeout_s, config.batch_mode)
         # Asynchronous sampling (async_sample): each remote runner's queued sample() requests, the
         # time the oldest of them started, and the runner metrics that came back with results.
@@ -127,15 +131,16 @@ class EnvRunnerGroup:
                 # One at a time, so stop() below reaches the runners started before one that fails.
                 self._remote.append(self._make_remote(i))
             validate = config.validate_env_runners_after_construction
-            for handle in self._remote if validate else ():
-                wait_ready = getattr(handle, "wait_ready", None)
-                if wait_ready is not None:
-                    wait_ready()
+            build_errors = self._wait_for_builds() if validate else {}
             if wants_local and not local_envs:
-                self._local_env_runner = self._make_local(env_info=self._remote[0].submit(_env_info).result())
+                self._local_env_runner = self._make_local(env_info=self._built_remote().submit(_env_info).result())
             #: Sub-envs per runner, as the runners resolved config.num_envs_per_env_runner.
             self.num_envs_per_env_runner = self._resolved_num_envs()
-            self._sync_new_remotes(wait=validate)
+            self._sync_new_remotes(wait=validate, skip=set(build_errors))
+            #: Failures and restarts of the remote runners (rlx.env.runner_restarts).
+            self._ft = RunnerSupervisor(self)
+            for index, err in build_errors.items():  # restarted, or dropped with ignore_env_runner_failures
+                self._ft.failed(self._remote[index - 1], err, worker_kept=False)
         except BaseException:
             self.stop()
             raise
@@ -150,30 +155,65 @@ class EnvRunnerGroup:
         return self._runner_cls(config=self.config, worker_index=0, num_workers=int(self.config.num_env_runners),
                                 module_spec=self._module_spec, module=self._local_module, **kwargs)
 
+    def _wait_for_builds(self) -> dict[int, BaseException]:
+        """Wait until every remote runner is built; {index: error} of those whose build failed.
+        A failure is raised unless the fault-tolerance settings tolerate it (restart_failed_env_runners,
+        ignore_env_runner_failures: the failed runners are then restarted or dropped) and some
+        runner was built."""
+        tolerated = self.config.restart_failed_env_runners or self.config.ignore_env_runner_failures
+        errors: dict[int, BaseException] = {}
+        for handle in self._remote:
+            wait_ready = getattr(handle, "wait_ready", None)
+            if wait_ready is None:
+                continue
+            try:
+                wait_ready()
+            except Exception as err:
+                if not tolerated:
+                    raise
+                errors[handle.index] = err
+        if errors and len(errors) == len(self._remote):
+            raise next(iter(errors.values()))
+        return errors
+
+    def _built_remote(self) -> Any:
+        """The first remote runner that was built (one whose build failed does not answer)."""
+        return next((h for h in self._remote if not h.ready.done() or h.ready.exception() is None), self._remote[0])
+
     def _resolved_num_envs(self) -> int:
         runner = self._local_env_runner
         if runner is not None:
             return int(getattr(runner, "num_envs", self.config.num_envs_per_env_runner))
         if issubclass(self._runner_cls, SingleAgentEnvRunner):
-            return int(self._remote[0].submit(_env_info).result().num_envs)
+            return int(self._built_remote().submit(_env_info).result().num_envs)
         return int(self.config.num_envs_per_env_runner)
 
-    def _sync_new_remotes(self, wait: bool = True) -> None:
-        """Give freshly built remote runners the local runner's weights, observation filter and
-        exploration state, so their first batch comes from the policy the learner trains.
-        Without `wait`, the calls queue ahead of the runners' first sample() (and a runner that
-        failed to build reports it there: validate_env_runners_after_construction=False)."""
+    def _sync_new_remotes(self, wait: bool = True, skip: set[int] = frozenset()) -> None:
+        """Give freshly built remote runners (all but those in `skip`) the local runner's weights,
+        observation filter and exploration state, so their first batch comes from the policy the
+        learner trains. Without `wait`, the calls queue ahead of the runners' first sample() (and a
+        runner that failed to build reports it there: validate_env_runners_after_construction=False)."""
         local = self._local_env_runner
         if local is None or not self._remote:
             return
         call = _RestoreCall(local.get_weights(), local.get_state())
-        futures = [handle.submit(call) for handle in self._remote]
+        futures = [handle.submit(call) for handle in self._remote if handle.index not in skip]
         for future in futures if wait else ():
             future.result()
 
-    def _make_remote(self, index: int) -> Any:
+    def _runner_factory(self, index: int) -> RunnerFactory:
+        """What builds remote runner `index` (shipped to its worker for a restart in place)."""
+        return RunnerFactory(self._runner_cls, self.config, index, int(self.config.num_env_runners),
+                             self._module_spec)
+
+    def _make_remote(self, index: int, build_in_background: bool = False) -> Any:
+        """A handle on a new remote runner `index`. Worker processes and Ray actors are built in
+        the background (`wait_ready()` waits); a threaded runner is built here unless
+        `build_in_background`, then on its own thread (its `ready` Future says when)."""
         num_workers = int(self.config.num_env_runners)
         if self.backend == "thread":
+            if build_in_background:
+                return ThreadedEnvRunner(None, index, factory=self._runner_factory(index))
             runner = self._runner_cls(
                 config=self.config, worker_index=index, num_workers=num_workers, module_spec=self._module_spec,
             )
@@ -206,14 +246,14 @@ class EnvRunnerGroup:
     num_remote_workers = num_remote_env_runners
 
     def num_healthy_remote_workers(self) -> int:
-        """Number of remote EnvRunners that answer."""
-        return sum(1 for r in self._remote if r.healthy)
+        """Number of remote EnvRunners in service (alive, and not failed or being restarted)."""
+        return len(self._ft.up_handles())
 
     num_healthy_remote_env_runners = num_healthy_remote_workers
 
     def healthy_worker_ids(self) -> list[int]:
-        """Indices of healthy remote EnvRunners."""
-        return [r.index for r in self._remote if r.healthy]
+        """Indices of the remote EnvRunners in service."""
+        return [r.index for r in self._ft.up_handles()]
 
     healthy_env_runner_ids = healthy_worker_ids
 
@@ -248,6 +288,8 @@ class EnvRunnerGroup:
             _retire(self._remote[pos])
             self._remote[pos] = self._make_remote(index)
             self.num_remote_worker_restarts += 1
+            self._forget_requests(index)
+            self._ft.replaced(index)
             wait_ready = getattr(self._remote[pos], "wait_ready", None)
             if wait_ready is not None:
                 wait_ready(timeout=timeout)
@@ -271,7 +313,7 @@ class EnvRunnerGroup:
             out.append(func(self._local_env_runner))
         handles = [
             r for r in self._remote
-            if (remote_worker_ids is None or r.index in remote_worker_ids) and (r.healthy or not healthy_only)
+            if (remote_worker_ids is None or r.index in remote_worker_ids) and (self._ft.is_up(r) or not healthy_only)
         ]
         futures = [h.submit(func) for h in handles]
         out.extend(f.result(timeout=timeout_seconds) for f in futures)
@@ -286,15 +328,19 @@ class EnvRunnerGroup:
         out = []
         if local_env_runner and self._local_env_runner is not None:
             out.append(func(0, self._local_env_runner))
-        futures = [h.submit(lambda r, i=h.index: func(i, r)) for h in self._remote if h.healthy]
+        futures = [h.submit(lambda r, i=h.index: func(i, r)) for h in self._ft.up_handles()]
         out.extend(f.result() for f in futures)
         return out
 
     foreach_worker_with_id = foreach_env_runner_with_id
 
-    def foreach_worker_with_index(self, func: Callable[[Any, int], Any], local_worker: bool = True) -> list[Any]:
-        """Apply `func(runner, index)` to each runner (old API argument order)."""
-        return self.foreach_env_runner_with_id(lambda i, r: func(r, i), local_env_runner=local_worker)
+    def foreach_worker_with_index(self, func: Callable[[int, Any], Any], local_worker: bool = True) -> list[Any]:
+        """Apply `func(index, runner)` to each runner, as seed 003 shows (`lambda _id, worker: ...`).
+        Older RLlib passed `(worker, index)`: a function whose parameters are named that way (the first
+        one a worker, e.g. `lambda ev, i: ...`) still gets them in that order."""
+        if _worker_first(func):
+            return self.foreach_env_runner_with_id(lambda i, r: func(r, i), local_env_runner=local_worker)
+        return self.foreach_env_runner_with_id(func, local_env_runner=local_worker)
 
     # ------------------------------------------------------------ data
 
@@ -315,24 +361,40 @@ class EnvRunnerGroup:
         return self._sample_envs(num_timesteps, explore)
 
     def _sample_envs(self, num_timesteps: int | None, explore: bool | None) -> dict[str, np.ndarray]:
-        """`sample()` from the envs: the local runner, or every healthy remote runner's share."""
+        """`sample()` from the envs: the local runner, or every remote runner in service.
+
+        Each remote runner is asked for a share of what is still to collect, and a runner that
+        answers (or fails, leaving a partial fragment, and is restarted) gets a share of what is
+        left at once, without waiting for the others; a restarted runner joins as soon as it is
+        built. Without `num_timesteps`, each runner in service samples one fragment.
+        """
         if not self._remote:
             return self._sample_local(num_timesteps, explore)
         per_runner: dict[int, list[dict[str, np.ndarray]]] = {}
+        requests: dict[int, _SampleRequest] = {}
+        asked: set[int] = set()  # without num_timesteps: the runners asked for their fragment
         collected = 0
         while True:
-            handles = self._sampling_handles()
-            share = None if num_timesteps is None else max(1, -(-(num_timesteps - collected) // len(handles)))
-            results = self._call_all(handles, _SampleCall(share, explore), timeout=self.config.sample_timeout_s,
-                                     what="sample()")
-            for index, (batch, resets) in results.items():
-                per_runner.setdefault(index, []).append(batch)
-                collected += num_sampled_steps(batch, self.config.count_steps_by)
-                if self._runner_resets.get(index, resets) != resets:
-                    self.num_resets += 1
-                self._runner_resets[index] = resets
-            if results and (num_timesteps is None or collected >= num_timesteps):
-                break
+            handles = self._ft.up_handles() if requests else self._ft.sampling_handles()
+            idle = [h for h in handles if h.index not in requests and (num_timesteps is not None or h.index not in asked)]
+            if num_timesteps is None:
+                shares = {h.index: None for h in idle}
+            else:
+                left = num_timesteps - collected - sum(r.share for r in requests.values())
+                shares = {h.index: max(1, -(-left // len(idle))) for h in idle} if left > 0 and idle else {}
+            for handle in idle:
+                if handle.index in shares:
+                    share = shares[handle.index]
+                    future = handle.submit(_SampleCall(share, explore, self._compresses_observations()))
+                    requests[handle.index] = _SampleRequest(handle, future, share or 0, time.monotonic())
+                    asked.add(handle.index)
+            if not requests:
+                if collected and (num_timesteps is None or collected >= num_timesteps):
+                    break
+                asked.clear()  # every runner asked failed without a step: ask the ones back again
+                continue
+            collected += self._collect_samples(requests, per_runner)
+            self._ft.advance()
         layout = tuple(sorted(per_runner))
         if layout != self._sampling_layout:
             if self._sampling_layout:
@@ -340,6 +402,49 @@ class EnvRunnerGroup:
             self._sampling_layout = layout
         self._merge_filters(layout)
         return join_runner_batches([concat_batches(per_runner[i]) for i in layout])
+
+    def _collect_samples(self, requests: dict[int, "_SampleRequest"], per_runner: dict[int, list[Any]]) -> int:
+        """Wait until a sample() request finishes (or one times out, or a restarted runner is
+        built), move the finished ones from `requests` to `per_runner` (with the partial
+        fragments of runners whose env failed) and return the steps they brought."""
+        cfg = self.config
+        timeout = cfg.sample_timeout_s or None
+        wake = [r.future for r in requests.values()] + self._ft.starting_futures()
+        deadline = None if timeout is None else min(r.started for r in requests.values()) + timeout
+        wait_futures(wake, timeout=None if deadline is None else max(0.0, deadline - time.monotonic()),
+                     return_when=FIRST_COMPLETED)
+        steps = 0
+        now = time.monotonic()
+        for index, request in list(requests.items()):
+            handle = request.handle
+            if request.future.done():
+                del requests[index]
+                try:
+                    batch, resets = request.future.result()
+                except Exception as err:  # a crashed env or a dead process
+                    fragment = self._salvage(handle, err)
+                    if fragment is not None:  # what it sampled before its env failed
+                        per_runner.setdefault(index, []).append(fragment.batch)
+                        steps += num_sampled_steps(fragment.batch, cfg.count_steps_by)
+                    self._ft.failed(handle, err)
+                    continue
+                if self._compresses_observations():
+                    batch = decompress_observations(batch)  # unpacked as it arrives
+                per_runner.setdefault(index, []).append(batch)
+                steps += num_sampled_steps(batch, cfg.count_steps_by)
+                self._ft.delivered(index)
+                if self._runner_resets.get(index, resets) != resets:
+                    self.num_resets += 1
+                self._runner_resets[index] = resets
+            elif timeout is not None and now - request.started > timeout:
+                del requests[index]
+                kill = getattr(handle, "kill", None)
+                if kill is not None:
+                    kill()
+                self._ft.failed(handle, EnvRunnerFailureError(
+                    f"EnvRunner {index} did not answer sample() within {timeout:g} s; is an env stuck? The runner "
+                    f"was stopped.{_complete_episodes_hint(cfg.batch_mode)}"), hung=True)
+        return steps
 
     def _sample_local(self, num_timesteps: int | None, explore: bool | None) -> dict[str, np.ndarray]:
         runner = self._local_env_runner
@@ -409,17 +514,23 @@ class EnvRunnerGroup:
                 else:
                     handles.remove(handle)  # its queue is full
 
-        request(self._sampling_handles())
-        ready = self._wait_for_samples(wait_s)
-        samples = []
+        request(self._ft.sampling_handles())
+        samples: list[AsyncSample] = []
+        ready = self._wait_for_samples(wait_s, samples)
         with_delta = self._collects_filter_deltas()
+        failed: set[int] = set()
         for handle, future in ready:
+            if handle.index in failed:
+                continue  # sampled after its env failed: the runner is being restarted
             try:
                 batch, seq_no, resets, metrics, delta = future.result()
+                if self._compresses_observations():
+                    batch = decompress_observations(batch)  # unpacked as it arrives
             except Exception as err:  # a crashed env or a dead process
-                self._fail_async(handle, err)
+                failed.add(handle.index)
+                self._fail_async(handle, err, samples)
                 continue
-            self._consecutive_failures = 0
+            self._ft.delivered(handle.index)
             self._async_metrics.append(metrics)
             if with_delta and delta is not None:
                 self._local_env_runner.filter.merge_delta(delta)
@@ -429,12 +540,17 @@ class EnvRunnerGroup:
             steps = num_sampled_steps(batch, self.config.count_steps_by)
             samples.append(AsyncSample(batch, handle.index, int(seq_no), steps))
         # The runners that delivered sample on while the caller trains.
-        request(list({h.index: h for h, _ in ready if h.healthy}.values()))
+        request(list({h.index: h for h, _ in ready if self._ft.is_up(h)}.values()))
         return samples
 
     def num_sample_requests_in_flight(self) -> int:
         """Asynchronous sample() requests queued or running on the remote runners."""
         return sum(len(q) for q in self._in_flight.values())
+
+    def _compresses_observations(self) -> bool:
+        """Whether remote runners send their observations compressed (compress_observations; not
+        for threads, whose batches never leave this process)."""
+        return bool(self.config.compress_observations) and self.backend != "thread"
 
     def _collects_filter_deltas(self) -> bool:
         local = self._local_env_runner
@@ -450,13 +566,15 @@ class EnvRunnerGroup:
         sync.before_requests(handle)
         if not queue:
             self._in_flight_since[handle.index] = time.monotonic()
-        queue.append(handle.submit(_AsyncSampleCall(explore, self._collects_filter_deltas())))
+        queue.append(handle.submit(_AsyncSampleCall(explore, self._collects_filter_deltas(),
+                                                    self._compresses_observations())))
         return True
 
-    def _wait_for_samples(self, wait_s: float | None) -> list[tuple[Any, Future]]:
+    def _wait_for_samples(self, wait_s: float | None, samples: list["AsyncSample"]) -> list[tuple[Any, Future]]:
         """(handle, future) of every finished request, oldest first per runner, after waiting up
         to `wait_s` seconds for the first (None: until one finishes). A runner whose request has
-        run longer than sample_timeout_s is killed and handled as a failed runner."""
+        run longer than sample_timeout_s is killed and handled as a failed runner (what it
+        sampled before goes to `samples`)."""
         handles = {h.index: h for h in self._remote}
         heads = {i: q[0] for i, q in self._in_flight.items() if q and i in handles}
         if not heads:
@@ -480,79 +598,48 @@ class EnvRunnerGroup:
                     kill()
                 self._fail_async(handles[index], EnvRunnerFailureError(
                     f"EnvRunner {index} did not answer sample() within {timeout:g} s; is an env stuck? The runner "
-                    f"was stopped.{_complete_episodes_hint(self.config.batch_mode)}"))
+                    f"was stopped.{_complete_episodes_hint(self.config.batch_mode)}"), samples, hung=True)
         return ready
 
-    def _fail_async(self, handle: Any, err: BaseException) -> None:
-        """A runner failed during asynchronous sampling: mark it, and raise unless the
-        fault-tolerance settings tolerate it (as `_call_all` does)."""
-        cfg = self.config
-        self._consecutive_failures += 1
-        self._mark_failed(handle, err)
-        if not (cfg.ignore_env_runner_failures or cfg.restart_failed_env_runners):
-            raise err
-        if self._consecutive_failures > cfg.num_consecutive_env_runner_failures_tolerance:
-            raise EnvRunnerFailureError(
-                f"EnvRunners failed in {self._consecutive_failures} calls in a row, more than "
-                f"num_consecutive_env_runner_failures_tolerance={cfg.num_consecutive_env_runner_failures_tolerance}."
-            ) from err
+    def _fail_async(self, handle: Any, err: BaseException, samples: list["AsyncSample"], hung: bool = False) -> None:
+        """A runner failed during asynchronous sampling: keep what it sampled before (into
+        `samples`), then hand the failure to the supervisor (which raises unless the
+        fault-tolerance settings tolerate it)."""
+        fragment = self._salvage(handle, err)
+        if fragment is not None:
+            steps = num_sampled_steps(fragment.batch, self.config.count_steps_by)
+            samples.append(AsyncSample(fragment.batch, handle.index, fragment.weights_seq_no, steps))
+        self._ft.failed(handle, err, hung=hung)
 
     # ------------------------------------------------------------ fault tolerance
 
     def num_remote_workers_waiting_for_restart(self) -> int:
-        """Number of failed remote EnvRunners that will be restarted once
-        `delay_between_env_runner_restarts_s` has passed (the healthy ones sample meanwhile)."""
-        cfg = self.config
-        if not cfg.restart_failed_env_runners or self.num_remote_worker_restarts >= cfg.max_num_env_runner_restarts:
-            return 0
-        return len(self._failed_at)
+        """Number of failed remote EnvRunners that will be back: waiting out their restart delay
+        or being rebuilt (the runners in service sample meanwhile)."""
+        return self._ft.num_waiting_for_restart()
 
-    def _sampling_handles(self) -> list[Any]:
-        """The healthy remote runners, after restarting failed ones whose delay has passed;
-        raises when none is left and none may be restarted. While some are healthy, failed
-        ones wait out their delay without holding up sampling; with none, this sleeps until
-        the first may be restarted."""
-        cfg = self.config
-        for handle in self._remote:
-            if not handle.healthy and handle.index not in self._failed_at:
-                # Died between calls (its process was killed): a failure like any other.
-                err = getattr(handle, "last_error", None) or EnvRunnerFailureError(f"EnvRunner {handle.index} died.")
-                self._mark_failed(handle, err)
-                if not (cfg.ignore_env_runner_failures or cfg.restart_failed_env_runners):
-                    raise err
-        if cfg.restart_failed_env_runners:
-            now = time.monotonic()
-            for index, failed_at in list(self._failed_at.items()):
-                if self.num_remote_worker_restarts >= cfg.max_num_env_runner_restarts:
-                    break
-                if now - failed_at >= cfg.delay_between_env_runner_restarts_s:
-                    self._restart(index)
-        healthy = [h for h in self._remote if h.healthy]
-        if healthy:
-            return healthy
-        if cfg.restart_failed_env_runners and self._failed_at and \
-                self.num_remote_worker_restarts < cfg.max_num_env_runner_restarts:
-            wait = cfg.delay_between_env_runner_restarts_s - (time.monotonic() - min(self._failed_at.values()))
-            time.sleep(max(0.0, wait))
-            return self._sampling_handles()
-        raise EnvRunnerFailureError("Every remote EnvRunner has failed and none may be restarted "
-                                    "(restart_failed_env_runners is off or max_num_env_runner_restarts was reached).")
+    def probe_unhealthy_env_runners(self, timeout_seconds: float | None = None) -> list[int]:
+        """Restart every failed remote EnvRunner now (without waiting out restart delays), wait up
+        to `timeout_seconds` (default env_runner_health_probe_timeout_s) for them to be built, and
+        return the indices of those back in service."""
+        return self._ft.probe(timeout_seconds)
+
+    probe_unhealthy_workers = probe_unhealthy_env_runners
 
     def _call_all(self, handles: list[Any], fn: Callable[[Any], Any], timeout: float | None = None,
                   what: str = "call") -> dict[int, Any]:
         """Run `fn` on every handle in parallel; {index: result} of those that answered
         within `timeout` seconds (from the start of the call).
 
-        A runner that fails or does not answer in time is marked unhealthy (one that hangs
-        is killed, so a restart starts afresh); the failure is raised unless
-        `ignore_env_runner_failures` or `restart_failed_env_runners` tolerate it (and fewer
-        than `num_consecutive_env_runner_failures_tolerance` calls in a row have failed).
+        A runner that fails or does not answer in time (one that hangs is killed, so a restart
+        starts afresh) goes to the supervisor, which restarts or drops it, or raises, as the
+        fault-tolerance settings say.
         """
         cfg = self.config
         futures = [(h, h.submit(fn)) for h in handles]
         deadline = None if not timeout else time.monotonic() + timeout
         out: dict[int, Any] = {}
-        failures: list[tuple[Any, BaseException]] = []
+        failures: list[tuple[Any, BaseException, bool]] = []
         for handle, future in futures:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
@@ -563,69 +650,61 @@ class EnvRunnerGroup:
                     kill()
                 failures.append((handle, EnvRunnerFailureError(
                     f"EnvRunner {handle.index} did not answer {what} within {timeout:g} s; "
-                    f"is an env stuck? The runner was stopped.{_complete_episodes_hint(cfg.batch_mode)}")))
+                    f"is an env stuck? The runner was stopped.{_complete_episodes_hint(cfg.batch_mode)}"), True))
             except Exception as err:  # a crashed env or a dead process
-                failures.append((handle, err))
-        if not failures:
-            self._consecutive_failures = 0
-            return out
-        tolerated = cfg.ignore_env_runner_failures or cfg.restart_failed_env_runners
-        self._consecutive_failures += 1
-        for handle, err in failures:
-            self._mark_failed(handle, err)
-        if not tolerated:
-            raise failures[0][1]
-        if self._consecutive_failures > cfg.num_consecutive_env_runner_failures_tolerance:
-            raise EnvRunnerFailureError(
-                f"EnvRunners failed in {self._consecutive_failures} calls in a row, more than "
-                f"num_consecutive_env_runner_failures_tolerance={cfg.num_consecutive_env_runner_failures_tolerance}."
-            ) from failures[0][1]
+                failures.append((handle, err, False))
+        for handle, err, hung in failures:
+            self._ft.failed(handle, err, hung=hung)
         return out
 
-    def _mark_failed(self, handle: Any, err: BaseException) -> None:
-        cfg = self.config
-        if cfg.restart_failed_env_runners or cfg.ignore_env_runner_failures:
-            delay = cfg.delay_between_env_runner_restarts_s
-            plan = ("continuing without it" if not cfg.restart_failed_env_runners
-                    else "it will be restarted" if not delay
-                    else f"it will be restarted in {delay:g} s (delay_between_env_runner_restarts_s); "
-                         "the healthy runners sample meanwhile")
-            logger.warning("EnvRunner %d failed (%s: %s); %s.", handle.index, type(err).__name__, err, plan)
-        handle.healthy = False
-        handle.last_error = err
-        self._failed_at.setdefault(handle.index, time.monotonic())
-        self._in_flight.pop(handle.index, None)
+    def _salvage(self, handle: Any, err: BaseException) -> PartialFragment | None:
+        """The rows runner `handle` sampled before `err` ended its sample() call (counting as
+        progress: its failure is then a first one), with its metrics kept for get_metrics()."""
+        fragment = take_partial_fragment(err)
+        if fragment is None:
+            return None
+        self._salvaged_metrics.append(fragment.metrics)
+        fragment.metrics = {}
+        if not _num_steps(fragment.batch):
+            return None
+        self._ft.delivered(handle.index)
+        return fragment
 
-    def _restart(self, index: int) -> None:
-        """Replace failed runner `index` and give it the local runner's weights, filter and
-        exploration state before it samples. A new runner that is not up and restored within
-        `env_runner_health_probe_timeout_s` counts as failed again (and is retried later)."""
-        timeout = self.config.env_runner_health_probe_timeout_s or None
+    def _forget_requests(self, index: int) -> None:
+        """Drop the asynchronous sample() requests queued on runner `index` (it failed)."""
+        self._in_flight.pop(index, None)
+        self._in_flight_since.pop(index, None)
+
+    def _start_replacement(self, index: int, in_place: bool) -> Future:
+        """Start restarting runner `index` (for the supervisor); the returned Future resolves once
+        the new runner is built. `in_place`: its worker is alive, so a new runner is built in
+        it; else the worker is replaced by a new one (process, actor or thread)."""
+        pos = [r.index for r in self._remote].index(index)
+        handle = self._remote[pos]
+        if in_place and handle.healthy:
+            return handle.submit(RebuildRunner(self._runner_factory(index)))
+        _retire(handle)
+        self._remote[pos] = self._make_remote(index, build_in_background=True)
+        return self._remote[pos].ready
+
+    def _runner_restarted(self, index: int) -> Future | None:
+        """Runner `index` was rebuilt: queue the local runner's weights, observation filter and
+        exploration state ahead of its first sample() (the Future of that call; None without a
+        local runner), and start a new layout (its episodes are new)."""
+        handle = self._remote[[r.index for r in self._remote].index(index)]
         self._runner_resets.pop(index, None)
         self._sent_weights.pop(index, None)
-        try:
-            self.recreate_runner(index, timeout=timeout)
-            handle = self._remote[[r.index for r in self._remote].index(index)]
-            local = self._local_env_runner
-            if local is not None:
-                handle.submit(_RestoreCall(local.get_weights(), local.get_state())).result(
-                    timeout=self.config.env_runner_restore_timeout_s or None)
-        except Exception as err:  # could not be built or restored in time: down until the next try
-            handle = self._remote[[r.index for r in self._remote].index(index)]
-            _retire(handle)
-            handle.healthy = False
-            handle.last_error = err
-            self._failed_at[index] = time.monotonic()
-            logger.warning("Restarting EnvRunner %d failed (%s: %s); trying again later.",
-                           index, type(err).__name__, err)
-            return
-        self._failed_at.pop(index, None)
-        self._restarted.append(index)
+        self.num_resets += 1
+        local = self._local_env_runner
+        if local is not None:
+            seq_no = getattr(local, "weights_seq_no", None)
+            self._sent_weights[index] = seq_no
+            return handle.submit(_RestoreCall(local.get_weights(), local.get_state(), seq_no))
+        return None
 
     def take_restarted_indices(self) -> list[int]:
         """Indices of the runners restarted since the last call (for on_env_runners_recreated)."""
-        out, self._restarted = self._restarted, []
-        return out
+        return self._ft.take_restarted()
 
     # ------------------------------------------------------------ metrics, weights, filters
 
@@ -634,13 +713,16 @@ class EnvRunnerGroup:
         out = []
         if self._local_env_runner is not None:
             out.append(self._local_env_runner.get_metrics())
+        # Runners that failed: the episodes they completed before, from their partial fragments.
+        out.extend(self._salvaged_metrics)
+        self._salvaged_metrics = []
         if self._in_flight or self._async_metrics:
             # Sampling asynchronously: the runners' metrics came back with their samples (asking a
             # runner now would wait for the sample it is busy with).
             out.extend(self._async_metrics)
             self._async_metrics = []
             return out
-        healthy = [h for h in self._remote if h.healthy]
+        healthy = self._ft.up_handles()
         if healthy:
             answers = self._call_all(healthy, _get_metrics, timeout=self.config.metrics_episode_collection_timeout_s,
                                      what="get_metrics()")
@@ -691,7 +773,7 @@ class EnvRunnerGroup:
             elif weights_seq_no is not None:
                 local.weights_seq_no = int(weights_seq_no)
         for handle in self._remote:
-            if not handle.healthy or (to_worker_indices is not None and handle.index not in to_worker_indices):
+            if not self._ft.is_up(handle) or (to_worker_indices is not None and handle.index not in to_worker_indices):
                 continue
             if weights_seq_no is not None and self._sent_weights.get(handle.index) == weights_seq_no:
                 continue
@@ -711,7 +793,7 @@ class EnvRunnerGroup:
         local = self._local_env_runner
         if local is None or not _filter_has_state(local.filter) or not self.config.synchronize_filters:
             return
-        handles = [h for h in self._remote if h.index in indices and h.healthy]
+        handles = [h for h in self._remote if h.index in indices and self._ft.is_up(h)]
         if self.config.use_worker_filter_stats:
             for delta in self._call_all(handles, _pop_filter_delta).values():
                 local.filter.merge_delta(delta)
@@ -728,7 +810,7 @@ class EnvRunnerGroup:
             if runner is not source:
                 runner.filter.set_state(state)
         for handle in self._remote:
-            if handle.healthy and not isinstance(handle, ThreadedEnvRunner):
+            if self._ft.is_up(handle) and not isinstance(handle, ThreadedEnvRunner):
                 handle.submit(_SetFilterCall(state))
 
     def idle_runners(self) -> list[Any]:
@@ -738,7 +820,7 @@ class EnvRunnerGroup:
         local_free = self._local_env_runner is not None and not (local_handle is not None and local_handle.busy)
         runners = [self._local_env_runner] if local_free else []
         runners.extend(h.runner for h in self._remote
-                       if isinstance(h, ThreadedEnvRunner) and h.healthy and not h.busy)
+                       if isinstance(h, ThreadedEnvRunner) and self._ft.is_up(h) and not h.busy)
         return runners
 
     def stop(self) -> None:
@@ -752,10 +834,6 @@ class EnvRunnerGroup:
         elif self._local_env_runner is not None:
             steps.append(self._local_env_runner.stop)
         run_all(steps)
-
-
-class EnvRunnerFailureError(RLXError, RuntimeError):
-    """Remote EnvRunners failed beyond what the fault-tolerance settings allow."""
 
 
 def run_all(steps: list[Callable[[], Any]]) -> None:
@@ -782,6 +860,26 @@ def _retire(handle: Any) -> None:
         # The traceback's frames (_call_all's) hold the handle itself: without clearing them the
         # handle would wait for the cycle collector. Its error was already logged or raised.
         traceback.clear_frames(err.__traceback__)
+
+
+_WORKER_NAMES = frozenset({"ev", "w", "worker", "env_runner", "runner", "rollout_worker", "evaluator", "er"})
+_INDEX_NAMES = frozenset({"i", "idx", "index", "id", "_id", "worker_id", "worker_index", "wid", "_i", "_idx"})
+
+
+def _worker_first(func: Callable[..., Any]) -> bool:
+    """Whether `func` names its two parameters in the old (worker, index) order: its first parameter
+    has a worker's name or its second an index's."""
+    import inspect
+
+    try:
+        names = [p.name for p in inspect.signature(func).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return False
+    if len(names) < 2:
+        return False
+    first, second = names[0].lower(), names[1].lower()
+    return first in _WORKER_NAMES or (second in _INDEX_NAMES and first not in _INDEX_NAMES)
 
 
 def _complete_episodes_hint(batch_mode: str) -> str:
@@ -949,23 +1047,38 @@ class _AsyncSampleCall:
     """One asynchronous sample(): the fragment with the weight version that produced it, the
     runner's reset count and metrics, and (when asked) its observation filter's new statistics."""
 
-    def __init__(self, explore: bool | None, with_filter_delta: bool):
+    def __init__(self, explore: bool | None, with_filter_delta: bool, compress: bool = False):
         self.explore = explore
         self.with_filter_delta = with_filter_delta
+        self.compress = compress
 
     def __call__(self, runner: Any) -> tuple[Any, int, int, dict[str, Any], Any]:
         batch = runner.sample(explore=self.explore)
+        if self.compress:
+            batch = compress_observations(batch)
         delta = runner.filter.pop_delta() if self.with_filter_delta else None
         return batch, getattr(runner, "weights_seq_no", 0), runner.num_resets, runner.get_metrics(), delta
 
 
+@dataclass
+class _SampleRequest:
+    """A sample() call in flight on a remote runner (EnvRunnerGroup._sample_envs)."""
+
+    handle: Any
+    future: Future
+    share: int
+    started: float
+
+
 class _SampleCall:
-    def __init__(self, num_timesteps: int | None, explore: bool | None):
+    def __init__(self, num_timesteps: int | None, explore: bool | None, compress: bool = False):
         self.num_timesteps = num_timesteps
         self.explore = explore
+        self.compress = compress
 
     def __call__(self, runner: Any) -> tuple[dict[str, np.ndarray], int]:
-        return runner.sample(num_timesteps=self.num_timesteps, explore=self.explore), runner.num_resets
+        batch = runner.sample(num_timesteps=self.num_timesteps, explore=self.explore)
+        return (compress_observations(batch) if self.compress else batch), runner.num_resets
 
 
 class _SetWeightsCall:
@@ -977,11 +1090,11 @@ class _SetWeightsCall:
 
 
 class _RestoreCall:
-    def __init__(self, weights: Any, state: dict[str, Any]):
-        self.weights, self.state = weights, state
+    def __init__(self, weights: Any, state: dict[str, Any], seq_no: int | None = None):
+        self.weights, self.state, self.seq_no = weights, state, seq_no
 
     def __call__(self, runner: Any) -> None:
-        runner.set_weights(self.weights)
+        runner.set_weights(self.weights, weights_seq_no=self.seq_no)
         runner.set_state(self.state)
 
 

@@ -111,9 +111,13 @@ def make_multi_agent(env_name_or_creator: str | Callable[[Any], Any]) -> type[Mu
     `env_name_or_creator` is a Gymnasium id (or any name `config.environment()` accepts) or a
     callable `creator(env_config) -> env`. The class takes an env config with `num_agents`
     (default 1). An agent whose episode ends leaves; the episode ends when every agent's has.
+
+    Checkpoints store the class as this call, `make_multi_agent(env_name_or_creator)`, when
+    its argument can be stored (a name, or a class or creator defined at module level).
     """
     from rlx.env.env_context import EnvContext
     from rlx.env.registry import make_env_creator
+    from rlx.utils.checkpoint_recipes import set_recipe
 
     class MultiEnv(MultiAgentEnv):
         """`num_agents` independent copies of one env, each played by its own agent."""
@@ -172,6 +176,8 @@ def make_multi_agent(env_name_or_creator: str | Callable[[Any], Any]) -> type[Mu
     name = env_name_or_creator if isinstance(env_name_or_creator, str) else \
         getattr(env_name_or_creator, "__name__", "env")
     MultiEnv.__name__ = MultiEnv.__qualname__ = f"MultiAgent{''.join(c for c in str(name) if c.isalnum())}"
+    # A checkpoint stores the class as this call (an env name, or a creator with an import path).
+    set_recipe(MultiEnv, "make_multi_agent", env_name_or_creator)
     return MultiEnv
 
 

@@ -23,7 +23,9 @@ import torch
 
 from rlx.core.columns import Columns
 from rlx.core.rl_module import MultiRLModule, RLModule, RLModuleSpec
+from rlx.core.rl_module.compiled_acting import CompiledActing, acting_forward
 from rlx.env.env_context import EnvContext
+from rlx.env.fake_sampler import FakeSampler
 from rlx.env.env_runner import (AGENT_RETURNS_KEY, DEFAULT_AGENT_ID, EPISODE_LENGTHS_KEY,
                                 EPISODE_POLICY_RETURNS_KEY, EPISODE_RETURNS_KEY, MODULE_RETURNS_KEY, ActionAdapter, _worker_seed, clip_rewards, has_float_values,
                                 log_episode_extras, module_chosen_actions, state_column, without_time_axis,
@@ -32,6 +34,7 @@ from rlx.env.connector_env import (
     ConnectorContext, FilterAndConnectorState, MultiAgentConnectorEnv, build_env_to_module, build_module_to_env)
 from rlx.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv
 from rlx.env.multi_agent_episode import MultiAgentEpisode
+from rlx.env.partial_fragment import attach_partial_fragment, cut_time_major
 from rlx.env.registry import make_env_creator
 from rlx.models.preprocessors import NoPreprocessor, Preprocessor, get_preprocessor
 from rlx.policy.sample_batch import MultiAgentBatch
@@ -138,7 +141,7 @@ class ModuleSlot:
         if state_in is not None:  # one time step: [B, 1, ...] and each agent's state
             batch = {Columns.OBS: batch[Columns.OBS][:, None],
                      Columns.STATE_IN: {k: torch.from_numpy(v) for k, v in state_in.items()}}
-        out = self.module.forward_exploration(batch) if explore else self.module.forward_inference(batch)
+        out = acting_forward(self._runner._compiled_acting, self.module, explore)(batch)
         if state_in is not None:
             out = without_time_axis(out)
             self.state_out = {k: np.asarray(v.detach().numpy() if hasattr(v, "detach") else v, np.float32)
@@ -209,6 +212,8 @@ class MultiAgentEnvRunner:
             self._make_env, self.env_name = make_env_creator(config.env)
         self._generator = torch.Generator()
         self._generator.manual_seed(self._seed if self._seed is not None else secrets.randbits(62))
+        self._compiled_acting = CompiledActing.from_config(config)  # torch_compile_worker
+        self._fake_sampler = FakeSampler.from_config(config)
         self.policies = dict(config.policies or {"default_policy": None})
         self._mapper = AgentMapper(config.policy_mapping_fn, list(self.policies))
         self._observation_fn = resolve_callable(config.observation_fn, "observation_fn")
@@ -219,6 +224,8 @@ class MultiAgentEnvRunner:
         self.num_envs = len(self.envs) if self.envs else 1
         self.slots: dict[str, ModuleSlot] = {}
         self.module = module if module is not None else MultiRLModule()
+        # policy_map_capacity: at most that many policies' modules in memory, the others swapped out.
+        self.module.set_policy_map_capacity(config.policy_map_capacity, config.policy_states_are_swappable)
         self._module_spec = module_spec
         for pid in self.policies:
             self._add_slot(pid, build=module is None or pid not in module)
@@ -229,6 +236,10 @@ class MultiAgentEnvRunner:
         self.num_resets = 0
         self.num_sub_env_restarts = 0
         self._columns: dict[str, _Columns] = {}
+        from rlx.utils.replay_buffers.multi_agent_replay_buffer import needs_env_step_columns
+
+        #: Whether batches carry eps_id and t columns (for replay_mode='lockstep').
+        self._env_step_columns = needs_env_step_columns(config)
         self._policy_views: dict[str, Any] = {}
         self._needs_reset = True
         self._needs_seed = True
@@ -453,6 +464,8 @@ class MultiAgentEnvRunner:
         """
         from rlx.evaluation.rollout_worker import acting_runner
 
+        if self._fake_sampler is not None and self._fake_sampler.has_batch:
+            return self._fake_sampler.replay()  # fake_sampler: the first batch again
         with acting_runner(self):
             batch = self._sample(num_timesteps, num_episodes, explore, random_actions, force_reset)
             self.metrics.log_value("num_env_steps_sampled", batch.env_steps(), reduce="sum", clear_on_reduce=True)
@@ -460,6 +473,8 @@ class MultiAgentEnvRunner:
                                    clear_on_reduce=True)
             if self._on_sample_end is not None:
                 self._on_sample_end(env_runner=self, metrics_logger=self.metrics, samples=batch, worker=self)
+        if self._fake_sampler is not None:
+            self._fake_sampler.remember(batch)
         return batch
 
     def _sample(self, num_timesteps: int | None, num_episodes: int | None, explore: bool | None,
@@ -480,7 +495,14 @@ class MultiAgentEnvRunner:
             target = int(num_timesteps)
         if self._needs_reset or force_reset or (complete and not self._at_boundary.all()):
             self._reset_all()
-        return self._run(max(1, target), None, explore, random_actions, complete, by_agent)
+        self._steps_done = 0
+        try:
+            return self._run(max(1, target), None, explore, random_actions, complete, by_agent)
+        except EnvError as err:  # restart_failed_sub_environments=False: the rows before it are kept
+            self._with_partial_fragment(err, complete)
+            raise
+        finally:
+            self._steps_done = None
 
     def _reset_all(self) -> None:
         self.num_resets += 1
@@ -576,11 +598,17 @@ class MultiAgentEnvRunner:
         while active:
             actions = self._compute_actions(active, explore, random_actions)
             finished = []
-            for b in active:
+            for k, b in enumerate(active):
                 agent_steps += len(actions[b])
-                if self._step_env(b, actions[b], check):
+                try:
+                    ended = self._step_env(b, actions[b], check)
+                except EnvError:
+                    self._steps_done = env_steps + k  # the env steps an env error keeps (_with_partial_fragment)
+                    raise
+                if ended:
                     finished.append(b)
             env_steps += len(active)
+            self._steps_done = env_steps
             self.num_env_steps_sampled_lifetime += len(active)
             for b in finished:
                 done_episodes += 1
@@ -600,6 +628,35 @@ class MultiAgentEnvRunner:
         self.num_agent_steps_sampled_lifetime += agent_steps
         return self._build_batch(env_steps, agent_steps)
 
+    def _with_partial_fragment(self, err: EnvError, complete: bool) -> EnvError:
+        """`err` with the rows this sample() call finished before it (rlx.env.partial_fragment):
+        the runner is replaced, its rows are not."""
+        env_steps, self._steps_done = self._steps_done, None
+        if not env_steps:
+            return err
+        try:
+            batch = self._build_batch(env_steps, 0)
+            agent_steps = 0
+            kept_episodes: dict[int, Any] = {}
+            for pid, module_batch in batch.policy_batches.items():
+                cut_time_major(module_batch, complete)
+                valid = module_batch.get(Columns.VALID)
+                agent_steps += int(valid.sum()) if valid is not None else int(module_batch[Columns.REWARDS].size)
+                if complete:  # the episodes kept whole: every one started in this call
+                    for c, column in enumerate(self._columns[pid].rows):
+                        kept = int(valid[:, c].sum()) if valid is not None else len(column)
+                        kept_episodes.update((id(row[8]), row[8]) for row in column[:kept])
+            if complete:
+                env_steps = sum(int(episode.env_steps()) for episode in kept_episodes.values())
+            if not agent_steps:
+                return err
+            batch = MultiAgentBatch(batch.policy_batches, env_steps, agent_steps)
+            return attach_partial_fragment(err, self, batch, env_steps, agent_steps)
+        except Exception as salvage_err:  # never hide the env's error behind this one
+            logger.warning("The rows sampled before the env error could not be kept (%s: %s).",
+                           type(salvage_err).__name__, salvage_err)
+            return err
+
     def _compute_actions(self, active: list[int], explore: bool, random_actions: bool) -> dict[int, dict]:
         groups: dict[str, list[tuple[int, Any]]] = {}
         for b in active:
@@ -608,6 +665,7 @@ class MultiAgentEnvRunner:
         actions: dict[int, dict] = {b: {} for b in active}
         for pid, members in groups.items():
             slot = self.slots[pid]
+            self.module.use_module(pid)  # policy_map_capacity: back into memory if it was swapped out
             raw = np.stack([self._obs[b][aid] for b, aid in members])
             if slot.float_obs and not math.isfinite(float(np.vdot(raw, raw))):
                 self._raise_nonfinite(raw, members)
@@ -625,11 +683,12 @@ class MultiAgentEnvRunner:
             env_actions = slot.actions.to_env(acts)
             for k, (b, aid) in enumerate(members):
                 actions[b][aid] = env_actions[k]
-                transition = [pid, obs[k], acts[k], logp[k], dist_inputs[k], 0.0]
+                # [pid, obs, action, logp, dist inputs, reward, state_in, env step it acted in]
+                transition = [pid, obs[k], acts[k], logp[k], dist_inputs[k], 0.0, None, self._episodes[b].env_t]
                 if state_in is not None:
                     # The state before this step travels with the transition (the Learner's sequences start
                     # there); the state after it is the agent's next state_in.
-                    transition.append({key: v[k] for key, v in state_in.items()})
+                    transition[6] = {key: v[k] for key, v in state_in.items()}
                     self._agent_state[b][aid] = {key: v[k] for key, v in slot.state_out.items()}
                 self._pending[b][aid] = transition
         return actions
@@ -726,7 +785,7 @@ class MultiAgentEnvRunner:
         col = cols.column((b, aid))
         cols.rows[col].append((transition[1], transition[2], transition[3], transition[4], transition[5],
                                terminated, truncated, next_row, self._episodes[b], aid,
-                               transition[6] if len(transition) > 6 else None))
+                               transition[6], transition[7]))
 
     def _log_episode(self, episode: MultiAgentEpisode) -> None:
         m = self.metrics
@@ -797,6 +856,13 @@ class MultiAgentEnvRunner:
                     if column:
                         column_state[:len(column), c] = [row[10][key] for row in column]
                 batch[state_column(key)] = column_state
+        if self._env_step_columns:  # which env step each row acted in (lockstep replay groups by it)
+            eps_id = np.zeros((T, C), np.int64)
+            env_t = np.zeros((T, C), np.int64)
+            for c, column in enumerate(rows):
+                eps_id[:len(column), c] = [row[8].episode_id for row in column]
+                env_t[:len(column), c] = [row[11] for row in column]
+            batch[Columns.EPS_ID], batch[Columns.T] = eps_id, env_t
         if not valid.all():
             batch[Columns.VALID] = valid
         if self._on_postprocess_trajectory is not None:

@@ -105,7 +105,7 @@ class PolicyClient:
         self._update_local_policy()
         if self.multi_agent:
             return self._local_multi_agent_action(episode_id, observation)
-        action, _, extra = self._policy.compute_single_action(observation)
+        action, _, extra = self._policy.compute_single_action(self._policy.filter_observation(observation))
         self._queue({"command": "LOG_ACTION", "episode_id": episode_id, "observation": to_jsonable(observation),
                      "action": to_jsonable(action), "action_logp": float(extra["action_logp"]),
                      "action_dist_inputs": to_jsonable(extra["action_dist_inputs"])})
@@ -215,7 +215,8 @@ class PolicyClient:
         for aid, obs in observations.items():
             if aid in done:
                 continue
-            action, _, extra = self._policies[mapping[aid]].compute_single_action(obs)
+            policy = self._policies[mapping[aid]]
+            action, _, extra = policy.compute_single_action(policy.filter_observation(obs))
             actions[aid], logps[aid] = action, float(extra["action_logp"])
             dists[aid] = extra["action_dist_inputs"]
         self._queue({"command": "LOG_ACTION", "episode_id": episode_id, "observation": to_jsonable(observations),

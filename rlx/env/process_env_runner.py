@@ -18,6 +18,7 @@ import weakref
 from concurrent.futures import Future
 from typing import Any, Callable
 
+from rlx.env.runner_host import RunnerFactory, RunnerHost
 from rlx.utils.errors import RLXError
 from rlx.utils.spawn import describe_exit, raise_startup_error, send_reply, serve_calls
 from rlx.utils.worker_process import WorkerProcess
@@ -38,15 +39,15 @@ def _worker_main(conn: Any, payload: bytes) -> None:
 
         spec = cloudpickle.loads(payload)
         torch.set_num_threads(spec["num_threads"])
-        runner = spec["runner_cls"](config=spec["config"], worker_index=spec["index"],
-                                    num_workers=spec["num_workers"], module_spec=spec["module_spec"])
+        # A RebuildRunner call replaces the runner in this process (a restart in place).
+        host = RunnerHost(spec["factory"]())
     except BaseException as err:  # reported to the driver as the answer to "start"
         send_reply(conn, "err", err)
         return
     send_reply(conn, "ok", os.getpid())
-    serve_calls(conn, lambda fn: fn(runner))
+    serve_calls(conn, host.apply)
     try:
-        runner.stop()
+        host.close()
     finally:
         conn.close()
 
@@ -74,9 +75,8 @@ class ProcessEnvRunner(WorkerProcess):
         import cloudpickle
 
         self.index = index
-        payload = cloudpickle.dumps({"runner_cls": runner_cls, "config": config, "index": index,
-                                     "num_workers": num_workers, "module_spec": module_spec,
-                                     "num_threads": max(1, int(num_threads))})
+        factory = RunnerFactory(runner_cls, config, index, num_workers, module_spec)
+        payload = cloudpickle.dumps({"factory": factory, "num_threads": max(1, int(num_threads))})
         # Not a daemon, so that its sub-envs may run in processes of their own
         # (remote_worker_envs); _stop_all_at_exit() ends it before the interpreter exits.
         super().__init__(_worker_main, (payload,), name=f"rlx-env-runner-{index}", daemon=False)

@@ -3,8 +3,9 @@
 Select it with `config.env_runners(env_runner_backend="ray")` (or leave the backend at
 "auto" and call `ray.init()` before building the algorithm). The handle offers the surface
 of the other backends (ProcessEnvRunner, ThreadedEnvRunner): `index`, `healthy`,
-`last_error`, `busy`, `submit(fn) -> concurrent.futures.Future`, `wait_ready()`, `stop()`,
-`kill()` and `pid`, so EnvRunnerGroup drives Ray actors exactly like worker processes.
+`last_error`, `busy`, `submit(fn) -> concurrent.futures.Future`, `ready`, `wait_ready()`,
+`stop()`, `kill()` and `pid`, so EnvRunnerGroup drives Ray actors exactly like worker
+processes (a RebuildRunner call replaces the runner inside the actor: rlx.env.runner_host).
 
 Only Ray's public API is used (actors, `ObjectRef.future()`, `ray.kill`, placement
 groups), so the runners can live on other nodes of a cluster. Every node must be able to
@@ -25,6 +26,7 @@ from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any, Callable
 
 from rlx.env.process_env_runner import EnvRunnerDiedError
+from rlx.env.runner_host import RunnerFactory, RunnerHost
 
 logger = logging.getLogger("rlx")
 
@@ -48,40 +50,38 @@ class _EnvRunnerActor:
         from rlx.env.registry import restore_registry
 
         restore_registry(env_registry, where=f"the Ray actor of EnvRunner {index} (pid {os.getpid()})")
+        from rlx.utils.stack_dump import install as install_stack_dumps
+
+        install_stack_dumps("ray-env-runner", f"ray-env-runner-{index}")  # found by `rlx stack` on this node
         import torch
 
         torch.set_num_threads(max(1, int(num_threads)))
-        self.runner: Any = None
-        self._build_error: str | None = None
+        # A RebuildRunner call replaces the runner in this actor (a restart in place).
+        self.host = RunnerHost(missing="it was not built yet")
+
+    @property
+    def runner(self) -> Any:
+        """The EnvRunner this actor holds (None before it is built, after a failed build or a stop)."""
+        return self.host.runner
 
     def build(self, runner_cls: type, config: Any, index: int, num_workers: int, module_spec: Any) -> dict:
         """Build the runner; answer where it lives. A failure reaches the driver with its own
         type (e.g. rlx's EnvError for an env that cannot be created)."""
-        try:
-            self.runner = runner_cls(config=config, worker_index=index, num_workers=num_workers,
-                                     module_spec=module_spec)
-        except BaseException as err:
-            self._build_error = f"{type(err).__name__}: {err}"
-            raise
+        self.host.rebuild(RunnerFactory(runner_cls, config, index, num_workers, module_spec))
         import ray
 
         return {"pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id()}
 
     def apply(self, fn: Callable[[Any], Any]) -> Any:
         """`fn(runner)`: every call the driver makes goes through here."""
-        if self.runner is None:
-            why = f"building it failed: {self._build_error}" if self._build_error else "it was stopped"
-            raise RuntimeError(f"EnvRunner not available ({why}).")
-        return fn(self.runner)
+        return self.host.apply(fn)
 
     def ping(self) -> None:
         """Answers while the actor lives (kill() uses it to see the actor gone)."""
 
     def stop_runner(self) -> None:
         """Close the runner's envs."""
-        if self.runner is not None:
-            runner, self.runner = self.runner, None
-            runner.stop()
+        self.host.close()
 
 
 _actor_class: Any = None
@@ -427,6 +427,11 @@ class RayEnvRunner:
         info = info or {}
         self.pid = info.get("pid")
         self.node_id = info.get("node_id")
+
+    @property
+    def ready(self) -> Future:
+        """Resolves once the runner is built (with what building it raised, if it failed)."""
+        return self._ready
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Block until the runner is built; re-raise whatever building it raised.

@@ -3,14 +3,20 @@
 The EnvRunner sends every sub-env its action first (`step_async`) and then collects the
 answers (`step_wait`), so the sub-envs of one runner step in parallel. Worth it when a
 step costs far more than a message between processes (about 50 microseconds).
+
+With `remote_env_batch_wait_ms` > 0 the runner does not wait for every answer: it asks
+`ready_sub_envs()` which steps have arrived within that many milliseconds, acts for those
+sub-envs, and collects the others' answers in a later poll (see rlx.env.partial_steps).
 """
 from __future__ import annotations
 
 import multiprocessing as mp
 import pickle
 import signal
+import time
 import traceback
-from typing import Any, Callable
+from multiprocessing.connection import wait as wait_connections
+from typing import Any, Callable, Sequence
 
 from rlx.utils.errors import EnvError
 from rlx.utils.spawn import raise_startup_error, start_process
@@ -88,6 +94,12 @@ class RemoteSubEnv:
         return value
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        if self._waiting:
+            # A step left in flight by a sample() that raised: its answer comes first, and is dropped.
+            try:
+                self.step_wait()
+            except EnvError:
+                pass  # that step's failure; a dead process fails the call below
         self._send(name, *args, **kwargs)
         return self._receive()
 
@@ -108,6 +120,11 @@ class RemoteSubEnv:
         """The result of the action sent with `step_async()`."""
         self._waiting = False
         return self._receive()
+
+    @property
+    def result_connection(self) -> Any:
+        """The pipe end the sub-env's answers arrive on (readable once `step_wait()` would not block)."""
+        return self._conn
 
     def render(self) -> Any:
         """Render the remote env (rgb_array frames travel back)."""
@@ -141,3 +158,34 @@ class RemoteSubEnv:
         if self._process.is_alive():
             self._process.kill()
         self._conn.close()
+
+
+def remote_sub_env_of(env: Any) -> RemoteSubEnv:
+    """The RemoteSubEnv inside `env` (a RemoteSubEnv itself, or a wrapper of one such as a ConnectorEnv)."""
+    node = env
+    while not isinstance(node, RemoteSubEnv):
+        inner = getattr(node, "env", None)
+        if inner is None or inner is node:
+            raise TypeError(f"{type(env).__name__} does not run in a process of its own (no RemoteSubEnv inside); "
+                            "partial steps (remote_env_batch_wait_ms > 0) need remote_worker_envs=True.")
+        node = inner
+    return node
+
+
+def ready_sub_envs(envs: Sequence[Any], waiting: Sequence[int], timeout_s: float) -> list[int]:
+    """Which of the sub-envs `waiting` on a step (sent with `step_async`) have answered.
+
+    Waits up to `timeout_s` seconds for all of them and returns those that answered by then;
+    when none has, waits on until the first one does (RLlib's poll of remote sub-envs). A
+    sub-env whose process died counts as answered: its `step_wait()` raises the error.
+    """
+    pending = {remote_sub_env_of(envs[i]).result_connection: i for i in waiting}
+    ready: list[int] = []
+    deadline = time.monotonic() + timeout_s
+    while pending:
+        left = deadline - time.monotonic()
+        if left <= 0 and ready:
+            break
+        for conn in wait_connections(list(pending), timeout=left if left > 0 else None):
+            ready.append(pending.pop(conn))
+    return sorted(ready)

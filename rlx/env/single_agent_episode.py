@@ -87,12 +87,22 @@ class SingleAgentEpisode:
         worker_index: int = 0,
         observation_space: Any = None,
         action_space: Any = None,
+        observations: Sequence[Any] | None = None,
+        infos: Sequence[Any] | None = None,
+        actions: Sequence[Any] | None = None,
+        rewards: Sequence[float] | None = None,
+        terminated: bool = False,
+        truncated: bool = False,
+        extra_model_outputs: dict[str, Sequence[Any]] | None = None,
+        agent_id: Any = None,
+        module_id: Any = None,
+        multi_agent_episode_id: str | None = None,
     ) -> None:
         self.id_ = id_ if id_ is not None else uuid.uuid4().hex
         #: Set for one agent's episode inside a MultiAgentEpisode.
-        self.agent_id: Any = None
-        self.module_id: Any = None
-        self.multi_agent_episode_id: str | None = None
+        self.agent_id: Any = agent_id
+        self.module_id: Any = module_id
+        self.multi_agent_episode_id: str | None = multi_agent_episode_id
         self.is_numpy = False
         self.env_index = env_index
         self.worker_index = worker_index
@@ -116,6 +126,24 @@ class SingleAgentEpisode:
         self._return = 0.0
         self._start_time: float | None = None
         self._end_time: float | None = None
+        if observations is not None:  # RLlib's constructor form: the data so far (actions one fewer)
+            self._init_data(observations, infos, actions, rewards, extra_model_outputs, terminated, truncated)
+
+    def _init_data(self, observations: Sequence[Any], infos: Sequence[Any] | None, actions: Sequence[Any] | None,
+                   rewards: Sequence[float] | None, extra: dict[str, Sequence[Any]] | None, terminated: bool,
+                   truncated: bool) -> None:
+        actions, rewards = list(actions or []), list(rewards or [])
+        if not observations or len(observations) != len(actions) + 1 or len(rewards) != len(actions):
+            raise EpisodeError(f"SingleAgentEpisode(observations=..., actions=..., rewards=...) needs one observation "
+                               f"more than actions and as many rewards as actions; got {len(observations or [])}, "
+                               f"{len(actions)} and {len(rewards)}.")
+        self._observations, self._actions, self._rewards = list(observations), actions, rewards
+        self._infos = list(infos) if infos is not None and len(infos) == len(observations) else \
+            [{} for _ in observations]
+        self._extra_model_outputs = {k: list(v) for k, v in (extra or {}).items()}
+        self._return = float(sum(rewards))
+        self._start_time = time.perf_counter()
+        self.is_terminated, self.is_truncated = bool(terminated), bool(truncated)
 
     # ------------------------------------------------------------------ adding data
 
@@ -336,6 +364,20 @@ class SingleAgentEpisode:
         for attr in ("agent_id", "module_id", "multi_agent_episode_id"):
             setattr(successor, attr, getattr(self, attr))
         return successor
+
+    def get_state(self) -> dict[str, Any]:
+        """This episode as a dict of plain values and arrays, in RLlib's layout
+        (rlx.env.episode_state); `SingleAgentEpisode.from_state` rebuilds it."""
+        from rlx.env.episode_state import episode_get_state
+
+        return episode_get_state(self)
+
+    @staticmethod
+    def from_state(state: dict[str, Any]) -> "SingleAgentEpisode":
+        """The episode of a `get_state()` dict (rlx's or RLlib's); EpisodeStateError when malformed."""
+        from rlx.env.episode_state import episode_from_state
+
+        return episode_from_state(state)
 
     def __repr__(self) -> str:
         state = "terminated" if self.is_terminated else "truncated" if self.is_truncated else "running"

@@ -3,7 +3,8 @@
 Calls are queued and answered with `concurrent.futures.Future`s, so the driver can run
 several runners at once (envs and torch inference release the GIL), stop waiting for one
 that hangs, and keep going. Evaluation runners use it; worker-process and Ray backends
-offer the same `submit()`/`busy`/`healthy` surface.
+offer the same `submit()`/`busy`/`healthy`/`ready` surface. A `RebuildRunner` call replaces
+the runner on the thread (a restart in place; see rlx.env.runner_host).
 """
 from __future__ import annotations
 
@@ -12,16 +13,24 @@ import threading
 from concurrent.futures import Future
 from typing import Any, Callable
 
+from rlx.env.runner_host import RebuildRunner, RunnerHost
+
 _STOP = object()
 
 
 class ThreadedEnvRunner:
-    """Runs `fn(runner)` calls for one EnvRunner, one at a time, on a dedicated thread."""
+    """Runs `fn(runner)` calls for one EnvRunner, one at a time, on a dedicated thread.
 
-    def __init__(self, runner: Any, index: int):
-        self.runner = runner
+    Give it the `runner`, or `runner=None` and a `factory` that builds it: then the thread
+    builds it first, and `ready` (a Future, resolved at once when a runner is given) says
+    when it is built or what building it raised.
+    """
+
+    def __init__(self, runner: Any, index: int, factory: Callable[[], Any] | None = None):
+        self._host = RunnerHost(runner)
         self.index = index
         self.healthy = True
+        self.last_error: BaseException | None = None
         self._pending = 0
         self._close_on_stop = False
         self._lock = threading.Lock()
@@ -29,6 +38,21 @@ class ThreadedEnvRunner:
         # A daemon thread: an env stuck forever must not keep the interpreter from exiting.
         self._thread = threading.Thread(target=self._loop, name=f"rlx-env-runner-{index}", daemon=True)
         self._thread.start()
+        if runner is None and factory is not None:
+            self.ready: Future = self.submit(RebuildRunner(factory))
+        else:
+            self.ready = Future()
+            self.ready.set_running_or_notify_cancel()
+            self.ready.set_result(None)
+
+    @property
+    def runner(self) -> Any:
+        """The EnvRunner this thread drives (None while it is being built, or when building failed)."""
+        return self._host.runner
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Block until the runner is built; re-raise whatever building it raised."""
+        self.ready.result(timeout=timeout)
 
     def submit(self, fn: Callable[[Any], Any]) -> Future:
         """Queue `fn(runner)`; the Future holds its result or exception."""
@@ -47,7 +71,7 @@ class ThreadedEnvRunner:
         while True:
             item = self._queue.get()
             if item is _STOP:
-                if self._close_on_stop:
+                if self._close_on_stop and self.runner is not None:
                     self.runner.stop()
                 return
             fn, future = item
@@ -55,7 +79,7 @@ class ThreadedEnvRunner:
                 self._done()
                 continue
             try:
-                result = fn(self.runner)
+                result = self._host.apply(fn)
             except BaseException as err:  # handed to the caller through the Future
                 # Idle before the Future resolves: whoever wakes up on it may hand this runner
                 # the next call right away and must not find it still "busy".
@@ -73,7 +97,8 @@ class ThreadedEnvRunner:
         """Stop the thread after the queued calls; with `close_runner`, close the runner's envs
         now if it is idle, or else on its own thread once the running call has returned."""
         if close_runner and not self.busy:
-            self.runner.stop()
+            if self.runner is not None:
+                self.runner.stop()
         else:
             self._close_on_stop = close_runner
         self._queue.put(_STOP)

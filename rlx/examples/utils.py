@@ -15,8 +15,7 @@ needed), else through Ray Tune (in an rlx checkout:
 `pip install -c constraints.txt -e '.[tune]'`). `--as-test` raises when the reward was not
 reached.
 
-rlx differences: rlx is PyTorch-only (`--framework` other than torch is refused), trains
-on the CPU (`--num-gpus`, `--num-gpus-per-learner` > 0 are refused), and writes results
+rlx differences: rlx is PyTorch-only (`--framework` other than torch is refused), and writes results
 under $RLX_RESULTS_DIR or ~/rlx_results, also for Tune runs. Flags that rlx cannot honour
 are accepted at their defaults and refused with an error naming the flag when set. With
 `--no-tune`, Ray is not started (`--num-cpus` only sizes the Ray instance of Tune runs),
@@ -99,7 +98,7 @@ def add_rllib_example_script_args(
 
     # Logging.
     add("--output", type=str, default=None,
-        help="Directory to write the sampled trajectories to (offline data output; not available in rlx yet).")
+        help="Directory to write the sampled trajectories to (offline data output).")
     add("--log-level", type=str, default=None, choices=["INFO", "DEBUG", "WARN", "ERROR"],
         help="The log level of the algorithm.")
 
@@ -138,15 +137,15 @@ def add_rllib_example_script_args(
     add("--num-cpus-per-learner", type=float, default=None,
         help="CPUs per Learner (None: the algorithm's default).")
     add("--num-gpus-per-learner", type=float, default=None,
-        help="GPUs per Learner; rlx trains on the CPU, so only 0 (or unset) runs.")
+        help="GPUs per Learner; unset: one per Learner when the machine has enough, else 0 (as RLlib).")
     add("--num-aggregator-actors-per-learner", type=int, default=None,
-        help="Aggregator actors per Learner (RLlib's IMPALA/APPO; not available in rlx).")
+        help="Aggregator actors per Learner (RLlib's IMPALA/APPO).")
 
     # Ray.
     add("--num-cpus", type=int, default=0, help="CPUs of the local Ray instance Tune runs on (0: all).")
-    add("--num-gpus", type=int, default=None, help="GPUs of the old API stack; rlx trains on the CPU.")
+    add("--num-gpus", type=int, default=None, help="GPUs of the old API stack (with --old-api-stack; refused otherwise, as in RLlib).")
     add("--old-api-stack", action="store_true",
-        help="RLlib's old API stack; rlx has one stack, so this is refused.")
+        help="RLlib's old API stack; rlx runs old-API code on its one stack (said once in the log).")
 
     # Deprecated flags, kept so that old scripts parse.
     add("--enable-new-api-stack", action="store_true", help=argparse.SUPPRESS)
@@ -261,8 +260,7 @@ def apply_args_to_config(config: Any, args: argparse.Namespace) -> Any:
     if args.env is not None and config.env is None:
         _apply("--env", args.env, config.environment, args.env)
     if args.old_api_stack:
-        raise ConfigError("--old-api-stack: rlx has one API stack (RLlib's new one: RLModule, Learner, EnvRunner); "
-                          "drop the flag. Old-stack classes such as Policy and SampleBatch work on it.")
+        config.api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
 
     if args.num_env_runners is not None:
         _apply("--num-env-runners", args.num_env_runners, config.env_runners, num_env_runners=args.num_env_runners)
@@ -270,24 +268,7 @@ def apply_args_to_config(config: Any, args: argparse.Namespace) -> Any:
         _apply("--num-envs-per-env-runner", args.num_envs_per_env_runner, config.env_runners,
                num_envs_per_env_runner=args.num_envs_per_env_runner)
 
-    if args.num_gpus:
-        raise ConfigError(f"--num-gpus={args.num_gpus}: rlx trains on the CPU (GPU learners are not built yet), and "
-                          "on RLlib's new API stack GPUs are requested with --num-gpus-per-learner instead. Drop the "
-                          "flag.")
-    if args.num_gpus_per_learner:
-        raise ConfigError(f"--num-gpus-per-learner={args.num_gpus_per_learner:g}: rlx trains on the CPU (GPU "
-                          "learners are not built yet). Drop the flag or pass 0.")
-    for flag, why in _UNAVAILABLE_FLAGS.items():
-        value = getattr(args, _dest(flag))
-        if value is not None:
-            raise ConfigError(f"{flag}={value}: {why} Drop the flag.")
-    # As RLlib: the old stack's num_gpus is 0 on the new stack.
-    _apply("--num-gpus", 0, config.resources, num_gpus=0)
-    if args.num_learners is not None:
-        _apply("--num-learners", args.num_learners, config.learners, num_learners=args.num_learners)
-    if args.num_gpus_per_learner is not None:  # 0
-        _apply("--num-gpus-per-learner", args.num_gpus_per_learner, config.learners,
-               num_gpus_per_learner=args.num_gpus_per_learner)
+    _apply_gpu_flags(config, args)
     if args.num_cpus_per_learner is not None:
         _apply("--num-cpus-per-learner", args.num_cpus_per_learner, config.learners,
                num_cpus_per_learner=args.num_cpus_per_learner)
@@ -301,15 +282,46 @@ def apply_args_to_config(config: Any, args: argparse.Namespace) -> Any:
                evaluation_parallel_to_training=args.evaluation_parallel_to_training)
     if args.log_level is not None:
         _apply("--log-level", args.log_level, config.debugging, log_level=args.log_level)
+    if args.output is not None:
+        _apply("--output", args.output, config.offline_data, output=args.output)
     return config
 
 
-#: Flags of RLlib's example scripts whose feature rlx does not have (refused unless None).
-#: When rlx gets offline output, `--output` sets config.offline_data(output=...), as in RLlib.
-_UNAVAILABLE_FLAGS = {
-    "--output": "writing the sampled trajectories to files (offline data output) is not supported yet in rlx.",
-    "--num-aggregator-actors-per-learner": "rlx has no aggregator actors (RLlib uses them in IMPALA/APPO).",
-}
+def _apply_gpu_flags(config: Any, args: argparse.Namespace) -> None:
+    """--num-gpus, --num-learners, --num-gpus-per-learner and --num-aggregator-actors-per-learner, as
+    RLlib applies them: on the new stack --num-gpus is refused and a GPU per Learner is used when the
+    machine has enough (unless --num-gpus-per-learner says otherwise); on the old stack --num-gpus sets
+    num_gpus."""
+    if not config.enable_rl_module_and_learner:
+        if args.num_gpus is not None:
+            _apply("--num-gpus", args.num_gpus, config.resources, num_gpus=args.num_gpus)
+        return
+    if args.num_gpus is not None and args.num_gpus > 0:
+        raise ConfigError(f"--num-gpus={args.num_gpus} is not supported on the new API stack: to train on GPUs, use "
+                          "--num-gpus-per-learner=1 and --num-learners=[the number of GPUs] instead.")
+    learners = (args.num_learners if args.num_learners is not None else config.num_learners) or 1
+    available = _num_cuda_devices()
+    _apply("--num-gpus", 0, config.resources, num_gpus=0)
+    if args.num_learners is not None:
+        _apply("--num-learners", args.num_learners, config.learners, num_learners=args.num_learners)
+    if args.num_aggregator_actors_per_learner is not None:
+        _apply("--num-aggregator-actors-per-learner", args.num_aggregator_actors_per_learner, config.learners,
+               num_aggregator_actors_per_learner=args.num_aggregator_actors_per_learner)
+    if args.num_gpus_per_learner is None:
+        per_learner = 1 if available >= learners else 0
+    elif available < args.num_gpus_per_learner * learners:
+        raise ConfigError(f"--num-gpus-per-learner={args.num_gpus_per_learner:g} with {learners} Learner(s) needs "
+                          f"{args.num_gpus_per_learner * learners:g} GPUs, but this machine has {available}.")
+    else:
+        per_learner = args.num_gpus_per_learner
+    _apply("--num-gpus-per-learner", per_learner, config.learners, num_gpus_per_learner=per_learner)
+
+
+def _num_cuda_devices() -> int:
+    """CUDA devices torch sees (0 without CUDA)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def _dest(flag: str) -> str:

@@ -77,6 +77,11 @@ class ModelV2:
         (`"obs"`) and flattened (`"obs_flat"`); returns `(outputs, state)`."""
         restored = dict(input_dict)
         obs = input_dict["obs"]
+        if self.framework == "torch" and isinstance(obs, np.ndarray):
+            import torch
+
+            # NumPy observations (the seeds' `policy.model({"obs": np.array([...])})`) as float tensors.
+            obs = restored["obs"] = torch.as_tensor(obs, dtype=torch.float32)
         if isinstance(obs, (dict, tuple, list)):
             restored["obs_flat"] = _flatten_structure(obs)
         else:
@@ -93,6 +98,24 @@ class ModelV2:
                              f"but num_outputs is {self.num_outputs}.")
         self._last_output = outputs
         return outputs, list(new_state or [])
+
+    def from_batch(self, train_batch: dict, is_training: bool = True) -> tuple[Any, list]:
+        """Forward a (Sample)batch: its `"obs"`, and its recurrent state from `"state_in_0"`,
+        `"state_in_1"`, ... and `"seq_lens"` when present; returns `(outputs, state)`."""
+        input_dict = dict(train_batch)
+        input_dict["is_training"] = is_training
+        states = []
+        while f"state_in_{len(states)}" in input_dict:
+            states.append(input_dict[f"state_in_{len(states)}"])
+        return self(input_dict, states, input_dict.get("seq_lens"))
+
+    def import_from_h5(self, h5_file: str) -> None:
+        """Load weights from an h5 file (`Algorithm.import_model` calls it). By default the file's
+        datasets, their paths written with dots, must be the model's `state_dict()` names; override
+        it to read another layout (e.g. a Keras model's `save_weights` file)."""
+        from rlx.algorithms.model_import import load_h5_weights
+
+        load_h5_weights(self, h5_file)  # type: ignore[arg-type]
 
     def last_output(self) -> Any:
         """The outputs of the last forward() call."""

@@ -54,6 +54,10 @@ class ModelV2RLModule(RLModule, ValueFunctionAPI):
         # A recurrent model's state list [s0, s1, ...] travels as {"state_in_0": s0, ...}.
         self._state_keys = [f"state_in_{i}" for i in range(len(model.get_initial_state()))]
 
+    def old_api_model(self) -> Any:
+        """The user's ModelV2 object itself: what `policy.model` is on RLlib's old stack."""
+        return self.model
+
     def get_initial_state(self) -> dict[str, Any]:
         """The model's initial state (empty for a feed-forward model), as NumPy arrays by name."""
         initial = self.model.get_initial_state()

@@ -3,6 +3,8 @@
 - `JsonWriter` / `JsonReader`: JSON-lines files, one batch per line, RLlib's format (see
   rlx.offline.batch_codec; compressed columns use zlib + base64, rlx.offline.compression).
 - `ParquetWriter` / `ParquetReader` (rlx.offline.parquet_io): the same as Parquet, with pyarrow.
+- `rlx.offline.records`: what one record holds (a sampled batch, or an episode with
+  `output_write_episodes`) and files of `output_max_rows_per_file` rows.
 - `ShuffledInput`, `MixedInput`: shuffle a reader's batches; mix sources by probability.
 - `IOContext`, `InputReader`, `OutputWriter`, `NoopOutput`: the interfaces custom readers
   and writers implement.

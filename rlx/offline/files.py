@@ -7,6 +7,20 @@ from typing import Any, Sequence
 
 from rlx.offline.spaces import OfflineDataError
 
+#: URI schemes that name local paths: file://, and Ray's local:// (the node's own disk).
+LOCAL_SCHEMES = ("file", "local")
+
+
+def uri_scheme(path: str) -> str:
+    """The scheme of a URI such as "s3://bucket/x" ("s3"); "" for a plain path."""
+    return path.split("://", 1)[0] if "://" in path else ""
+
+
+def strip_local_scheme(path: str) -> str:
+    """`path` without a file:// or local:// prefix."""
+    scheme = uri_scheme(path)
+    return path[len(scheme) + len("://"):] if scheme in LOCAL_SCHEMES else path
+
 
 def resolve_input_files(inputs: Any, extensions: Sequence[str]) -> list[str]:
     """The files `inputs` names, sorted within each pattern; OfflineDataError when there are none
@@ -19,10 +33,10 @@ def resolve_input_files(inputs: Any, extensions: Sequence[str]) -> list[str]:
         raise OfflineDataError(f"offline input must be a path, a glob or a non-empty list of paths, got {inputs!r}.")
     files: list[str] = []
     for pattern in patterns:
-        if "://" in pattern and not pattern.startswith("file://"):
+        if uri_scheme(pattern) not in ("",) + LOCAL_SCHEMES:
             raise OfflineDataError(f"offline input {pattern!r} is a URI; rlx reads local files only. Copy the files "
                                    "to a local directory and give its path.")
-        path = os.path.abspath(os.path.expanduser(pattern.removeprefix("file://")))
+        path = os.path.abspath(os.path.expanduser(strip_local_scheme(pattern)))
         if os.path.isdir(path):
             found = sorted(f for ext in extensions for f in glob.glob(os.path.join(path, f"*{ext}")))
             if not found:

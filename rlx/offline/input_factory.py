@@ -51,6 +51,23 @@ def make_input_reader(ioctx: IOContext) -> InputReader | None:
     return reader
 
 
+def registered_input_creator(name: str) -> Any | None:
+    """The input creator (fn(ioctx) -> InputReader) registered under `name` with Ray Tune's
+    `ray.tune.registry.register_input`, if any; Ray is looked at only when something imported
+    that module already."""
+    import sys
+
+    tune_registry = sys.modules.get("ray.tune.registry")
+    if tune_registry is None:
+        return None
+    try:
+        if tune_registry._global_registry.contains(tune_registry.RLLIB_INPUT, name):
+            return tune_registry._global_registry.get(tune_registry.RLLIB_INPUT, name)
+    except Exception:  # noqa: BLE001 - a registry Ray cannot read (no Ray session): not registered
+        return None
+    return None
+
+
 def _dataset_paths(input_config: dict) -> Any:
     paths = input_config.get("paths", input_config.get("path"))
     if not paths:
@@ -68,6 +85,9 @@ def reader_for_source(source: Any, ioctx: IOContext) -> InputReader:
         return sampler
     from rlx.offline.dataset_readers import dataset_reader, is_dataset_source
 
+    registered = registered_input_creator(source) if isinstance(source, str) else None
+    if registered is not None:
+        return reader_for_source(registered, ioctx)
     if is_dataset_source(source):  # "minari:<id>" or a D4RL-style .hdf5 file
         return dataset_reader(source, ioctx)
     if isinstance(source, (str, os.PathLike, list, tuple)):
@@ -113,12 +133,23 @@ def _guess_format(inputs: Any) -> str:
 
 def make_output_writer(ioctx: IOContext) -> OutputWriter | None:
     """The OutputWriter of the config's `output` (None when it is None): JSON lines, or Parquet
-    with output_config={'format': 'parquet'}; a callable output is called with `ioctx`."""
+    with output_config={'format': 'parquet'}, with the records and files that
+    output_write_episodes, output_max_rows_per_file and output_write_remaining_data say; a
+    callable output is called with `ioctx`."""
     config = ioctx.config
     output = _setting(config, "output")
     if output is None:
         return None
+    record_settings = _record_settings(config)
     if callable(output) and not isinstance(output, str):
+        # write_remaining_data alone changes nothing (it applies to max_rows_per_file's buffer).
+        set_ones = [k for k in ("write_episodes", "max_rows_per_file") if record_settings[k] != RECORD_DEFAULTS[k]]
+        if set_ones:
+            keys = " and ".join(f"output_{k}" for k in set_ones)
+            raise ConfigError(f"{keys} shape the JSON and Parquet files rlx writes; a custom output "
+                              f"{getattr(output, '__qualname__', repr(output))}(ioctx) receives every sampled batch "
+                              "and stores it its own way. Leave them at their defaults, or split the batches in "
+                              "your writer (rlx.offline.records.episode_records, RecordBuffer).")
         writer = output(ioctx)
         if not callable(getattr(writer, "write", None)):
             name = getattr(output, "__qualname__", repr(output))
@@ -139,8 +170,21 @@ def make_output_writer(ioctx: IOContext) -> OutputWriter | None:
     if out_config.get("format", "json") == "parquet":
         from rlx.offline.parquet_io import ParquetWriter
 
-        return ParquetWriter(path, ioctx, max_file_size=max_size)
+        return ParquetWriter(path, ioctx, max_file_size=max_size, **record_settings)
     from rlx.offline.json_writer import JsonWriter
 
     return JsonWriter(path, ioctx, max_file_size=max_size,
-                      compress_columns=_setting(config, "output_compress_columns") or ())
+                      compress_columns=_setting(config, "output_compress_columns") or (), **record_settings)
+
+
+#: What records rlx's file writers write, and how many per file, by default (rlx.offline.records).
+RECORD_DEFAULTS = {"write_episodes": False, "max_rows_per_file": None, "write_remaining_data": False}
+
+
+def _record_settings(config: Any) -> dict:
+    """The writer arguments of output_write_episodes, output_max_rows_per_file and
+    output_write_remaining_data (their defaults where a config lacks them)."""
+    values = {"write_episodes": _setting(config, "output_write_episodes"),
+              "max_rows_per_file": _setting(config, "output_max_rows_per_file"),
+              "write_remaining_data": _setting(config, "output_write_remaining_data")}
+    return {k: RECORD_DEFAULTS[k] if v is None else v for k, v in values.items()}

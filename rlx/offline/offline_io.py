@@ -22,6 +22,7 @@ from rlx.offline.concat import concat_flat, num_rows
 from rlx.offline.episode_rows import EpisodeTracker, to_sample_batch
 from rlx.offline.input_factory import SAMPLER, input_mentions_sampler, make_input_reader, make_output_writer
 from rlx.offline.io_context import IOContext
+from rlx.offline.records import check_multi_agent_output
 from rlx.offline.spaces import check_batch, spaces_of
 from rlx.offline.training_batch import to_training_batch
 from rlx.policy.sample_batch import MultiAgentBatch
@@ -52,6 +53,8 @@ class OfflineIO:
         self._sample_envs: SampleFn | None = None
         worker = group.local_env_runner
         self._multi_agent = isinstance(getattr(worker, "slots", None), dict)
+        if self._multi_agent:
+            check_multi_agent_output(config)
         self.ioctx = IOContext(log_dir=log_dir, config=config, worker_index=0, worker=worker,
                                sampler=self._sampled_rows)
         self._reader: Any = None

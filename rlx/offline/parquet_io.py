@@ -1,10 +1,14 @@
 """Experiences as Parquet files (optional: needs pyarrow, rlx's `parquet` extra).
 
-One row per step, one Parquet column per batch column. Columns with several values per
-row (observations, action distribution inputs) are fixed-size lists of the row's values
-flattened, their row shape in the field's metadata (`rlx_shape`). Each written batch is
-one row group, read back as one batch; multi-agent batches add a `policy_id` column and a
+By default one row per step, one Parquet column per batch column. Columns with several
+values per row (observations, action distribution inputs) are fixed-size lists of the row's
+values flattened, their row shape in the field's metadata (`rlx_shape`). Each written batch
+is one row group, read back as one batch; multi-agent batches add a `policy_id` column and a
 `batch_env_steps` column (the MultiAgentBatch's env-step count).
+
+With `output_write_episodes=True` a row is one episode chunk instead: every column is a list
+of the chunk's per-step values (as above), and the schema's metadata says `rlx_records:
+episodes`; each such row is read back as one batch.
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ from rlx.offline.files import resolve_input_files
 from rlx.offline.input_reader import InputReader
 from rlx.offline.io_context import IOContext
 from rlx.offline.json_writer import DEFAULT_MAX_FILE_SIZE, local_directory, output_file_name
-from rlx.offline.output_writer import OutputWriter
+from rlx.offline.records import RecordWriter, take
 from rlx.offline.spaces import OfflineDataError, check_batch, spaces_of
 from rlx.policy.sample_batch import MultiAgentBatch, SampleBatch
 
@@ -34,6 +38,9 @@ POLICY_ID = "policy_id"
 ENV_STEPS = "batch_env_steps"
 _SHAPE_KEY = b"rlx_shape"
 _JSON_KEY = b"rlx_json"
+#: Schema metadata of tables whose rows are episode records.
+_RECORDS_KEY = b"rlx_records"
+EPISODES = b"episodes"
 
 
 def import_pyarrow() -> Any:
@@ -50,12 +57,21 @@ def import_pyarrow() -> Any:
     return pa, pq
 
 
-class ParquetWriter(OutputWriter):
-    """Writes each batch as one row group of Parquet files under `path`, starting a new file
-    once one holds `max_file_size` bytes. Files are complete once closed (the Algorithm closes
-    them when it stops, and at interpreter exit at the latest)."""
+class ParquetWriter(RecordWriter):
+    """Writes records into Parquet files under `path`, starting a new file once one holds
+    `max_file_size` bytes. Files are complete once closed (the Algorithm closes them when it
+    stops, and at interpreter exit at the latest).
 
-    def __init__(self, path: str, ioctx: IOContext | None = None, max_file_size: int = DEFAULT_MAX_FILE_SIZE):
+    By default each written batch is one row group of one row per step. With `write_episodes`
+    each episode chunk is one row whose columns hold the chunk's per-step values as lists (the
+    chunks of one write in one row group). `max_rows_per_file` and `write_remaining_data` are
+    RLlib's output_max_rows_per_file and output_write_remaining_data (rlx.offline.records).
+    """
+
+    def __init__(self, path: str, ioctx: IOContext | None = None, max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+                 write_episodes: bool = False, max_rows_per_file: int | None = None,
+                 write_remaining_data: bool = False):
+        super().__init__(write_episodes, max_rows_per_file, write_remaining_data)
         self._pa, self._pq = import_pyarrow()
         self.ioctx = ioctx or IOContext()
         self.path = local_directory(path, "output")
@@ -67,14 +83,19 @@ class ParquetWriter(OutputWriter):
         self._schema: Any = None
         self._finalizer = weakref.finalize(self, _close_parquet, [None, None])
 
-    def write(self, sample_batch: Any) -> None:
-        """Append `sample_batch` (a flat SampleBatch or MultiAgentBatch) as one row group."""
-        table = batch_to_table(sample_batch)
-        if self._writer is not None and (self._sink.tell() >= self.max_file_size or not table.schema.equals(self._schema)):
-            self.close()
-        if self._writer is None:
-            self._open(table.schema)
-        self._writer.write_table(table)
+    def _write_records(self, records: list[Any]) -> None:
+        if self.write_episodes:
+            tables = [episodes_to_table(records)]
+        else:
+            tables = [batch_to_table(record) for record in records]
+        for table in tables:
+            full = self.max_rows_per_file is None and self._writer is not None \
+                and self._sink.tell() >= self.max_file_size
+            if self._writer is not None and (full or not table.schema.equals(self._schema)):
+                self._end_file()
+            if self._writer is None:
+                self._open(table.schema)
+            self._writer.write_table(table)
 
     def _open(self, schema: Any) -> None:
         path = os.path.join(self.path, output_file_name(self.ioctx, self.file_index, "parquet"))
@@ -90,7 +111,7 @@ class ParquetWriter(OutputWriter):
         self.file_index += 1
         logger.info("Writing experiences to %s", path)
 
-    def close(self) -> None:
+    def _end_file(self) -> None:
         """Finish the current file (writes its footer)."""
         if self._writer is not None:
             self._finalizer()
@@ -129,27 +150,59 @@ def batch_to_table(batch: Any) -> Any:
     return _table(pa, dict(batch))
 
 
+def episodes_to_table(records: list[Any]) -> Any:
+    """The pyarrow Table of episode records (flat single-agent SampleBatches): one row per record,
+    each column a list of the record's per-step values. The schema's metadata marks the table
+    as episodes (read back by `table_to_batches`)."""
+    pa, _ = import_pyarrow()
+    lengths = [len(r) for r in records]
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32), pa.int32())
+    steps = concat_flat(list(records))
+    arrays, fields = [], []
+    for name, value in steps.items():
+        array, metadata = _step_array(pa, name, value)
+        lists = pa.ListArray.from_arrays(offsets, array)
+        arrays.append(lists)
+        fields.append(pa.field(str(name), lists.type, metadata=metadata))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata={_RECORDS_KEY: EPISODES}))
+
+
 def _table(pa: Any, columns: dict[str, Any]) -> Any:
     arrays, fields = [], []
     for name, value in columns.items():
-        value = np.asarray(value)
-        metadata = None
-        if value.dtype == object:
-            if name == POLICY_ID:
-                array = pa.array(value.tolist(), pa.string())
-            else:
-                array = pa.array([json.dumps(v, default=repr) for v in value.tolist()], pa.string())
-                metadata = {_JSON_KEY: b"1"}
-        elif value.ndim > 1:
-            width = int(np.prod(value.shape[1:]))
-            flat = pa.array(np.ascontiguousarray(value).reshape(-1))
-            array = pa.FixedSizeListArray.from_arrays(flat, width)
-            metadata = {_SHAPE_KEY: json.dumps(list(value.shape[1:])).encode()}
-        else:
-            array = pa.array(value)
+        array, metadata = _step_array(pa, name, value)
         arrays.append(array)
         fields.append(pa.field(str(name), array.type, metadata=metadata))
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _step_array(pa: Any, name: str, value: Any) -> tuple[Any, dict | None]:
+    """(pyarrow array of a column's per-step values, the field metadata that reads it back)."""
+    value = np.asarray(value)
+    if value.dtype == object:
+        if name == POLICY_ID:
+            return pa.array(value.tolist(), pa.string()), None
+        return pa.array([json.dumps(v, default=repr) for v in value.tolist()], pa.string()), {_JSON_KEY: b"1"}
+    if value.ndim > 1:
+        width = int(np.prod(value.shape[1:]))
+        flat = pa.array(np.ascontiguousarray(value).reshape(-1))
+        return pa.FixedSizeListArray.from_arrays(flat, width), {_SHAPE_KEY: json.dumps(list(value.shape[1:])).encode()}
+    return pa.array(value), None
+
+
+def table_to_batches(table: Any) -> list[Any]:
+    """The records of a Table (a row group): one flat batch, or one SampleBatch per row of an
+    episodes table (see `episodes_to_table`)."""
+    metadata = table.schema.metadata or {}
+    if metadata.get(_RECORDS_KEY) != EPISODES:
+        return [table_to_batch(table)]
+    if not table.num_columns:
+        return []
+    lengths = np.diff(table.column(0).combine_chunks().offsets.to_numpy()).astype(np.int64)
+    steps = SampleBatch({field.name: _column_values(field, column.combine_chunks().flatten())
+                         for field, column in zip(table.schema, table.columns)})
+    starts = np.cumsum(lengths) - lengths
+    return [take(steps, int(s), int(s + n)) for s, n in zip(starts, lengths)]
 
 
 def table_to_batch(table: Any) -> Any:
@@ -170,10 +223,12 @@ def table_to_batch(table: Any) -> Any:
 
 
 def _column_values(field: Any, column: Any) -> np.ndarray:
+    """The NumPy rows of a column (a pyarrow Array or ChunkedArray of per-step values)."""
     metadata = field.metadata or {}
     if _SHAPE_KEY in metadata:
         shape = tuple(json.loads(metadata[_SHAPE_KEY]))
-        flat = column.combine_chunks().flatten().to_numpy(zero_copy_only=False)
+        lists = column.combine_chunks() if hasattr(column, "combine_chunks") else column
+        flat = lists.flatten().to_numpy(zero_copy_only=False)
         return flat.reshape((len(column),) + shape)
     if _JSON_KEY in metadata:
         out = np.empty(len(column), dtype=object)
@@ -186,7 +241,8 @@ def _column_values(field: Any, column: Any) -> np.ndarray:
 
 
 class ParquetReader(InputReader):
-    """Reads batches from Parquet files (one row group per batch), as JsonReader does from JSON:
+    """Reads batches from Parquet files (one row group per batch, or one row per episode record),
+    as JsonReader does from JSON:
     the first file by worker index, later ones at random with the config's seed; at least
     `train_batch_size` rows per `next()`; every batch checked against the worker's spaces."""
 
@@ -216,7 +272,8 @@ class ParquetReader(InputReader):
         return concat_flat(batches)
 
     def read_all_files(self) -> Iterator[Any]:
-        """Every row group of every file once, in file order: one batch each."""
+        """Every record of every file once, in file order: one batch per row group (per row of
+        episode files)."""
         for path in self.files:
             yield from self._file_groups(path)
 
@@ -239,10 +296,10 @@ class ParquetReader(InputReader):
             raise OfflineDataError(f"{path}: not a readable Parquet file ({type(err).__name__}: {err}); a file "
                                    "whose writer did not close it has no footer.") from None
         for index in range(parquet.num_row_groups):
-            batch = table_to_batch(parquet.read_row_group(index))
-            if self.ioctx.worker is not None:
-                check_batch(batch, spaces_of(self.ioctx.worker), f"{path}, row group {index}")
-            yield batch
+            for batch in table_to_batches(parquet.read_row_group(index)):
+                if self.ioctx.worker is not None:
+                    check_batch(batch, spaces_of(self.ioctx.worker), f"{path}, row group {index}")
+                yield batch
 
     def __repr__(self) -> str:
         return f"ParquetReader({len(self.files)} file(s), batch_size={self.batch_size})"

@@ -7,7 +7,7 @@ use, so `policy.set_weights(w)` changes what is trained and sampled.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -131,7 +131,9 @@ class ModelView:
             self._last_values = None
         return out[Columns.ACTION_DIST_INPUTS], []
 
-    from_batch = __call__
+    def from_batch(self, train_batch: dict[str, Any], is_training: bool = True) -> tuple[torch.Tensor, list]:
+        """`model(train_batch)`: the forward pass on the batch's `"obs"`."""
+        return self(train_batch)
 
     def value_function(self) -> torch.Tensor:
         """Values of the observations of the most recent forward pass, shape [B]."""
@@ -139,12 +141,23 @@ class ModelView:
             raise ValueError("value_function() needs a forward pass first (and a module with a value head).")
         return self._last_values
 
-    def parameters(self) -> list[torch.nn.Parameter]:
-        """The module's parameters."""
-        return list(self.module.parameters())
+    def parameters(self, recurse: bool = True) -> Iterator[torch.nn.Parameter]:
+        """The module's parameters, an iterator as `torch.nn.Module.parameters()` gives them."""
+        return self.module.parameters(recurse)
 
-    variables = parameters
-    trainable_variables = parameters
+    def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, torch.nn.Parameter]]:
+        """(name, parameter) pairs of the module, as `torch.nn.Module.named_parameters()` gives them."""
+        return self.module.named_parameters(prefix, recurse)
+
+    def variables(self, as_dict: bool = False) -> Any:
+        """The module's parameters and buffers (its `state_dict()`), as a list or a name -> tensor dict."""
+        state = self.module.state_dict()
+        return dict(state) if as_dict else list(state.values())
+
+    def trainable_variables(self, as_dict: bool = False) -> Any:
+        """The module's parameters that require gradients, as a list or a name -> tensor dict."""
+        named = {k: v for k, v in self.module.named_parameters() if v.requires_grad}
+        return named if as_dict else list(named.values())
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """The module's state_dict."""
@@ -176,7 +189,7 @@ class Policy:
         self._generator = generator
         self.exploration = exploration
         self._timestep_fn = timestep_fn or (lambda: 0)
-        self.model = ModelView(module)
+        self._model: Any = None
 
     @classmethod
     def from_env_runner(cls, runner: Any) -> "Policy":
@@ -230,6 +243,16 @@ class Policy:
         return policies[single] if single is not None else policies
 
     @property
+    def model(self) -> Any:
+        """The old API's model: the user's own ModelV2 object for a `custom_model`, the module's
+        old-API view where it defines one (`old_api_model()`, e.g. DQN's Q-model), else a
+        ModelView of the module. Built once, so `value_function()` follows the last forward pass."""
+        if self._model is None:
+            view = getattr(self.module, "old_api_model", None)
+            self._model = view() if callable(view) else ModelView(self.module)
+        return self._model
+
+    @property
     def dist_class(self) -> Any:
         """Distribution class: `policy.dist_class(logits, policy.model)`."""
         return self.module.get_train_action_dist_cls()
@@ -237,11 +260,43 @@ class Policy:
     # ------------------------------------------------------------------ acting
 
     def _prepare(self, observations: list[Any]) -> np.ndarray:
+        """Env observations as module input rows: checked, preprocessed and filtered (the
+        filter's statistics are not updated)."""
         for obs in observations:
             check_observation(obs, self.observation_space)
         rows = [np.asarray(self.preprocessor.transform(o), dtype=np.float32) for o in observations]
         batch = np.stack(rows) if rows else np.zeros((0,) + self.preprocessor.shape, np.float32)
         return self.filter.apply_batch(batch, update=False)
+
+    def filter_observation(self, observation: Any) -> np.ndarray:
+        """An env observation as this Policy takes it: preprocessed and passed through the
+        observation filter without updating its statistics. `Algorithm.compute_single_action`
+        does this before it calls the Policy, as the seeds' `compute_action` recipe does with
+        `worker.preprocessors[pid].transform(obs)` and `worker.filters[pid](obs, update=False)`."""
+        return self._prepare([observation])[0]
+
+    def filter_observations(self, observations: Any) -> np.ndarray:
+        """`filter_observation` for a batch (a list or an array of env observations), as one array."""
+        return self._prepare(list(observations))
+
+    def _model_rows(self, observations: list[Any]) -> np.ndarray:
+        """Observations the Policy was given as module input rows. A row of the preprocessed
+        shape is taken as it is (preprocessed and filtered, as RLlib's Policy takes it); any other
+        value must be an env observation, which is preprocessed (but not filtered)."""
+        shape = tuple(self.preprocessor.shape)
+        rows = []
+        for obs in observations:
+            if not isinstance(obs, (dict, tuple, list)) and np.shape(obs) == shape:
+                rows.append(np.asarray(obs, dtype=np.float32))
+                continue
+            try:
+                check_observation(obs, self.observation_space)
+            except ValueError as err:
+                raise ValueError(f"{err} The Policy takes preprocessed, filtered observations of shape {shape} "
+                                 "(policy.filter_observation(obs) makes one from an env observation), or env "
+                                 "observations, which it preprocesses but does not filter.") from None
+            rows.append(np.asarray(self.preprocessor.transform(obs), dtype=np.float32))
+        return np.stack(rows) if rows else np.zeros((0,) + shape, np.float32)
 
     def _adapter(self, unsquash: bool | None, clip: bool | None) -> Any:
         key = (self.config.normalize_actions if unsquash is None else bool(unsquash),
@@ -335,11 +390,14 @@ class Policy:
         clip_action: bool | None = None,
         **kwargs: Any,
     ) -> tuple[Any, list, dict[str, Any]]:
-        """(action, state_out, extra_fetches) for one observation."""
+        """(action, state_out, extra_fetches) for one observation, given as the module takes it:
+        preprocessed and filtered (see `filter_observation`; `Algorithm.compute_single_action`
+        takes env observations). An env observation that is not of the preprocessed shape
+        (a Dict, a Discrete index, ...) is preprocessed here, never filtered."""
         if obs is None and input_dict is not None:
             obs = input_dict["obs"]
         batched_state = [np.asarray(v)[None] for v in state] if state else None
-        actions, extra = self._act(self._prepare([obs]), explore, timestep, batched_state)
+        actions, extra = self._act(self._model_rows([obs]), explore, timestep, batched_state)
         env_actions = self._to_env(actions, unsquash_action, clip_action)
         return env_actions[0], [v[0] for v in self._state_out], {k: v[0] for k, v in extra.items()}
 
@@ -356,9 +414,10 @@ class Policy:
         clip_actions: bool | None = None,
         **kwargs: Any,
     ) -> tuple[np.ndarray, list, dict[str, np.ndarray]]:
-        """(actions, state_outs, extra_fetches) for a batch of observations."""
+        """(actions, state_outs, extra_fetches) for a batch of observations, each given as in
+        `compute_single_action` (preprocessed and filtered)."""
         observations = list(obs_batch) if not isinstance(obs_batch, dict) else [obs_batch]
-        actions, extra = self._act(self._prepare(observations), explore, timestep, state_batches)
+        actions, extra = self._act(self._model_rows(observations), explore, timestep, state_batches)
         return self._to_env(actions, unsquash_actions, clip_actions), list(self._state_out), extra
 
     @torch.no_grad()
@@ -368,6 +427,20 @@ class Policy:
         out = self.module.forward_inference({Columns.OBS: obs_t})
         dist = self.dist_class.from_logits(out[Columns.ACTION_DIST_INPUTS])
         return dist.logp(np.asarray(actions)).numpy()
+
+    # ------------------------------------------------------------------ learning
+
+    def learn_on_batch(self, samples: Any) -> dict[str, Any]:
+        """One update of this Policy's weights on `samples` by the Algorithm's Learner (the weights
+        the Algorithm trains and samples with); returns {"learner_stats": metrics, ...}.
+
+        `samples` is `worker.sample()` output (off-policy algorithms train on its one-step
+        transitions) or, for DQN, SAC and the other off-policy algorithms, a replayed batch.
+        See `rlx.policy.policy_learning.learn_on_batch`.
+        """
+        from rlx.policy.policy_learning import learn_on_batch
+
+        return learn_on_batch(self, samples)
 
     # ------------------------------------------------------------------ weights and state
 

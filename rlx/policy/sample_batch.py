@@ -144,7 +144,12 @@ class MultiAgentBatch:
 
 def _num_rows(batch: dict[str, np.ndarray]) -> int:
     valid = batch.get(Columns.VALID)
-    return int(valid.sum()) if valid is not None else int(batch[Columns.REWARDS].size)
+    if valid is not None:
+        return int(valid.sum())
+    if Columns.REWARDS in batch:
+        return int(batch[Columns.REWARDS].size)
+    # A batch of other columns (supervised data, e.g. the meta learner's): rows of its first column.
+    return len(next(iter(batch.values()))) if len(batch) else 0
 
 
 def _with_valid(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

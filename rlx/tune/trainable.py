@@ -72,8 +72,10 @@ class AlgorithmTrainable(Trainable):
     @classmethod
     def default_resource_request(cls, config: dict[str, Any]) -> PlacementGroupFactory | None:
         """The trial's resources, from its config: a bundle for the Algorithm (CPUs
-        `num_cpus_for_main_process`, GPUs `num_gpus`) and one per remote EnvRunner
-        (`num_cpus_per_env_runner`, `num_gpus_per_env_runner`), training and evaluation.
+        `num_cpus_for_main_process`, GPUs `num_gpus`, or `num_gpus_per_learner` for its own
+        Learner), one per remote EnvRunner, training and evaluation (`num_cpus_per_env_runner`,
+        `num_gpus_per_env_runner`, `custom_resources_per_env_runner`), and one per Learner process
+        (`num_cpus_per_learner`, `num_gpus_per_learner`).
 
         None (Tune's default: 1 CPU, or `resources_per_trial` / `tune.with_resources`) when the
         config asks for no more than that, or cannot be read (the trial then reports why).
@@ -83,15 +85,20 @@ class AlgorithmTrainable(Trainable):
         except Exception:  # noqa: BLE001 - setup() raises the error in the trial, where it is reported
             return None
         runners = int(c.num_env_runners or 0) + int(c.evaluation_num_env_runners or 0)
+        learners = int(c.num_learners or 0)
         main_cpus, main_gpus = float(c.num_cpus_for_main_process), float(c.num_gpus or 0)
-        if runners == 0 and main_cpus == 1 and main_gpus == 0:
+        if learners == 0:
+            # The driver's own Learner trains on the main process's GPU(s).
+            main_gpus = max(main_gpus, float(c.num_gpus_per_learner or 0))
+        if runners == 0 and learners == 0 and main_cpus == 1 and main_gpus == 0:
             return None
         head = {"CPU": main_cpus, "GPU": main_gpus}
-        runner = {"CPU": float(c.num_cpus_per_env_runner), "GPU": float(c.num_gpus_per_env_runner or 0)}
+        runner = {"CPU": float(c.num_cpus_per_env_runner), "GPU": float(c.num_gpus_per_env_runner or 0),
+                  **{name: float(amount) for name, amount in (c.custom_resources_per_env_runner or {}).items()}}
+        learner = {"CPU": float(c.num_cpus_per_learner), "GPU": float(c.num_gpus_per_learner or 0)}
         # Zero amounts are left out; Tune accepts an empty head bundle (a trial needing no CPU).
-        head = {k: v for k, v in head.items() if v}
-        runner = {k: v for k, v in runner.items() if v}
-        bundles = [head] + ([runner] * runners if runner else [])
+        head, runner, learner = ({k: v for k, v in b.items() if v} for b in (head, runner, learner))
+        bundles = [head] + ([runner] * runners if runner else []) + ([learner] * learners if learner else [])
         return PlacementGroupFactory(bundles, strategy=c.placement_strategy)
 
     # ------------------------------------------------------------------ Trainable API

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from rlx.utils.atomic_directory import METADATA_FILE, AtomicDirectory, recover_interrupted_save  # noqa: F401
+from rlx.utils.checkpoint_recipes import RECIPE_KEY, make_from_recipe, recipe_of
 from rlx.utils.errors import CheckpointError
 
 FORMAT_NAME = "rlx-checkpoint"
@@ -24,15 +25,48 @@ FORMAT_VERSION = 1
 
 
 def _import_path(obj: Any) -> str | None:
+    """`module:qualname` of a class or function, or None when it has none: a lambda, a local
+    object, or one whose name was changed so that it no longer names it (a class a factory
+    made at run time). A module not imported here is not imported to check."""
     module = getattr(obj, "__module__", None)
     qualname = getattr(obj, "__qualname__", None)
     if not module or not qualname or "<lambda>" in qualname or "<locals>" in qualname:
         return None
+    found = _resolve_loaded(module, qualname)
+    if found is _MISSING:
+        return None
     return f"{module}:{qualname}"
 
 
+#: What _resolve_loaded returns for a name missing from its module, and for a module not imported.
+_MISSING, _NOT_LOADED = object(), object()
+
+
+def _resolve_loaded(module: str, qualname: str) -> Any:
+    """What `module:qualname` names: _NOT_LOADED when the module is not imported, _MISSING when
+    it has no such name."""
+    import sys
+
+    found: Any = sys.modules.get(module, _NOT_LOADED)
+    if found is _NOT_LOADED:
+        return found
+    for part in qualname.split("."):
+        found = getattr(found, part, _MISSING)
+        if found is _MISSING:
+            return _MISSING
+    return found
+
+
+def _named_at_module_level(obj: Any) -> bool:
+    """Whether `obj`'s import path names `obj` itself (in a module imported here)."""
+    path = _import_path(obj)
+    return path is not None and _resolve_loaded(*path.split(":", 1)) is obj
+
+
 def encode_value(value: Any) -> Any:
-    """Turn a config value into JSON: classes/functions become import paths, spaces become dicts."""
+    """Turn a config value into JSON: classes/functions become import paths (what an rlx factory
+    made at run time, such as a make_multi_agent class, the call that made it; see
+    rlx.utils.checkpoint_recipes), spaces become dicts."""
     import gymnasium as gym
 
     if value is None or isinstance(value, (bool, int, float, str)):
@@ -54,11 +88,27 @@ def encode_value(value: Any) -> Any:
             "__dataclass__": _import_path(type(value)),
             "fields": {f.name: encode_value(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init},
         }
+    recipe = recipe_of(value)
+    if recipe is not None and not _named_at_module_level(value):
+        name, args = recipe
+        encoded_args = [encode_value(arg) for arg in args]
+        if not _holds_unserializable(encoded_args):
+            return {RECIPE_KEY: name, "args": encoded_args}
+        return {"__unserializable__": f"{name}({', '.join(map(repr, args))})"[:200]}
     if isinstance(value, type) or callable(value):
         path = _import_path(value)
         if path is not None:
             return {"__import__": path}
     return {"__unserializable__": repr(value)[:200]}
+
+
+def _holds_unserializable(encoded: Any) -> bool:
+    """Whether an encode_value result holds a value a checkpoint cannot store."""
+    if isinstance(encoded, dict):
+        return "__unserializable__" in encoded or any(_holds_unserializable(v) for v in encoded.values())
+    if isinstance(encoded, list):
+        return any(_holds_unserializable(v) for v in encoded)
+    return False
 
 
 def decode_value(value: Any, key: str = "", source: str | Path = "config.json") -> Any:
@@ -77,6 +127,34 @@ def decode_value(value: Any, key: str = "", source: str | Path = "config.json") 
                               f"{type(err).__name__}: {err}.") from err
 
 
+class UnstorableSettingError(CheckpointError):
+    """A config setting the checkpoint could not store (it has no import path) is needed to
+    load it: the message says what to pass instead."""
+
+
+def unstorable_error(key: str, held: str) -> UnstorableSettingError:
+    """The error for config setting `key`, stored as unserializable (it held `held`): what to
+    pass when loading instead, and how to make checkpoints that need nothing."""
+    top = key.split(".")[0]
+    what = f"Config setting '{key}' held {held}, which a checkpoint cannot store (a lambda, or a class or function " \
+           "defined inside a function, has no import path)."
+    if key == "env":
+        return UnstorableSettingError(
+            f"{what} Give the env when loading: Algorithm.from_checkpoint(path, env=MyEnv) (or "
+            f"config_overrides={{'{top}': ...}}), or rlx evaluate / rlx serve --env NAME_OR_IMPORT_PATH. To make "
+            "checkpoints that rebuild the env by themselves, define the class or creator at module level, or "
+            "register it before saving with rlx.register_env('my_env', MyEnv) (the checkpoint then stores the "
+            "name, which resolves where that name is registered), or configure the env by name.")
+    if key == "policy_mapping_fn":
+        return UnstorableSettingError(
+            f"{what} Give it when loading: Algorithm.from_checkpoint(path, policy_mapping_fn=fn), or for rlx "
+            "evaluate / rlx serve --config '{\"policy_mapping_fn\": \"my_module:fn\"}'. (Checkpoints of a "
+            "multi-agent Algorithm store a lambda mapping as the policy it picks for each of the env's agents; this "
+            "one had no env agents to ask.)")
+    return UnstorableSettingError(f"{what} Define it at module level, or pass it again with "
+                                  f"Algorithm.from_checkpoint(path, config_overrides={{'{top}': ...}}).")
+
+
 #: Array dtypes a checkpoint's config may hold (never object arrays).
 _ARRAY_DTYPES = frozenset("bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64".split())
 
@@ -91,11 +169,9 @@ def _decode(value: Any, key: str, source: str | Path) -> Any:
     if "__import__" in value:
         return trust.import_checked(value["__import__"], key, source)
     if "__unserializable__" in value:
-        raise CheckpointError(
-            f"Config setting '{key}' held {str(value['__unserializable__'])[:200]}, which a checkpoint cannot store "
-            "(a lambda or local object). Define it at module level, or pass it again with "
-            f"Algorithm.from_checkpoint(path, config_overrides={{'{key.split('.')[0]}': ...}})."
-        )
+        raise unstorable_error(key, str(value["__unserializable__"])[:200])
+    if RECIPE_KEY in value:
+        return make_from_recipe(value[RECIPE_KEY], value.get("args"), key, source, _decode)
     if "__ndarray__" in value:
         dtype = value.get("dtype")
         if dtype not in _ARRAY_DTYPES:

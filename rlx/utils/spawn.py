@@ -130,10 +130,19 @@ def _bootstrap(startup: dict[str, Any], name: str, target: Callable[..., Any], a
     from rlx.env.registry import restore_registry
 
     where = f"worker process {name} (pid {os.getpid()})"
+    from rlx.utils.stack_dump import install as install_stack_dumps
+
+    install_stack_dumps(_stack_role(name), name)  # `rlx stack` finds it and can ask for its stacks
     restore_registry(startup["env_registry"], where=where)
     if startup["ray"] is not None:
         _connect_ray(startup["ray"], where)
     target(*args)
+
+
+def _stack_role(name: str) -> str:
+    """The `rlx stack` role of a worker named like "rlx-env-runner-3": "env-runner"."""
+    base = name[len("rlx-"):] if name.startswith("rlx-") else name
+    return next((role for role in ("env-runner", "learner", "sub-env") if base.startswith(role)), "worker")
 
 
 def start_process(target: Callable[..., Any], args: tuple, name: str, daemon: bool = True) -> Any:

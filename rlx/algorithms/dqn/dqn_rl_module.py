@@ -213,6 +213,13 @@ class DQNRLModule(RLModule):
             result[ATOM_LOGITS] = out
         return result
 
+    def old_api_model(self) -> Any:
+        """`policy.model` of the old API: the Q-model view (`from_batch` -> base features,
+        `get_q_value_distributions`, `get_state_value`, the heads), see `q_model_view`."""
+        from rlx.algorithms.dqn.q_model_view import DQNModelView
+
+        return DQNModelView(self)
+
     def get_train_action_dist_cls(self) -> BoundDistribution:
         """Categorical over Q-values (tempered by categorical_distribution_temperature)."""
         return BoundDistribution(Categorical, temperature=self.temperature)

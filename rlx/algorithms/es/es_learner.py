@@ -41,6 +41,10 @@ class ESLearner(TorchLearner):
     # Episodes are evaluated whole on the runners, which carry a recurrent module's state: nothing
     # here unrolls through time, so LSTM policies need nothing more.
     supports_recurrent_modules = True
+    # torch_compile_learner_what_to_compile='complete_update' is refused at build (rlx.core.learner.compile).
+    compile_complete_update = False
+    compile_complete_update_reason = ("ES and ARS step from the returns of evaluated perturbations, with no forward "
+                                      "or backward pass to compile")
 
     def __init__(self, config: Any, module: Any):
         super().__init__(config, module)

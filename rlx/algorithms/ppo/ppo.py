@@ -32,8 +32,8 @@ class PPOConfig(AlgorithmConfig):
         Option("use_kl_loss", True, T, boolean, doc="Add the adaptive KL penalty to the loss."),
         Option("kl_coeff", 0.2, T, number(0.0), doc="Initial KL penalty coefficient."),
         Option("kl_target", 0.01, T, number(0.0), doc="Target KL for the adaptive coefficient."),
-        Option("minibatch_size", 512, T, integer(1), aliases=("sgd_minibatch_size", "mini_batch_size_per_learner"),
-               doc="SGD minibatch size."),
+        Option("minibatch_size", 512, T, integer(1, allow_none=True), aliases=("sgd_minibatch_size", "mini_batch_size_per_learner"),
+               doc="SGD minibatch size; None: the whole train batch is one minibatch (as RLlib's Learner)."),
         Option("num_epochs", 8, T, integer(1), aliases=("num_sgd_iter",), doc="Passes over each train batch."),
         Option("shuffle_batch_per_epoch", True, T, boolean, aliases=("shuffle_sequences",)),
         Option("vf_loss_coeff", 0.5, T, number(0.0)),
@@ -61,6 +61,9 @@ class PPOConfig(AlgorithmConfig):
                 self._values["minibatch_size"] = default
             else:
                 self._values["minibatch_size"] = min(RLLIB_DEFAULT_MINIBATCH_SIZE, batch)
+        elif self._values["minibatch_size"] is None:
+            # As RLlib's Learner: no minibatch size means one minibatch of the whole train batch.
+            self._values["minibatch_size"] = self.total_train_batch_size
 
     def _validate_algorithm_settings(self) -> None:
         v = self._values

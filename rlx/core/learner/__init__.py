@@ -25,9 +25,23 @@ __all__ = [
 ]
 
 
+# Meta-learning (loaded on first use): the functional inner learners and the meta learner.
+_LAZY = {
+    "TrainingData": "rlx.core.learner.training_data",
+    "DifferentiableLearner": "rlx.core.learner.differentiable_learner",
+    "DifferentiableLearnerConfig": "rlx.core.learner.differentiable_learner_config",
+    "TorchDifferentiableLearner": "rlx.core.learner.torch.torch_differentiable_learner",
+    "TorchMetaLearner": "rlx.core.learner.torch.torch_meta_learner",
+}
+
+
 def __getattr__(name: str):
     if name == "TorchLearner":
         from rlx.core.learner.torch.torch_learner import TorchLearner
 
         return TorchLearner
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'rlx.core.learner' has no attribute {name!r}")

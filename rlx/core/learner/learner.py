@@ -79,7 +79,7 @@ class SingleModuleView:
     module object itself.
     """
 
-    __slots__ = ("unwrapped_module", "module_id")
+    __slots__ = ("unwrapped_module", "module_id", "__weakref__")  # weakref: torch.compile guards on it
 
     def __init__(self, module: Any, module_id: str):
         object.__setattr__(self, "unwrapped_module", module)
@@ -324,7 +324,16 @@ class Learner:
         self._precision_attached = False
         #: torch threads for updates (rlx.core.learner.threads), decided at the first update.
         self._update_threads: Any = _UNSET
+        # torch_compile_learner (rlx.core.learner.compile): the networks, compiled at the first update
+        # ("forward_train"), or the whole update, compiled after the first one ("complete_update").
         self._compiled = not getattr(config, "torch_compile_learner", False)
+        self._compiled_update: Callable[..., Any] | None = None
+        if not self._compiled:
+            from rlx.core.learner.compile import check_learner_can_compile_update, compiles_complete_update
+
+            if compiles_complete_update(config):
+                check_learner_can_compile_update(self)
+                self._compiled_update = self.update_from_batch  # eager for the first update, as RLlib does
         self.configure_optimizers()
         if not self.optimizers:
             raise TypeError(f"{type(self).__name__}.configure_optimizers() registered no optimizer: register one "
@@ -508,9 +517,18 @@ class Learner:
     def run_update(self, batch: Any, timestep: int) -> Any:
         """`update_from_batch` as the Algorithm runs it: under the config's mixed precision, on the
         module compiled by torch_compile_learner (compiled at the first update, once every network
-        of the Learner exists), with the torch thread count of rlx.core.learner.threads, and with
-        the loss scaler's metrics added."""
-        if not self._compiled:
+        of the Learner exists; with what_to_compile='complete_update' the whole update_from_batch
+        runs compiled from the second update on), with the torch thread count of
+        rlx.core.learner.threads, and with the loss scaler's metrics added."""
+        update = self.update_from_batch
+        if self._compiled_update is not None:
+            update = self._compiled_update
+            if not self._compiled:
+                from rlx.core.learner.compile import compile_update
+
+                self._compiled_update = compile_update(self.update_from_batch, self.config)
+                self._compiled = True
+        elif not self._compiled:
             from rlx.core.learner.compile import compile_learner_module
 
             compile_learner_module(self.rl_module, self.config)
@@ -531,7 +549,7 @@ class Learner:
             torch.set_num_threads(threads)
         try:
             with self.precision.autocast():
-                metrics = self.update_from_batch(batch, timestep=timestep)
+                metrics = update(batch, timestep=timestep)
         finally:
             if previous is not None and previous != threads:
                 torch.set_num_threads(previous)

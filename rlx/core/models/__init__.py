@@ -171,7 +171,9 @@ class ActorCriticModule(RLModule):
             out = torch.cat([out, self.log_std.expand_as(out)], dim=-1)
         return apply_action_mask(out, mask)
 
+    @torch.no_grad()
     def forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """The action-distribution inputs for acting (without gradients, as RLlib's modules act)."""
         obs, mask = self._obs(batch)
         features = self.encoder(obs) if self.encoder is not None else obs
         return {Columns.ACTION_DIST_INPUTS: self._pi(features, mask)}

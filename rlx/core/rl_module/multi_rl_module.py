@@ -5,6 +5,7 @@ A single-agent algorithm is the one-module case: its MultiRLModule holds one mod
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any, Iterator
 
@@ -19,13 +20,62 @@ class MultiRLModule(nn.Module):
     """A dict of RLModules keyed by module id (RLlib's MultiRLModule, formerly MultiAgentRLModule).
 
     `multi_module["p0"]` is one module; `get_state()`/`set_state()` take `{module_id: weights}`.
+
+    `set_policy_map_capacity(n)` (RLlib's policy_map_capacity) keeps at most n modules' tensors in
+    memory once it holds more: the least recently used ones are swapped out to disk and come
+    back when used (indexing, forward passes, state); see rlx.core.rl_module.module_cache.
     """
+
+    _cache_settings: tuple[int, bool] | None = None
+    _module_cache: Any = None
 
     def __init__(self, modules: dict[str, RLModule] | None = None):
         super().__init__()
         self._rl_modules = nn.ModuleDict()
+        #: (capacity, swappable) of set_policy_map_capacity; the ModuleCache exists once it swaps.
+        self._cache_settings = None
+        self._module_cache = None
         for module_id, module in (modules or {}).items():
             self.add_module(module_id, module)
+
+    def set_policy_map_capacity(self, capacity: int | None, swappable: bool = False) -> None:
+        """Keep at most `capacity` modules in memory (None: all), swapping the least recently used
+        out (RLlib's policy_map_capacity); `swappable`: RLlib's policy_states_are_swappable."""
+        self._cache_settings = None if capacity is None else (int(capacity), bool(swappable))
+        if self._module_cache is not None and capacity is not None:
+            self._module_cache.set_capacity(int(capacity), bool(swappable))
+        elif self._module_cache is not None:
+            self._module_cache.set_capacity(max(1, len(self._rl_modules)))
+        else:
+            self._maybe_start_cache()
+
+    @property
+    def module_cache(self) -> Any:
+        """The ModuleCache swapping modules in and out, or None while every module is in memory."""
+        return self._module_cache
+
+    def use_module(self, module_id: str) -> None:
+        """Bring module `module_id` into memory if it was swapped out (policy_map_capacity)."""
+        if self._module_cache is not None:
+            self._module_cache.use(module_id)
+
+    def using_module(self, module_id: str) -> Any:
+        """A context in which module `module_id` stays in memory (policy_map_capacity), e.g. for a
+        Learner update while another thread uses other modules."""
+        if self._module_cache is None:
+            return contextlib.nullcontext()
+        return self._module_cache.pinned(module_id)
+
+    def _maybe_start_cache(self) -> None:
+        settings = self._cache_settings
+        if settings is None or self._module_cache is not None or len(self._rl_modules) <= settings[0]:
+            return
+        from rlx.core.rl_module.module_cache import ModuleCache
+
+        cache = ModuleCache(*settings)
+        for module_id, module in self._rl_modules.items():
+            cache.add(module_id, module)
+        self._module_cache = cache
 
     def add_module(self, module_id: str, module: RLModule, *, override: bool = False) -> None:  # type: ignore[override]
         """Add `module` under `module_id` (ValueError when the id exists, unless `override`)."""
@@ -34,6 +84,10 @@ class MultiRLModule(nn.Module):
         if module_id in self._rl_modules and not override:
             raise ValueError(f"Module id {module_id!r} already exists; pass override=True to replace it.")
         self._rl_modules[module_id] = module
+        if self._module_cache is not None:
+            self._module_cache.add(module_id, module)
+        else:
+            self._maybe_start_cache()
 
     def remove_module(self, module_id: str, *, raise_err_if_not_found: bool = True) -> None:
         """Remove the module `module_id`."""
@@ -42,6 +96,8 @@ class MultiRLModule(nn.Module):
                 raise KeyError(self._unknown(module_id))
             return
         del self._rl_modules[module_id]
+        if self._module_cache is not None:
+            self._module_cache.remove(module_id)
 
     def _unknown(self, module_id: str) -> str:
         return f"Unknown module id {module_id!r}; this MultiRLModule has {sorted(self._rl_modules)}."
@@ -49,6 +105,8 @@ class MultiRLModule(nn.Module):
     def __getitem__(self, module_id: str) -> RLModule:
         if module_id not in self._rl_modules:
             raise KeyError(self._unknown(module_id))
+        if self._module_cache is not None:
+            self._module_cache.use(module_id)
         return self._rl_modules[module_id]
 
     def __contains__(self, module_id: object) -> bool:

@@ -91,14 +91,20 @@ class RLModule(nn.Module):
         return self._forward(batch, **kwargs)
 
     def _forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        return self._forward(batch, **kwargs)
+        import torch
+
+        with torch.no_grad():  # acting needs no gradients (as RLlib's TorchRLModule)
+            return self._forward(batch, **kwargs)
 
     def _forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         if type(self).forward_inference is not RLModule.forward_inference:
             return self.forward_inference(batch, **kwargs)
         if type(self)._forward_inference is not RLModule._forward_inference:
             return self._forward_inference(batch, **kwargs)
-        return self._forward(batch, **kwargs)
+        import torch
+
+        with torch.no_grad():
+            return self._forward(batch, **kwargs)
 
     def forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:  # noqa: D102
         return self.forward_train(batch, **kwargs)

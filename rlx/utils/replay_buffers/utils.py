@@ -74,6 +74,7 @@ def make_replay_buffer(replay_buffer_config: dict, *, seed: Any = None) -> Repla
     go to the constructor; a key it does not take raises ConfigError. A buffer whose constructor
     takes no `alpha`, `beta` or `eps` (the uniform ones) accepts and ignores those keys, which
     RLlib configs carry whatever the buffer type. `seed`, when given, overrides a `seed` key.
+    `replay_mode` ('independent' or 'lockstep') is checked and left to the multi-agent replay.
     """
     if not isinstance(replay_buffer_config, dict):
         raise ConfigError(f"replay_buffer_config must be a dict, got {type(replay_buffer_config).__name__}.")
@@ -86,6 +87,10 @@ def make_replay_buffer(replay_buffer_config: dict, *, seed: Any = None) -> Repla
             options[key] = options.pop(alias)
     if seed is not None:
         options["seed"] = seed
+    if "replay_mode" in options:  # how multi-agent replay is organised (multi_agent_replay_buffer), not a buffer argument
+        from rlx.utils.replay_buffers.multi_agent_replay_buffer import check_replay_mode
+
+        check_replay_mode("replay_buffer_config['replay_mode']", options.pop("replay_mode"))
     for key, only in _OLD_KEYS_AT_DEFAULT.items():
         if key in options:
             value = options.pop(key)

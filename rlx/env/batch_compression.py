@@ -1,0 +1,35 @@
+"""`compress_observations`: sampled observations travel compressed from remote EnvRunners.
+
+A remote EnvRunner packs the observation columns (`obs`, `new_obs`) of each batch it returns
+with rlx.utils.compression (LZ4 when installed, else zlib; one block per column, RLlib's
+"bulk" form) and the EnvRunnerGroup unpacks them as the batch arrives, so everything after
+it (learners, replay buffers, offline output, callbacks) sees the very arrays the runner
+sampled. Worth it when observations are large and compress well (images) and batches cross
+a slow link (Ray actors on other machines); batches of small float vectors barely shrink.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from rlx.core.columns import Columns
+from rlx.policy.sample_batch import MultiAgentBatch
+from rlx.utils.compression import is_compressed, pack, unpack
+
+#: The columns that travel compressed (RLlib's SampleBatch.compress default).
+COMPRESSED_COLUMNS = (Columns.OBS, Columns.NEXT_OBS)
+
+
+def compress_observations(batch: Any) -> Any:
+    """The batch (a dict of arrays or a MultiAgentBatch) with its observation columns packed."""
+    if isinstance(batch, MultiAgentBatch):
+        return MultiAgentBatch({pid: compress_observations(b) for pid, b in batch.policy_batches.items()},
+                               batch.env_steps(), batch.agent_steps())
+    return {k: pack(v) if k in COMPRESSED_COLUMNS else v for k, v in batch.items()}
+
+
+def decompress_observations(batch: Any) -> Any:
+    """The batch with the columns `compress_observations` packed unpacked again (others untouched)."""
+    if isinstance(batch, MultiAgentBatch):
+        return MultiAgentBatch({pid: decompress_observations(b) for pid, b in batch.policy_batches.items()},
+                               batch.env_steps(), batch.agent_steps())
+    return {k: unpack(v) if k in COMPRESSED_COLUMNS and is_compressed(v) else v for k, v in batch.items()}

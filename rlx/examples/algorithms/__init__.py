@@ -1,0 +1,1 @@
+"""Example algorithms (RLlib's `ray.rllib.examples.algorithms`)."""
