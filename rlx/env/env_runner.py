@@ -32,7 +32,7 @@ from rlx.env.partial_fragment import attach_partial_fragment, cut_time_major
 from rlx.env.partial_steps import PartialSteps, compact_columns
 from rlx.env.vector_env import VectorEnv
 from rlx.models.preprocessors import NoPreprocessor, Preprocessor, get_preprocessor
-from rlx.utils.errors import EnvError, EnvOutputError, NotSupportedYetError
+from rlx.utils.errors import EnvError, EnvOutputError
 from rlx.utils.filters import make_filter
 from rlx.utils.metrics.metrics_logger import MetricsLogger
 

@@ -28,6 +28,22 @@ NUM_ENV_STEPS_TRAINED = "num_env_steps_trained"
 WEIGHTS_SEQ_NO = "weights_seq_no"
 
 
+def log_steps_trained(metrics: MetricsLogger, batch: dict[str, dict[str, Any]],
+                      weights_seq_no: int | None = None) -> None:
+    """Log the rows of each module's batch (and their sum over modules) as RLlib's steps-trained
+    metrics, and the weights' sequence number per module when one is given."""
+    from rlx.core.learner.functional import _rows
+
+    total = 0
+    for mid, columns in batch.items():
+        rows = _rows(columns)
+        total += rows
+        metrics.log_value((mid, NUM_MODULE_STEPS_TRAINED), rows, reduce="sum", clear_on_reduce=True)
+        if weights_seq_no is not None:
+            metrics.log_value((mid, WEIGHTS_SEQ_NO), weights_seq_no, window=1)
+    metrics.log_value((ALL_MODULES, NUM_ENV_STEPS_TRAINED), total, reduce="sum", clear_on_reduce=True)
+
+
 class DifferentiableLearner(abc.ABC):
     """Functional updates of given parameters of a (borrowed) module.
 
@@ -146,15 +162,7 @@ class DifferentiableLearner(abc.ABC):
         return params, loss_per_module, results
 
     def _log_steps_trained(self, batch: dict[str, dict[str, Any]]) -> None:
-        from rlx.core.learner.functional import _rows
-
-        total = 0
-        for mid, columns in batch.items():
-            rows = _rows(columns)
-            total += rows
-            self.metrics.log_value((mid, NUM_MODULE_STEPS_TRAINED), rows, reduce="sum", clear_on_reduce=True)
-            self.metrics.log_value((mid, WEIGHTS_SEQ_NO), self._weights_seq_no, window=1)
-        self.metrics.log_value((ALL_MODULES, NUM_ENV_STEPS_TRAINED), total, reduce="sum", clear_on_reduce=True)
+        log_steps_trained(self.metrics, batch, weights_seq_no=self._weights_seq_no)
 
     # ------------------------------------------------------------------ state
 

@@ -23,8 +23,8 @@ from typing import Any, Iterator
 
 import torch
 
-from rlx.core import ALL_MODULES, DEFAULT_MODULE_ID
-from rlx.core.learner.differentiable_learner import NUM_ENV_STEPS_TRAINED, NUM_MODULE_STEPS_TRAINED
+from rlx.core import DEFAULT_MODULE_ID
+from rlx.core.learner.differentiable_learner import log_steps_trained
 from rlx.core.learner.functional import NamedParams, _rows, functional_forward, minibatches, module_batches, \
     named_parameters
 from rlx.core.learner.learner import building_learner_for
@@ -209,12 +209,7 @@ class TorchMetaLearner(TorchLearner):
                     self.metrics.log_value((DIFFERENTIABLE_LEARNER_RESULTS, name, mid, key), value, window=1)
 
     def _log_steps_trained(self, batch: dict[str, dict[str, Any]]) -> None:
-        total = 0
-        for mid, columns in batch.items():
-            rows = _rows(columns)
-            total += rows
-            self.metrics.log_value((mid, NUM_MODULE_STEPS_TRAINED), rows, reduce="sum", clear_on_reduce=True)
-        self.metrics.log_value((ALL_MODULES, NUM_ENV_STEPS_TRAINED), total, reduce="sum", clear_on_reduce=True)
+        log_steps_trained(self.metrics, batch)
 
     def _convert_batch_type(self, batch: Any) -> Any:
         """`batch` (a MultiAgentBatch) with its columns as tensors on this learner's device."""
