@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
-
-from rlx.env.registry import register_env  # noqa: E402  (light: no torch)
+from rlx.utils.registry import register_env  # light: no torch
+from rlx.utils.version import __version__
 
 __all__ = ["__version__", "register_env", "Algorithm", "AlgorithmConfig"]
 

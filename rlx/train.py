@@ -10,13 +10,13 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
+from rlx.cli.main import main as rlx_main
+
 __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `rlx train` with `argv` (default: this process's arguments); returns the exit status."""
-    from rlx.cli.main import main as rlx_main
-
     args = list(sys.argv[1:] if argv is None else argv)
     return rlx_main(["train", *args])
 

@@ -416,7 +416,7 @@ def test_a_metric_that_callbacks_log_later_is_waited_for(project, tmp_path):
 
 
 def test_sweeps_map_legacy_keys_and_refuse_bad_ones_before_ray_starts(tmp_path):
-    from rlx.tune.cli_sweep import CriteriaStopper
+    from rlx.cli.sweep import CriteriaStopper
 
     stopper = CriteriaStopper({"sampler_results/episode_reward_mean": 10})
     assert not stopper("t", {"training_iteration": 1, "env_runners": {"episode_return_mean": 9.0}})

@@ -310,16 +310,3 @@ def test_multi_agent_page_quotes_the_real_env_checker_message():
     with pytest.raises(EnvError) as info:
         check_multi_agent_env(NoAll())
     assert str(info.value) == quoted[0]
-
-
-def test_multi_agent_page_quotes_the_real_num_learners_message():
-    from rlx.examples.envs.classes.multi_agent import MultiAgentCartPole
-    from rlx.utils.errors import NotSupportedYetError
-
-    row = next(line for line in MULTI_AGENT_DOC.read_text().splitlines() if "num_learners > 0 with multi-agent" in line)
-    quoted = re.search(r"`(not supported yet: num_learners[^`]*)`", row).group(1)
-    config = (PPOConfig().environment(MultiAgentCartPole).multi_agent(policies={"p0"})
-              .learners(num_learners=2))
-    with pytest.raises(NotSupportedYetError) as info:
-        config.build()
-    assert str(info.value) == quoted

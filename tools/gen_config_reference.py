@@ -10,7 +10,7 @@ Everything between the markers `<!-- BEGIN GENERATED OPTIONS -->` and
 - every algorithm in `rlx.algorithms.registry.ALGORITHMS`: the options its config class
   adds (those of a shared base such as `OffPolicyConfig` once, for all its users) and the
   defaults it changes,
-- `rlx.models.model_defaults.MODEL_DEFAULTS` (the `model` dict),
+- `rlx.core.model_defaults.MODEL_DEFAULTS` (the `model` dict),
 - `rlx.core.optimizers` / `rlx.core.learner` (the `optimizer` dict),
 - `LEGACY_NOOP_KEYS` and `CALLBACK_EVENTS` (old keys and callback events).
 
@@ -39,8 +39,8 @@ from rlx.algorithms.common_options import CALLBACK_EVENTS, COMMON_OPTIONS, LEGAC
 from rlx.algorithms.config_options import Option  # noqa: E402
 from rlx.algorithms.ppo import PPOConfig  # noqa: E402
 from rlx.algorithms.registry import ALGORITHMS  # noqa: E402
-from rlx.models import model_defaults  # noqa: E402
-from rlx.models.model_defaults import MODEL_DEFAULTS  # noqa: E402
+from rlx.core import model_defaults  # noqa: E402
+from rlx.core.model_defaults import MODEL_DEFAULTS  # noqa: E402
 from rlx.utils.errors import ConfigError  # noqa: E402
 
 DOC_PATH = ROOT / "docs" / "configuration.md"

@@ -19,7 +19,7 @@ def __getattr__(name: str) -> Any:
 
 
 # Registers rlx's algorithms with Ray Tune once ray.tune is imported (never imports Ray itself).
-from rlx._tune_autoregister import install as _install_tune_hook  # noqa: E402
+from rlx.utils.import_hooks import install as _install_tune_hook  # noqa: E402
 
 _install_tune_hook()
 del _install_tune_hook

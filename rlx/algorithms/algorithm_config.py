@@ -15,8 +15,15 @@ import math
 from typing import Any, ClassVar, Iterable
 
 from rlx.algorithms.common_options import CALLBACK_EVENTS, COMMON_OPTIONS, LEGACY_NOOP_KEYS
+from rlx.algorithms.config_module_spec import rl_module_spec_of
 from rlx.algorithms.config_options import Option, OptionTable
-from rlx.models.model_defaults import MODEL_DEFAULTS, merge_model_config
+from rlx.algorithms.registry import get_algorithm_class
+from rlx.callbacks.callbacks import CallbackDispatcher, normalize_event_callables
+from rlx.core.compile_options import check_compile_settings
+from rlx.core.model_defaults import MODEL_DEFAULTS, merge_model_config
+from rlx.core.rl_module.agent_mapping import AgentMapper
+from rlx.core.rl_module.default_model_config import DefaultModelConfig, model_dict
+from rlx.env.multi_agent_env import MultiAgentEnv
 from rlx.utils.errors import ConfigError, NotSupportedYetError, did_you_mean
 
 logger = logging.getLogger(__name__)
@@ -221,8 +228,6 @@ class AlgorithmConfig:
     def _merge_model(self, value: Any) -> dict:
         if value is None:
             return copy.deepcopy(MODEL_DEFAULTS)
-        from rlx.core.rl_module.default_model_config import DefaultModelConfig, model_dict
-
         if isinstance(value, DefaultModelConfig):
             value = model_dict(value)
         elif dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -316,8 +321,6 @@ class AlgorithmConfig:
         for key, value in kwargs.items():
             if key.startswith("on_"):
                 if key not in CALLBACK_EVENTS:
-                    from rlx.callbacks.callbacks import normalize_event_callables
-
                     normalize_event_callables(key, value)  # explains renamed events
                     raise ConfigError(
                         f"Unknown callback event '{key}' in callbacks().{did_you_mean(key, CALLBACK_EVENTS)} "
@@ -486,8 +489,6 @@ class AlgorithmConfig:
         """The RLModuleSpec this config's algorithm builds its module from, spaces and model config
         filled in from the config (or `spaces`): `config.get_rl_module_spec().build()` makes a
         module like the Algorithm's (see rlx.algorithms.config_module_spec)."""
-        from rlx.algorithms.config_module_spec import rl_module_spec_of
-
         if env is not None and spaces is None:
             spaces = {"__env__": (env.observation_space, env.action_space)}
         return rl_module_spec_of(self, spaces=spaces, inference_only=inference_only)
@@ -531,8 +532,6 @@ class AlgorithmConfig:
             return True
         env = self._values["env"]
         if isinstance(env, type):
-            from rlx.env.multi_agent_env import MultiAgentEnv
-
             return issubclass(env, MultiAgentEnv)
         return False
 
@@ -566,8 +565,6 @@ class AlgorithmConfig:
     def make_callback_dispatcher(self) -> Any:
         """A CallbackDispatcher with fresh instances of the configured callbacks classes and
         the per-event callables (one per Algorithm and one per EnvRunner)."""
-        from rlx.callbacks.callbacks import CallbackDispatcher, normalize_event_callables
-
         callables = {
             event: normalize_event_callables(event, self._values[f"callbacks_{event}"])
             for event in CALLBACK_EVENTS
@@ -590,8 +587,6 @@ class AlgorithmConfig:
                     raise ConfigError(f"policies_to_train names {pid!r}, which is not a policy; the policies are "
                                       f"{', '.join(ids)}.{did_you_mean(pid, ids)}")
         if policies is not None:
-            from rlx.algorithms.multi_agent_options import AgentMapper
-
             AgentMapper(v["policy_mapping_fn"], ids)  # raises when several policies have no mapping
             for module_id in ids:
                 self.get_config_for_module(module_id)
@@ -636,8 +631,6 @@ class AlgorithmConfig:
         if v["evaluation_config"]:
             self.get_evaluation_config_object()
         self._validate_multi_agent()
-        from rlx.core.learner.compile import check_compile_settings
-
         check_compile_settings(self)
         if v["env"] is None and (v["observation_space"] is None or v["action_space"] is None):
             raise ConfigError(
@@ -680,8 +673,6 @@ class AlgorithmConfig:
                 "or AlgorithmConfig(algo_class=PPO)."
             )
         if isinstance(algo_class, str):
-            from rlx.algorithms.registry import get_algorithm_class
-
             algo_class = get_algorithm_class(algo_class)
         return algo_class(config=config, logger_creator=logger_creator)
 

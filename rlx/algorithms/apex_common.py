@@ -32,8 +32,10 @@ from typing import Any
 
 import numpy as np
 
+from rlx.algorithms.algorithm import state_count
 from rlx.algorithms.config_options import Option, integer, number
 from rlx.algorithms.off_policy import OffPolicyConfig
+from rlx.core.rl_module.agent_mapping import DEFAULT_POLICY_ID
 from rlx.env.env_runner_group import AsyncSample
 from rlx.utils.errors import ConfigError
 
@@ -213,8 +215,6 @@ class ApexMixin:
         """{module_id: its prioritized buffer} (single-agent: the one buffer, as 'default_policy')."""
         if self.is_multi_agent:
             return dict(self.local_replay_buffer.replay_buffers)
-        from rlx.algorithms.multi_agent_options import DEFAULT_POLICY_ID
-
         return {DEFAULT_POLICY_ID: self.local_replay_buffer}
 
     def apex_update(self) -> None:
@@ -348,8 +348,6 @@ class ApexMixin:
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore get_state()."""
-        from rlx.algorithms.algorithm import state_count
-
         with self._learner_thread.lock:
             super().set_state(state)  # type: ignore[misc]
             if "apex_replayed_steps" in state:

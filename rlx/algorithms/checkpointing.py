@@ -40,20 +40,26 @@ Loading reads and checks every file first and then applies all of it, or nothing
 """
 from __future__ import annotations
 
-import functools
-import hashlib
-import sys
+import copy
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
+from rlx.algorithms.algorithm_state import StateFieldError
+from rlx.algorithms.checkpoint_checks import (check_algorithm_class, check_files, check_finite, check_fits,
+                                              check_param_groups, class_path, file_checksum)
+# The env_source entry (version 1.1) is written by its own module; its names stay importable here.
+from rlx.algorithms.checkpoint_env_source import (EXPERIMENT_MODULE, env_source, read_env_source,  # noqa: F401
+                                                  record_env_source, reset_env_source)
+from rlx.algorithms.policy_mapping_table import mapping_table_for
 from rlx.core.rl_module.module_checkpoint import write_component_dir
 from rlx.utils.checkpoints import (
     FORMAT_NAME,
     FORMAT_VERSION,
     METADATA_FILE,
     AtomicDirectory,
+    checkpoint_dir,
     decode_value,
     encode_value,
     flatten_optimizer_state,
@@ -64,124 +70,26 @@ from rlx.utils.checkpoints import (
     write_json,
     write_tensors,
 )
-from rlx.utils.checkpoint_recipes import recipe_of
-from rlx.utils.checkpoint_trust import check_string_paths
-from rlx.utils.errors import CheckpointError, ConfigError
+from rlx.utils.checkpoint_trust import check_string_paths, import_checked
+from rlx.utils.errors import CheckpointError, ConfigError, EnvError
+from rlx.utils.registry import get_registered_creator, registered_env_names
+from rlx.utils.version import __version__
 
 #: Key of algorithm_state.json naming the Algorithm class that wrote it.
 STATE_CLASS_KEY = "algorithm_class"
 #: Version of what rlx_checkpoint.json holds within FORMAT_VERSION (1.1: `env_source`; 1.2:
 #: `checksums`, and algorithm_state.json names its algorithm class).
 CHECKPOINT_VERSION = f"{FORMAT_VERSION}.2"
-#: Module name of a `rlx train file` Python file's code (rlx.cli.experiments runs it so).
-EXPERIMENT_MODULE = "__rlx_experiment__"
-#: Modules whose objects every process has without importing anything of the user's.
-_BUILTIN_PREFIXES = ("builtins", "__main__", EXPERIMENT_MODULE, "gymnasium", "rlx", "ray", "functools")
-
-#: What this process recorded about where its envs come from (see `record_env_source`).
-_ENV_SOURCE: dict[str, Any] = {"imports": [], "experiment_file": None}
-
-
-def record_env_source(imports: Iterable[str] = (), experiment_file: str | Path | None = None) -> None:
-    """Have the checkpoints this process writes record modules to import (in order) and the
-    experiment file that defined the config, so `rlx evaluate` can rebuild the env. Imports
-    add to those recorded before; a given experiment file replaces the recorded one."""
-    for name in imports:
-        if name not in _ENV_SOURCE["imports"]:
-            _ENV_SOURCE["imports"].append(name)
-    if experiment_file is not None:
-        _ENV_SOURCE["experiment_file"] = str(Path(experiment_file).expanduser().resolve())
-
-
-def reset_env_source() -> None:
-    """Forget what `record_env_source` recorded."""
-    _ENV_SOURCE["imports"] = []
-    _ENV_SOURCE["experiment_file"] = None
-
-
-def env_source(config: Any) -> dict[str, Any]:
-    """The `env_source` entry of a checkpoint of `config` (see the module docstring)."""
-    names = list(_ENV_SOURCE["imports"])
-    for name in _env_modules(config.env):
-        if name not in names:
-            names.append(name)
-    return {"imports": [{"module": name, "path": _import_root(name)} for name in names],
-            "experiment_file": _ENV_SOURCE["experiment_file"]}
-
-
-def read_env_source(meta: dict[str, Any]) -> dict[str, Any]:
-    """The `env_source` of checkpoint metadata, empty for checkpoints written before 1.1."""
-    source = meta.get("env_source") or {}
-    imports = [entry for entry in source.get("imports") or [] if isinstance(entry, dict) and entry.get("module")]
-    return {"imports": imports, "experiment_file": source.get("experiment_file")}
-
-
-def _env_modules(env: Any) -> list[str]:
-    """The user module an env specifier comes from, if any: the module of its class or
-    creator, of an import path, or of the entry point of the Gymnasium id it names."""
-    if env is None:
-        return []
-    recipe = recipe_of(env)
-    if recipe is not None:  # made by an rlx factory: the modules of what it was made from
-        return [module for arg in recipe[1] for module in _env_modules(arg)]
-    if not isinstance(env, str):
-        return _user_modules(_defining_module(env))
-    from rlx.env.registry import get_registered_creator
-
-    creator = get_registered_creator(env)
-    if creator is not None:
-        return _user_modules(_defining_module(creator))
-    import gymnasium as gym
-
-    if env in gym.registry:
-        entry_point = gym.registry[env].entry_point
-        module = entry_point.partition(":")[0] if isinstance(entry_point, str) else _defining_module(entry_point)
-        return _user_modules(module)
-    if ":" in env:
-        return _user_modules(env.partition(":")[0])
-    if "." in env and "/" not in env:
-        return _user_modules(env.rpartition(".")[0])
-    return []
-
-
-def _defining_module(obj: Any) -> str | None:
-    while isinstance(obj, functools.partial):
-        obj = obj.func
-    module = getattr(obj, "__module__", None)
-    if module is None and not isinstance(obj, type):
-        module = getattr(type(obj), "__module__", None)
-    return module
-
-
-def _user_modules(module: str | None) -> list[str]:
-    if not module or any(module == p or module.startswith(p + ".") for p in _BUILTIN_PREFIXES):
-        return []
-    return [module]
-
-
-def _import_root(name: str) -> str | None:
-    """The sys.path entry module `name` was imported from (None when not imported or not a file)."""
-    module = sys.modules.get(name)
-    file = getattr(module, "__file__", None)
-    if not file:
-        return None
-    root = Path(file).resolve().parent
-    levels = name.count(".") + (1 if Path(file).stem == "__init__" else 0)
-    for _ in range(levels):
-        root = root.parent
-    return str(root)
 
 
 def write_algorithm_checkpoint(algo: Any, path: Path) -> str:
     """Write `algo` into the checkpoint directory `path` atomically; return the path."""
-    import rlx
-
     learners = _learners_to_save(algo)
     files = ["config.json", "algorithm_state.json"]
     config = _encoded_config(algo)
     with AtomicDirectory(path) as tmp:
         write_json(tmp / "config.json", config)
-        write_json(tmp / "algorithm_state.json", {**algo.get_state(), STATE_CLASS_KEY: _class_path(type(algo))})
+        write_json(tmp / "algorithm_state.json", {**algo.get_state(), STATE_CLASS_KEY: class_path(type(algo))})
         for module_id, learner in learners.items():
             files += _write_module_files(tmp, module_id, learner, algo.config.export_native_model_files)
             # RLlib's component path of the module (RLModule.from_checkpoint, RLModuleSpec(load_state_path=...)).
@@ -192,7 +100,7 @@ def write_algorithm_checkpoint(algo: Any, path: Path) -> str:
             "format": FORMAT_NAME,
             "format_version": FORMAT_VERSION,
             "checkpoint_version": CHECKPOINT_VERSION,
-            "rlx_version": rlx.__version__,
+            "rlx_version": __version__,
             "algorithm_class": f"{cls.__module__}:{cls.__qualname__}",
             "env": config.get("env") if isinstance(config.get("env"), str) else None,
             "env_source": env_source(algo.config),
@@ -203,7 +111,7 @@ def write_algorithm_checkpoint(algo: Any, path: Path) -> str:
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "files": files,
             # Of the binary files only: the JSON files are readable, and editable by hand.
-            "checksums": {name: _sha256(tmp / name) for name in files if not name.endswith(".json")},
+            "checksums": {name: file_checksum(tmp / name) for name in files if not name.endswith(".json")},
         })
     return str(Path(path).expanduser().resolve())
 
@@ -286,9 +194,6 @@ def _store_env_by_name(encoded: dict, env: Any) -> None:
     is stored as its registered name, which resolves wherever that name is registered."""
     if not _unstorable(encoded.get("env")):
         return
-    from rlx.env.registry import get_registered_creator, registered_env_names
-    from rlx.utils.errors import EnvError
-
     for name in registered_env_names():
         try:
             if get_registered_creator(name) is env:
@@ -301,8 +206,6 @@ def _store_env_by_name(encoded: dict, env: Any) -> None:
 def _store_mapping_as_table(encoded: dict, algo: Any) -> None:
     """A policy_mapping_fn without an import path (the docs' lambdas) is stored as the table of
     the policy it picks for each of the env's agents (rlx.algorithms.policy_mapping_table)."""
-    from rlx.algorithms.policy_mapping_table import mapping_table_for
-
     table = mapping_table_for(algo)
     if table is not None:
         encoded["policy_mapping_fn"] = encode_value(table)
@@ -310,38 +213,6 @@ def _store_mapping_as_table(encoded: dict, algo: Any) -> None:
 
 def _optimizer_stem(name: str) -> str:
     return "optimizer" if name == "default" else f"optimizer_{name}"
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return "sha256:" + digest.hexdigest()
-
-
-def _check_files(root: Path, meta: dict) -> None:
-    """Every file the manifest lists is there, inside the checkpoint, with its recorded checksum."""
-    source = root / METADATA_FILE
-    files = meta.get("files", [])
-    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
-        raise CheckpointError(f"{source}: field 'files' must be a list of file names.")
-    for name in files:
-        if Path(name).is_absolute() or ".." in Path(name).parts:
-            raise CheckpointError(f"{source}: field 'files' names {name!r:.120}, which is outside the checkpoint.")
-    missing = [f for f in files if not (root / f).is_file()]
-    if missing:
-        raise CheckpointError(
-            f"Checkpoint {root} is incomplete: missing {', '.join(missing)}. It may have been copied partially."
-        )
-    checksums = meta.get("checksums", {})
-    if not isinstance(checksums, dict):
-        raise CheckpointError(f"{source}: field 'checksums' must be an object of file name -> checksum.")
-    for name in files:
-        expected = checksums.get(name)
-        if expected is not None and _sha256(root / name) != expected:
-            raise CheckpointError(f"{root / name} does not match its checksum in {source} (field 'checksums'): the "
-                                  "file was changed or damaged after the checkpoint was written.")
 
 
 def read_config(root: Path, algo_cls: Any, overrides: dict) -> Any:
@@ -372,8 +243,6 @@ def read_config(root: Path, algo_cls: Any, overrides: dict) -> Any:
 
 def checkpoint_algorithm_class(root: Path, meta: dict[str, Any]) -> type:
     """The Algorithm subclass a checkpoint's metadata names, imported only when it is one."""
-    from rlx.utils.checkpoint_trust import import_checked
-
     if "algorithm_class" not in meta:
         raise CheckpointError(f"{root / METADATA_FILE} has no 'algorithm_class' field.")
     return import_checked(meta["algorithm_class"], "algorithm_class", root / METADATA_FILE)
@@ -382,7 +251,7 @@ def checkpoint_algorithm_class(root: Path, meta: dict[str, Any]) -> type:
 def algorithm_from_checkpoint(root: Path, overrides: dict) -> Any:
     """Build the Algorithm a checkpoint describes and load its state."""
     meta = read_metadata(root)
-    _check_files(root, meta)
+    check_files(root, meta)
     algo_cls = checkpoint_algorithm_class(root, meta)
     config = read_config(root, algo_cls, overrides)
     algo = algo_cls(config=config)
@@ -390,6 +259,22 @@ def algorithm_from_checkpoint(root: Path, overrides: dict) -> Any:
         read_algorithm_checkpoint(algo, root, meta)
     except BaseException:
         algo.stop()  # a state that does not load must not leave the runner processes running
+        raise
+    return algo
+
+
+def restored_algorithm(cls: type, path: Any, overrides: dict) -> Any:
+    """`cls.from_checkpoint(path)`: the Algorithm a checkpoint (directory or checkpoint object)
+    describes, loaded, after its `on_checkpoint_loaded` callbacks; a CheckpointError when it
+    is not a `cls`."""
+    root = checkpoint_dir(path)
+    algo = algorithm_from_checkpoint(root, overrides)
+    try:
+        algo.callbacks.fire("on_checkpoint_loaded", algorithm=algo)
+        if not isinstance(algo, cls):
+            raise CheckpointError(f"Checkpoint {root} holds a {type(algo).__name__}, not a {cls.__name__}.")
+    except BaseException:
+        algo.stop()  # its runner and learner processes must not outlive the failed load
         raise
     return algo
 
@@ -423,8 +308,8 @@ def read_algorithm_checkpoint(algo: Any, root: Path, meta: dict | None = None) -
 
 def load_checkpoint_files(algo: Any, root: Path, meta: dict) -> LoadedCheckpoint:
     """Read and check every file of checkpoint `root` that `algo` loads, changing nothing."""
-    _check_files(root, meta)
-    _check_algorithm_class(algo, meta.get("algorithm_class"), root / METADATA_FILE, "algorithm_class")
+    check_files(root, meta)
+    check_algorithm_class(algo, meta.get("algorithm_class"), root / METADATA_FILE, "algorithm_class")
     stored = meta.get("policy_ids", ["default_policy"])
     if not isinstance(stored, list) or not all(isinstance(p, str) for p in stored):
         raise CheckpointError(f"{root / METADATA_FILE}: field 'policy_ids' must be a list of policy ids.")
@@ -441,7 +326,7 @@ def load_checkpoint_files(algo: Any, root: Path, meta: dict) -> LoadedCheckpoint
     state = read_json(state_file)
     if not isinstance(state, dict):
         raise CheckpointError(f"{state_file} holds {type(state).__name__}, not an algorithm state (a JSON object).")
-    _check_algorithm_class(algo, state.get(STATE_CLASS_KEY), state_file, STATE_CLASS_KEY)
+    check_algorithm_class(algo, state.get(STATE_CLASS_KEY), state_file, STATE_CLASS_KEY)
     try:
         extras = algo.load_checkpoint_extras(root)
     except CheckpointError:
@@ -457,8 +342,8 @@ def _load_module_files(root: Path, module_id: str, learner: Any) -> LoadedModule
     folder = root / policy_dir(module_id)
     weights_file = folder / "module.safetensors"
     weights = read_tensors(weights_file)
-    _check_finite(weights, weights_file)
-    _check_fits(weights, learner.module.state_dict(), weights_file,
+    check_finite(weights, weights_file)
+    check_fits(weights, learner.module.state_dict(), weights_file,
                 "Was the checkpoint written with a different model config?")
     optimizers = {}
     for name in learner.optimizers:
@@ -471,8 +356,8 @@ def _load_module_files(root: Path, module_id: str, learner: Any) -> LoadedModule
         opt_meta = read_json(folder / f"{stem}.json")
         opt_file = folder / f"{stem}.safetensors"
         opt_tensors = read_tensors(opt_file)
-        _check_finite(opt_tensors, opt_file)
-        _check_param_groups(opt_meta, folder / f"{stem}.json")
+        check_finite(opt_tensors, opt_file)
+        check_param_groups(opt_meta, folder / f"{stem}.json")
         try:
             optimizers[name] = unflatten_optimizer_state(opt_tensors, opt_meta)
         except CheckpointError as err:
@@ -488,15 +373,13 @@ def _load_module_files(root: Path, module_id: str, learner: Any) -> LoadedModule
             raise CheckpointError(f"Checkpoint {root} is missing {policy_dir(module_id)}/learner.safetensors "
                                   "(target networks).")
         extra_tensors = read_tensors(learner_file)
-        _check_finite(extra_tensors, learner_file)
-        _check_fits(extra_tensors, own_extra, learner_file, "")
+        check_finite(extra_tensors, learner_file)
+        check_fits(extra_tensors, own_extra, learner_file, "")
     return LoadedModule(weights, optimizers, extra_tensors)
 
 
 def apply_checkpoint(algo: Any, loaded: LoadedCheckpoint, root: Path) -> None:
     """Apply a LoadedCheckpoint to `algo`; when a part fails, restore what was there before."""
-    from rlx.algorithms.algorithm import StateFieldError
-
     learners = algo.learner_by_module()
     before = _snapshot(algo)
     try:
@@ -522,8 +405,6 @@ def apply_checkpoint(algo: Any, loaded: LoadedCheckpoint, root: Path) -> None:
 
 
 def _snapshot(algo: Any) -> dict[str, Any]:
-    import copy
-
     modules = {}
     for module_id, learner in algo.learner_by_module().items():
         modules[module_id] = {
@@ -547,54 +428,3 @@ def _restore(algo: Any, before: dict[str, Any]) -> None:
     algo.set_state(before["state"])
 
 
-def _class_path(cls: type) -> str:
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
-def _check_algorithm_class(algo: Any, recorded: Any, source: Path, field: str) -> None:
-    """A checkpoint written by another algorithm does not load (its class or a base of it may)."""
-    if recorded is None:
-        return  # state files written before rlx recorded the class
-    accepted = {_class_path(c) for c in type(algo).__mro__}
-    if recorded not in accepted:
-        raise CheckpointError(f"{source}: field '{field}' says the checkpoint holds a {recorded!s:.120}, not a "
-                              f"{type(algo).__name__}; load it with Algorithm.from_checkpoint(path) instead.")
-
-
-def _check_finite(tensors: dict[str, Any], source: Path) -> None:
-    """Refuse NaN or infinite values in a checkpoint's float tensors."""
-    import numpy as np
-
-    for name, array in tensors.items():
-        array = np.asarray(array)
-        if array.dtype.kind in "fc" and not np.isfinite(array).all():
-            bad = int(array.size - np.isfinite(array).sum())
-            raise CheckpointError(f"{source}: tensor '{name}' holds {bad} NaN or infinite values; weights that "
-                                  "diverged cannot be loaded. Load an earlier checkpoint.")
-
-
-def _check_param_groups(meta: Any, source: Path) -> None:
-    """Refuse optimizer settings (learning rates, betas, ...) that are not finite numbers."""
-    import math
-
-    groups = meta.get("param_groups") if isinstance(meta, dict) else None
-    if not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups):
-        raise CheckpointError(f"{source}: field 'param_groups' must be a list of objects.")
-    for i, group in enumerate(groups):
-        for key, value in group.items():
-            values = value if isinstance(value, list) else [value]
-            if any(isinstance(v, float) and not math.isfinite(v) for v in values):
-                raise CheckpointError(f"{source}: field 'param_groups[{i}].{key}' is {value}, not a finite number.")
-
-
-def _check_fits(tensors: dict[str, Any], own: dict[str, Any], source: Path, hint: str) -> None:
-    """Refuse tensors whose names or shapes differ from the ones they replace."""
-    missing = sorted(set(own) - set(tensors))
-    unexpected = sorted(set(tensors) - set(own))
-    if missing or unexpected:
-        raise CheckpointError(f"The tensors in {source} do not fit this algorithm: missing {missing or 'none'}, "
-                              f"unexpected {unexpected or 'none'}. {hint}".rstrip())
-    for name, value in tensors.items():
-        if tuple(value.shape) != tuple(own[name].shape):
-            raise CheckpointError(f"{source}: tensor '{name}' has shape {tuple(value.shape)}, this algorithm's has "
-                                  f"{tuple(own[name].shape)}. {hint}".rstrip())

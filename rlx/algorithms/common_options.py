@@ -25,9 +25,12 @@ from rlx.algorithms.config_options import (
     string,
 )
 from rlx.algorithms.multi_agent_options import check_overrides_per_module, check_policies, check_policies_to_train
-from rlx.callbacks.callbacks import CALLBACK_EVENTS
+from rlx.callbacks.callbacks import CALLBACK_EVENTS, normalize_callbacks_class, normalize_event_callables
+from rlx.core.compile_options import check_backend_option, what_to_compile
+from rlx.core.rl_module.compiled_acting import check_worker_backend
 from rlx.offline import options as offline_options
-from rlx.utils.errors import ConfigError
+from rlx.offline.estimators.methods import check_input_evaluation, check_methods
+from rlx.utils.errors import ConfigError, NotSupportedYetError
 
 EVAL = "evaluation during training (evaluation_interval and friends)"
 ONE_STACK = "a switch between RLlib's API stacks, and rlx has one"
@@ -49,14 +52,10 @@ def _torch_device(name: str, value: Any) -> Any:
 
 
 def _ope_methods(name: str, value):
-    from rlx.offline.estimators.methods import check_methods
-
     return check_methods(name, value)
 
 
 def _input_evaluation(name: str, value):
-    from rlx.offline.estimators.methods import check_input_evaluation
-
     return check_input_evaluation(name, value)
 
 
@@ -89,14 +88,10 @@ def _exploration_config(name: str, value):
 
 
 def _dynamo_backend(name: str, value):
-    from rlx.core.learner.compile import check_backend_option
-
     return check_backend_option(name, value)
 
 
 def _worker_dynamo_backend(name: str, value):
-    from rlx.core.rl_module.compiled_acting import check_worker_backend
-
     return check_worker_backend(name, value)
 
 
@@ -111,15 +106,14 @@ def _compress_observations(name: str, value):
 
 
 def _replay_mode(name: str, value):
+    # The replay-buffer package costs 10 ms to import: only a config that sets replay_mode pays it.
     from rlx.utils.replay_buffers.multi_agent_replay_buffer import check_replay_mode
 
     return check_replay_mode(name, value)
 
 
 def _what_to_compile(name: str, value):
-    from rlx.core.learner.compile import _what_to_compile as check
-
-    return check(value)
+    return what_to_compile(value)
 
 
 def _torch_lr_scheduler_classes(name: str, value):
@@ -144,16 +138,12 @@ def _torch_lr_scheduler_classes(name: str, value):
 
 
 def _callbacks_class(name: str, value):
-    from rlx.callbacks.callbacks import normalize_callbacks_class
-
     normalize_callbacks_class(value)  # raises ConfigError for anything that is not a callbacks class
     return value
 
 
 def _event_callables(event: str):
     def check(name: str, value):
-        from rlx.callbacks.callbacks import normalize_event_callables
-
         normalize_event_callables(event, value)
         return value
 
@@ -192,8 +182,6 @@ def _vectorize_mode(name: str, value: Any) -> str:
     """'sync' or 'async' (a string in any case, or a gymnasium.VectorizeMode)."""
     text = str(getattr(value, "value", value)).lower()
     if text == "vector_entry_point":
-        from rlx.utils.errors import NotSupportedYetError
-
         raise NotSupportedYetError(f"{name}='vector_entry_point'", "envs' own vectorized entry points")
     return choice("sync", "async")(name, text)
 

@@ -12,6 +12,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from rlx.algorithms.registry import get_algorithm_class
+from rlx.core import DEFAULT_MODULE_ID
+from rlx.core.preprocessors import NoPreprocessor, get_preprocessor
 from rlx.utils.errors import ConfigError
 
 
@@ -23,12 +26,11 @@ def rl_module_spec_of(config: Any, spaces: dict | None = None, inference_only: b
     default module's entry (or the env's) replaces the config's spaces. `inference_only`
     overrides the spec's flag.
     """
-    from rlx.core.rl_module import MultiRLModuleSpec, RLModuleSpec
+    from rlx.core.rl_module.multi_rl_module import MultiRLModuleSpec  # torch: on first use
+    from rlx.core.rl_module.rl_module import RLModuleSpec
 
     algo_cls = config.algo_class
     if isinstance(algo_cls, str):
-        from rlx.algorithms.registry import get_algorithm_class
-
         algo_cls = get_algorithm_class(algo_cls)
     if algo_cls is None:
         raise ConfigError(f"{type(config).__name__}.get_rl_module_spec() needs the config's algorithm class: "
@@ -55,8 +57,6 @@ def rl_module_spec_of(config: Any, spaces: dict | None = None, inference_only: b
 
 def _spaces(config: Any, spaces: dict | None) -> tuple[Any, Any]:
     if spaces:
-        from rlx.core import DEFAULT_MODULE_ID
-
         pair = spaces.get(DEFAULT_MODULE_ID) or spaces.get("__env__") or next(iter(spaces.values()))
         return pair[0], pair[1]
     return config.observation_space, config.action_space
@@ -64,8 +64,6 @@ def _spaces(config: Any, spaces: dict | None) -> tuple[Any, Any]:
 
 def _module_observation_space(config: Any, space: Any) -> Any:
     """The observation space the module reads: the env's after rlx's preprocessor (one-hot, flattening)."""
-    from rlx.models.preprocessors import NoPreprocessor, get_preprocessor
-
     if config.preprocessor_pref is None or config._disable_preprocessor_api:
         return NoPreprocessor(space, config.model).observation_space
     return get_preprocessor(space)(space, config.model).observation_space

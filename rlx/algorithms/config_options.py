@@ -12,7 +12,7 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from rlx.utils.errors import ConfigError
+from rlx.utils.errors import ConfigError, did_you_mean
 
 Check = Callable[[str, Any], Any]
 
@@ -127,8 +127,6 @@ def choice(*choices: Any, normalize: Callable[[Any], Any] | None = None) -> Chec
     def check(name: str, value: Any) -> Any:
         v = normalize(value) if (normalize and value is not None) else value
         if v not in choices:
-            from rlx.utils.errors import did_you_mean
-
             hint = did_you_mean(str(value), [str(c) for c in choices]) if isinstance(value, str) else ""
             raise ConfigError(
                 f"'{name}' must be one of {', '.join(repr(c) for c in choices)}; got {value!r}.{hint}"

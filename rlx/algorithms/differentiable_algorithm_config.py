@@ -17,12 +17,13 @@ from typing import Any
 
 from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.config_options import Option
+from rlx.core.learner.differentiable_learner_config import DifferentiableLearnerConfig
+from rlx.core.learner.torch.torch_meta_learner import TorchMetaLearner
 from rlx.utils.errors import ConfigError
+from rlx.utils.registry import import_object
 
 
 def _differentiable_learner_configs(name: str, value: Any) -> list:
-    from rlx.core.learner.differentiable_learner_config import DifferentiableLearnerConfig
-
     if not isinstance(value, (list, tuple)):
         raise ConfigError(f"'{name}' must be a list of DifferentiableLearnerConfig, got {type(value).__name__}.")
     wrong = [v for v in value if not isinstance(v, DifferentiableLearnerConfig)]
@@ -43,8 +44,6 @@ class DifferentiableAlgorithmConfig(AlgorithmConfig):
 
     def get_default_learner_class(self) -> Any:
         """The meta learner class: config.training(learner_class=...) when set, else TorchMetaLearner."""
-        from rlx.core.learner.torch.torch_meta_learner import TorchMetaLearner
-
         return self.learner_class or TorchMetaLearner
 
     def get_differentiable_learner_classes(self) -> list[Any]:
@@ -60,10 +59,7 @@ class DifferentiableAlgorithmConfig(AlgorithmConfig):
         every setting an Algorithm checks. A meta learner used on its own needs no env."""
         learner = self.get_default_learner_class()
         if isinstance(learner, str):
-            from rlx.env.registry import import_object
-
             learner = import_object(learner)
-        from rlx.core.learner.torch.torch_meta_learner import TorchMetaLearner
 
         if not (isinstance(learner, type) and issubclass(learner, TorchMetaLearner)):
             raise ConfigError(f"DifferentiableAlgorithmConfig needs a TorchMetaLearner (sub)class as learner_class, "

@@ -25,6 +25,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlx.utils.errors import install_hint
+
 __all__ = ["import_model", "load_h5_weights", "load_state_dict_checked", "read_h5_state"]
 
 H5_SUFFIXES = (".h5", ".hdf5")
@@ -76,8 +78,6 @@ def read_h5_state(path: str | os.PathLike) -> dict[str, np.ndarray]:
     try:
         import h5py
     except ImportError:
-        from rlx.utils.errors import install_hint
-
         raise ImportError(f"Reading .h5 weights needs h5py: {install_hint('hdf5')}, or save the weights as a torch "
                           "state dict (.pt) instead.") from None
     state: dict[str, np.ndarray] = {}

@@ -1,24 +1,24 @@
-"""The `multi_agent()` settings: policies, mapping of agents to policies, which ones train.
+"""The checks of the `multi_agent()` settings: policies, policies to train, per-module overrides.
 
-`policies` is normalised to `{policy_id: PolicySpec}`; `policy_mapping_fn` is called once per
-agent per episode through `map_agent` (both RLlib's signatures work); `policies_to_train`
-becomes a predicate through `is_trainable`.
+`policies` is normalised to `{policy_id: PolicySpec}`. The pieces that run with them
+(`PolicySpec`, `AgentMapper`, which calls `policy_mapping_fn`, `is_trainable`, which turns
+`policies_to_train` into a predicate, and `resolve_callable`) live in the core layer,
+`rlx.core.rl_module.agent_mapping`, and are importable from here too.
 """
 from __future__ import annotations
 
-import inspect
-from typing import Any, Callable
+from typing import Any
 
+from rlx.core.rl_module.agent_mapping import DEFAULT_POLICY_ID, AgentMapper, PolicySpec, is_trainable, resolve_callable
 from rlx.utils.errors import ConfigError
 
-DEFAULT_POLICY_ID = "default_policy"
+__all__ = ["DEFAULT_POLICY_ID", "AgentMapper", "PolicySpec", "check_overrides_per_module", "check_policies",
+           "check_policies_to_train", "is_trainable", "resolve_callable"]
 
 
 def check_policies(name: str, value: Any) -> dict[str, Any] | None:
     """`policies` as {policy_id: PolicySpec}: from a set/list of ids, a dict of PolicySpecs,
     4-tuples (policy_class, observation_space, action_space, config) or None values."""
-    from rlx.policy.policy import Policy, PolicySpec
-
     if value is None:
         return None
     if isinstance(value, str):
@@ -47,7 +47,7 @@ def check_policies(name: str, value: Any) -> dict[str, Any] | None:
         elif not isinstance(spec, PolicySpec):
             raise ConfigError(f"Policy {pid!r}: expected a PolicySpec, a 4-tuple or None, got {spec!r:.80}.")
         cls = spec.policy_class
-        if cls is not None and cls is not Policy:
+        if cls is not None and not _is_rlx_policy_view(cls):
             raise ConfigError(
                 f"Policy {pid!r} names policy_class {getattr(cls, '__name__', cls)!r}; rlx builds every policy from "
                 "its RLModule, so custom Policy classes are not supported. Leave policy_class=None and customise "
@@ -85,83 +85,7 @@ def check_overrides_per_module(name: str, value: Any) -> dict:
     return {str(k): dict(v) for k, v in value.items()}
 
 
-def resolve_callable(value: Any, name: str) -> Any:
-    """A function given as an import path string ('module:function', as YAML files give it)
-    imported; anything else as it is."""
-    if not isinstance(value, str):
-        return value
-    from rlx.env.registry import import_object
-
-    try:
-        target = import_object(value)
-    except Exception as err:
-        raise ConfigError(f"{name}={value!r} is not an importable function ('package.module:function'): "
-                          f"{type(err).__name__}: {err}") from err
-    if not callable(target):
-        raise ConfigError(f"{name}={value!r} names {type(target).__name__}, not a function.")
-    return target
-
-
-def is_trainable(policies_to_train: Any, policy_id: str, batch: Any = None) -> bool:
-    """Whether `policy_id` trains: every policy when policies_to_train is None."""
-    if policies_to_train is None:
-        return True
-    if callable(policies_to_train):
-        return bool(policies_to_train(policy_id, batch))
-    return policy_id in policies_to_train
-
-
-def _takes_episode(fn: Callable) -> bool:
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return True
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional) >= 2 or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params)
-
-
-class AgentMapper:
-    """Calls `policy_mapping_fn` as RLlib does: `fn(agent_id, episode, worker=..., **kw)`, or the
-    old one-argument `fn(agent_id)`; checks that the answer is a known policy."""
-
-    def __init__(self, mapping_fn: Callable | str | None, policy_ids: list[str]):
-        mapping_fn = resolve_callable(mapping_fn, "policy_mapping_fn")
-        if mapping_fn is None:
-            if len(policy_ids) != 1 and DEFAULT_POLICY_ID not in policy_ids:
-                raise ConfigError(
-                    f"policies has {len(policy_ids)} policies ({', '.join(policy_ids)}) but no policy_mapping_fn; "
-                    "set config.multi_agent(policy_mapping_fn=lambda agent_id, episode, **kw: ...) to say which "
-                    "policy each agent uses.")
-            only = policy_ids[0] if len(policy_ids) == 1 else DEFAULT_POLICY_ID
-            mapping_fn = lambda agent_id, episode, **kw: only  # noqa: E731
-        self.fn = mapping_fn
-        self.policy_ids = set(policy_ids)
-        self._with_episode = _takes_episode(mapping_fn)
-        self._with_worker = self._accepts_worker(mapping_fn)
-
-    @staticmethod
-    def _accepts_worker(fn: Callable) -> bool:
-        try:
-            params = inspect.signature(fn).parameters.values()
-        except (TypeError, ValueError):
-            return True
-        return any(p.kind == p.VAR_KEYWORD or p.name == "worker" for p in params)
-
-    def __call__(self, agent_id: Any, episode: Any, worker: Any = None) -> str:
-        pid = self.raw(agent_id, episode, worker)
-        if pid not in self.policy_ids:
-            raise ConfigError(
-                f"policy_mapping_fn mapped agent {agent_id!r} to {pid!r}, which is not one of the policies "
-                f"({', '.join(sorted(self.policy_ids))}); add it to config.multi_agent(policies=...) or fix the "
-                "mapping function.")
-        return pid
-
-    def raw(self, agent_id: Any, episode: Any, worker: Any = None) -> Any:
-        """What the mapping function returns, unchecked."""
-        if not self._with_episode:
-            pid = self.fn(agent_id)
-        elif self._with_worker:
-            pid = self.fn(agent_id, episode, worker=worker)
-        else:
-            pid = self.fn(agent_id, episode)
-        return pid
+def _is_rlx_policy_view(cls: Any) -> bool:
+    """Whether `cls` is rlx's own Policy view (told by name and package: importing it would load
+    the sampling layer and torch just to check a config)."""
+    return isinstance(cls, type) and cls.__name__ == "Policy" and cls.__module__.split(".")[0] == "rlx"

@@ -16,8 +16,13 @@ import numpy as np
 
 from rlx.algorithms.algorithm import Algorithm
 from rlx.algorithms.algorithm_config import AlgorithmConfig
+from rlx.algorithms.algorithm_state import state_field
 from rlx.algorithms.config_options import Option, boolean, dictionary, integer, number
+from rlx.utils.checkpoints import read_json, read_tensors, write_json
 from rlx.utils.errors import CheckpointError, ConfigError
+from rlx.utils.replay_buffers import make_replay_buffer
+from rlx.utils.replay_buffers.multi_agent_replay_buffer import (LOCKSTEP, LockstepReplayBuffer, MultiAgentReplayBuffer,
+                                                                check_lockstep_settings, replay_mode_of)
 from rlx.utils.replay_buffers.replay_buffer import BATCH_INDEXES
 
 T = ("training",)
@@ -41,8 +46,6 @@ def _n_step(name: str, value: Any) -> Any:
 
 
 def _replay_buffer_config(name: str, value: Any) -> dict:
-    from rlx.utils.replay_buffers import make_replay_buffer
-
     value = dictionary()(name, value)
     # Buffers allocate lazily, so this only validates type and keys. The old sequence keys
     # (replay_sequence_length, ...) and storage_unit='sequences' are checked at validate():
@@ -137,9 +140,6 @@ class OffPolicyAlgorithm(Algorithm):
 
     def setup(self, config: AlgorithmConfig) -> None:
         """Create runners, learner and the replay buffer."""
-        from rlx.utils.replay_buffers import make_replay_buffer
-        from rlx.utils.replay_buffers.multi_agent_replay_buffer import LOCKSTEP, check_lockstep_settings, replay_mode_of
-
         lockstep = replay_mode_of(config) == LOCKSTEP
         if lockstep:  # RLlib's rules for lockstep replay, decided before anything is built
             probe = make_replay_buffer(config.replay_buffer_config)
@@ -147,8 +147,6 @@ class OffPolicyAlgorithm(Algorithm):
         super().setup(config)
         seed = None if config.seed is None else int(config.seed) + 17
         if self.is_multi_agent and lockstep:
-            from rlx.utils.replay_buffers.multi_agent_replay_buffer import LockstepReplayBuffer
-
             def make_rows_buffer(policy_id: str, capacity: int) -> Any:
                 offset = sorted(self.policy_ids).index(policy_id) if policy_id in self.policy_ids else 0
                 return make_replay_buffer({**config.replay_buffer_config, "capacity": capacity},
@@ -157,8 +155,6 @@ class OffPolicyAlgorithm(Algorithm):
             self.local_replay_buffer: Any = LockstepReplayBuffer(make_rows_buffer, probe.capacity, seed=seed)
             self._prioritized = False
         elif self.is_multi_agent:
-            from rlx.utils.replay_buffers.multi_agent_replay_buffer import MultiAgentReplayBuffer
-
             def make_buffer(policy_id: str) -> Any:
                 module_config = config.get_config_for_module(policy_id)
                 offset = sorted(self.policy_ids).index(policy_id) if policy_id in self.policy_ids else 0
@@ -277,8 +273,6 @@ class OffPolicyAlgorithm(Algorithm):
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore get_state()."""
-        from rlx.algorithms.algorithm import state_field
-
         with state_field("update_credit"):
             credit = float(state.get("update_credit", 0.0))
             if not np.isfinite(credit):
@@ -297,8 +291,6 @@ class OffPolicyAlgorithm(Algorithm):
         """With store_buffer_in_checkpoints, write the replay buffer as safetensors + JSON."""
         if not self.config.store_buffer_in_checkpoints:
             return []
-        from rlx.utils.checkpoints import write_json
-
         arrays, meta = split_arrays(self.local_replay_buffer.get_state())
         _write_numpy_tensors(directory / f"{BUFFER_FILE}.safetensors", arrays)
         write_json(directory / f"{BUFFER_FILE}.json", meta)
@@ -309,8 +301,6 @@ class OffPolicyAlgorithm(Algorithm):
         meta_path = directory / f"{BUFFER_FILE}.json"
         if not self.config.store_buffer_in_checkpoints or not meta_path.is_file():
             return None
-        from rlx.utils.checkpoints import read_json, read_tensors
-
         tensor_path = directory / f"{BUFFER_FILE}.safetensors"
         if not tensor_path.is_file():
             raise CheckpointError(f"Checkpoint {directory} has {meta_path.name} but is missing {tensor_path.name}.")

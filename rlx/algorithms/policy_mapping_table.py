@@ -12,6 +12,8 @@ import logging
 import weakref
 from typing import Any, Iterable, Mapping
 
+from rlx.core.rl_module.agent_mapping import AgentMapper
+from rlx.env.multi_agent_episode import MultiAgentEpisode
 from rlx.utils.checkpoint_recipes import set_recipe
 from rlx.utils.errors import ConfigError
 
@@ -79,9 +81,6 @@ def mapping_table_for(algo: Any) -> PolicyMappingTable | None:
     EnvRunner's env; None when there is no env to take the agents from or the function fails
     outside an episode. A mapping that answers differently from episode to episode is stored
     with its first answer, and a warning names the agents it affects."""
-    from rlx.algorithms.multi_agent_options import AgentMapper
-    from rlx.env.multi_agent_episode import MultiAgentEpisode
-
     runner = getattr(algo, "env_runner", None)
     envs = getattr(runner, "envs", None) or []
     if not envs:

@@ -12,7 +12,10 @@ import numpy as np
 import torch
 
 from rlx.algorithms.config_options import Option, boolean, integer
+from rlx.core.columns import Columns
 from rlx.utils.errors import ConfigError, NotSupportedYetError
+from rlx.utils.replay_buffers import make_replay_buffer
+from rlx.utils.replay_buffers.sequence_replay_buffer import BURN_IN, SEQ_LENS, STATE_PREFIX, SequenceReplayBuffer
 
 #: Old (RLlib 1.x/2.0 R2D2) replay_buffer_config keys and the settings they map to.
 OLD_SEQUENCE_KEYS = {"replay_sequence_length": "model['max_seq_len']", "replay_burn_in": "burn_in_len",
@@ -86,9 +89,6 @@ def make_sequence_replay_buffer(config: Any) -> Any:
     """The SequenceReplayBuffer of a recurrent config: replay_buffer_config's type (uniform or
     prioritized) holding capacity // max_seq_len sequences of burn_in_len + model['max_seq_len']
     steps (RLlib's R2D2 replays max_seq_len trained steps after the burn-in)."""
-    from rlx.utils.replay_buffers import make_replay_buffer
-    from rlx.utils.replay_buffers.sequence_replay_buffer import SequenceReplayBuffer
-
     max_seq_len = int(config.model.get("max_seq_len") or 20)
     rb = dict(config.replay_buffer_config)
     rb["capacity"] = max(1, int(rb.get("capacity", 50000)) // max_seq_len)
@@ -211,9 +211,6 @@ class SequenceBatch:
 def sequence_batch(learner: Any, batch: dict[str, np.ndarray], zero_init_states: bool = False) -> SequenceBatch:
     """The SequenceBatch of a replayed batch (`learner.tensor` puts arrays on its device);
     with `zero_init_states` the stored states are replaced by zeros."""
-    from rlx.core.columns import Columns
-    from rlx.utils.replay_buffers.sequence_replay_buffer import BURN_IN, SEQ_LENS, STATE_PREFIX
-
     order, groups = burn_in_groups(batch[BURN_IN])
 
     def col(value: Any, dtype: torch.dtype | None = None) -> torch.Tensor:

@@ -1,4 +1,5 @@
-"""Checks of the GPU resources a config asks for against what this machine (or Ray cluster) has.
+"""The resources a config asks for: checked against what this machine (or Ray cluster) has,
+and as the Ray placement bundles of one Tune trial.
 
 Seed 003: "If you specify num_gpus and your machine does not have the required number of
 GPUs available, a RuntimeError will be thrown". Fractional requests (0.2) need one GPU to
@@ -11,6 +12,32 @@ import math
 import sys
 from typing import Any
 
+
+def trial_bundles(config: Any) -> list[dict[str, float]] | None:
+    """The Ray placement bundles of one trial of `config` (an AlgorithmConfig): a bundle for the
+    Algorithm (CPUs `num_cpus_for_main_process`, GPUs `num_gpus`, or `num_gpus_per_learner` for
+    its own Learner), one per remote EnvRunner, training and evaluation (`num_cpus_per_env_runner`,
+    `num_gpus_per_env_runner`, `custom_resources_per_env_runner`), and one per Learner process
+    (`num_cpus_per_learner`, `num_gpus_per_learner`). Place them with `config.placement_strategy`.
+
+    None when the config asks for no more than Tune's default (1 CPU).
+    """
+    c = config
+    runners = int(c.num_env_runners or 0) + int(c.evaluation_num_env_runners or 0)
+    learners = int(c.num_learners or 0)
+    main_cpus, main_gpus = float(c.num_cpus_for_main_process), float(c.num_gpus or 0)
+    if learners == 0:
+        # The driver's own Learner trains on the main process's GPU(s).
+        main_gpus = max(main_gpus, float(c.num_gpus_per_learner or 0))
+    if runners == 0 and learners == 0 and main_cpus == 1 and main_gpus == 0:
+        return None
+    head = {"CPU": main_cpus, "GPU": main_gpus}
+    runner = {"CPU": float(c.num_cpus_per_env_runner), "GPU": float(c.num_gpus_per_env_runner or 0),
+              **{name: float(amount) for name, amount in (c.custom_resources_per_env_runner or {}).items()}}
+    learner = {"CPU": float(c.num_cpus_per_learner), "GPU": float(c.num_gpus_per_learner or 0)}
+    # Zero amounts are left out; Tune accepts an empty head bundle (a trial needing no CPU).
+    head, runner, learner = ({k: v for k, v in b.items() if v} for b in (head, runner, learner))
+    return [head] + ([runner] * runners if runner else []) + ([learner] * learners if learner else [])
 
 
 def available_gpus(backend: str = "process") -> float:

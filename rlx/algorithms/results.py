@@ -1,14 +1,130 @@
-"""Turn merged EnvRunner metrics into the sections of a result dict.
+"""The result dict of train() and evaluate(), from merged EnvRunner metrics.
 
 Training and evaluation both reduce their runners' MetricsLogger output with these
 functions, so `result["env_runners"]` and `result["evaluation"]["env_runners"]` have the
 same keys, and both carry the same legacy aliases (`episode_reward_mean`, ...).
+`train_result` assembles one training iteration's result.
 """
 from __future__ import annotations
 
 import math
 import numbers
-from typing import Any
+import os
+import socket
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from rlx.utils.metrics.metrics_logger import MetricsLogger
+
+if TYPE_CHECKING:
+    from rlx.algorithms.algorithm import Algorithm
+
+#: One reported episode: (return, length, ((policy_id, that policy's agents' return), ...)).
+Episode = tuple[float, int, tuple]
+
+
+def train_result(algo: "Algorithm", learner_results: dict[str, Any], sampled: int, trained: int,
+                 elapsed: float) -> dict[str, Any]:
+    """The result dict of one training iteration of `algo` (before callbacks and Algorithm-side
+    metrics are added): episode statistics over the smoothing window, counters, learner
+    metrics, fault tolerance, timing, and the old API's names for the same values."""
+    counters = algo._counters
+    # Peek (not reduce) so that values logged by on_train_result are reduced together with
+    # these in add_algorithm_metrics; the peeked values are what reduce() would give.
+    peeked = algo.metrics.peek("env_runners") if "env_runners" in algo.metrics else {}
+    hist = peeked.get("hist_stats", {})
+    episodes = smoothed_episodes(algo._episodes_window, hist.get("episode_reward", []),
+                                 hist.get("episode_lengths", []), hist.get("episode_policy_returns"))
+    returns, lengths = [e[0] for e in episodes], [e[1] for e in episodes]
+    env_runners = env_runner_section(peeked, algo.config.keep_per_episode_custom_metrics, returns, lengths)
+    add_policy_hist_stats(env_runners["hist_stats"], episodes)
+    counters["num_episodes_lifetime"] += int(env_runners["num_episodes"])
+    env_runners["num_episodes_lifetime"] = counters["num_episodes_lifetime"]
+    env_runners["num_env_steps_sampled"] = sampled
+    env_runners["num_env_steps_sampled_lifetime"] = counters["num_env_steps_sampled_lifetime"]
+    now = time.time()
+    result = {
+        "training_iteration": algo.iteration,
+        "time_this_iter_s": elapsed,
+        "time_total_s": algo._time_total_s,
+        "timestamp": int(now),
+        "date": datetime.fromtimestamp(now).strftime("%Y-%m-%d_%H-%M-%S"),
+        "done": False,
+        "num_env_steps_sampled_lifetime": counters["num_env_steps_sampled_lifetime"],
+        "num_env_steps_trained_lifetime": counters["num_env_steps_trained_lifetime"],
+        "num_env_steps_sampled_this_iter": sampled,
+        "num_env_steps_trained_this_iter": trained,
+        "env_runners": env_runners,
+        "learners": {mid: dict(m) for mid, m in learner_results.items()},
+        "fault_tolerance": fault_tolerance_section(algo.env_runner_group),
+        "iterations_since_restore": algo._iterations_since_restore,
+        "time_since_restore": algo._time_since_restore,
+        "pid": os.getpid(),
+        "hostname": socket.gethostname(),
+        # Legacy names of the same values.
+        **legacy_episode_keys(env_runners),
+        "episodes_total": counters["num_episodes_lifetime"],
+        "timesteps_total": counters["num_env_steps_sampled_lifetime"],
+        "timesteps_this_iter": sampled,
+        "num_env_steps_sampled": counters["num_env_steps_sampled_lifetime"],
+        "num_env_steps_trained": counters["num_env_steps_trained_lifetime"],
+        "info": {
+            "learner": {mid: {"learner_stats": dict(m)} for mid, m in learner_results.items()},
+            "num_env_steps_sampled": counters["num_env_steps_sampled_lifetime"],
+            "num_env_steps_trained": counters["num_env_steps_trained_lifetime"],
+        },
+    }
+    for key in ("num_agent_steps_sampled_lifetime", "num_agent_steps_trained_lifetime"):
+        result[key] = counters[key]
+    result.update(policy_reward_stats(env_runners["hist_stats"], algo.is_multi_agent))
+    return result
+
+
+def smoothed_episodes(window: Any, returns: list[float], lengths: list[int],
+                      policy_returns: list[tuple] | None = None) -> list[Episode]:
+    """The episodes to report: add this iteration's to `window` (a deque with maxlen
+    metrics_num_episodes_for_smoothing) and return the window, or all of this iteration's
+    episodes when there are more (seed 003: excess episodes are never cut)."""
+    if policy_returns is None or len(policy_returns) != len(returns):
+        policy_returns = [()] * len(returns)
+    this_iteration = list(zip(returns, lengths, (tuple(p) for p in policy_returns)))
+    window.extend(this_iteration)
+    if len(returns) >= window.maxlen:
+        return this_iteration
+    return list(window)
+
+
+def add_policy_hist_stats(hist_stats: dict[str, Any], episodes: list[Episode]) -> None:
+    """hist_stats["policy_<id>_reward"]: the returns of each agent that used policy <id> in the
+    reported episodes (the old API's per-policy statistics), replacing the raw per-episode entries."""
+    hist_stats.pop("episode_policy_returns", None)
+    for _, _, policy_returns in episodes:
+        for policy_id, value in policy_returns:
+            hist_stats.setdefault(f"policy_{policy_id}_reward", []).append(value)
+
+
+def add_algorithm_metrics(metrics: MetricsLogger, result: dict[str, Any]) -> None:
+    """Reduce the Algorithm's MetricsLogger (clearing per-iteration stats) and put what
+    Algorithm callbacks logged at the top level of `result`."""
+    reduced = metrics.reduce()
+    env_runner_values = reduced.pop("env_runners", {})
+    # Keys logged under env_runners by Algorithm callbacks (not by the runners) are added too.
+    for key, value in env_runner_values.items():
+        if key not in ("custom_metrics", "hist_stats"):
+            result["env_runners"].setdefault(key, value)
+    deep_update(result, reduced)
+
+
+def summarize_runner_metrics(runner_metrics: list[dict], keep_per_episode_custom_metrics: bool = False) -> dict[str, Any]:
+    """Merge the `get_metrics()` dicts of several EnvRunners into evaluation-style results:
+    `{"env_runners": {...}, "episode_reward_mean": ..., ...}`."""
+    merged = MetricsLogger()
+    merged.merge_and_log_n_dicts(list(runner_metrics), key="env_runners")
+    reduced = merged.reduce().get("env_runners", {}) if runner_metrics else {}
+    env_runners = env_runner_section(reduced, keep_per_episode_custom_metrics)
+    return {"env_runners": env_runners, **legacy_episode_keys(env_runners)}
+
 
 def env_runner_section(
     reduced: dict[str, Any] | None,

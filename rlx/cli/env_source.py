@@ -19,7 +19,10 @@ import types
 from pathlib import Path
 from typing import Any, Sequence
 
+from rlx.algorithms.checkpoint_env_source import EXPERIMENT_MODULE, read_env_source
+from rlx.utils.atomic_directory import METADATA_FILE
 from rlx.utils.errors import CheckpointError, ConfigError, EnvError
+from rlx.utils.registry import get_registered_creator, import_object
 
 logger = logging.getLogger("rlx")
 
@@ -75,8 +78,6 @@ def resolve_gymnasium_id(env: Any) -> tuple[Any, str | None]:
         return env, None
     import gymnasium as gym
 
-    from rlx.env.registry import get_registered_creator
-
     if get_registered_creator(env) is not None or env in gym.registry:
         return env, None
     module, sep, env_id = env.partition(":")
@@ -88,8 +89,6 @@ def resolve_gymnasium_id(env: Any) -> tuple[Any, str | None]:
 
 
 def _resolve_module_prefixed(env: str, module: str, env_id: str) -> tuple[str, str | None]:
-    from rlx.env.registry import import_object
-
     try:
         importlib.import_module(module)
     except ModuleNotFoundError as err:
@@ -157,8 +156,6 @@ def load_experiment_module(path: str | Path) -> types.ModuleType:
     """Run a `rlx train file` Python file as the module `__rlx_experiment__`, kept in
     sys.modules so that the import paths a checkpoint stored for its classes
     (`__rlx_experiment__:MyEnv`) resolve."""
-    from rlx.algorithms.checkpointing import EXPERIMENT_MODULE
-
     path = Path(path)
     module = types.ModuleType(EXPERIMENT_MODULE)
     module.__file__ = str(path)
@@ -191,8 +188,6 @@ def rebuild_env_source(meta: dict[str, Any], checkpoint: str | Path) -> dict[str
     module names outside the standard library, and the directories and file it names must lie
     outside the checkpoint and belong to this user (or root), writable by no one else.
     """
-    from rlx.algorithms.checkpointing import read_env_source
-
     source = read_env_source(meta)
     check_env_source(source, checkpoint)
     for entry in source["imports"]:
@@ -217,8 +212,6 @@ _MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 def check_env_source(source: dict[str, Any], checkpoint: str | Path) -> None:
     """Raise a CheckpointError, naming the field, for an `env_source` entry rlx will not act on."""
-    from rlx.utils.checkpoints import METADATA_FILE
-
     where = Path(checkpoint).expanduser() / METADATA_FILE
     for entry in source["imports"]:
         name, root = entry.get("module"), entry.get("path")

@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from rlx.algorithms.algorithm import Algorithm
+from rlx.algorithms.checkpointing import checkpoint_algorithm_class
+from rlx.cli.env_source import import_modules, rebuild_env_source, resolve_gymnasium_id
+from rlx.core.rl_module.agent_mapping import AgentMapper
+from rlx.env.multi_agent_episode import MultiAgentEpisode
+from rlx.env.video import HUMAN, RGB_ARRAY, always, gymnasium_id, make_env, record_videos, require_moviepy
 from rlx.loggers.logger import json_safe
+from rlx.utils.checkpoints import METADATA_FILE, UnstorableSettingError, read_json, read_metadata
 from rlx.utils.errors import CheckpointError, ConfigError, EnvError, RLXError
 
 logger = logging.getLogger("rlx")
@@ -76,8 +83,6 @@ def _check_output_options(args: argparse.Namespace) -> None:
         raise ConfigError("--render and --video-dir cannot be combined: an env renders either to a window or to "
                           "video frames. Pick one.")
     if args.video_dir:
-        from rlx.env.video import require_moviepy
-
         require_moviepy("--video-dir")
 
 
@@ -85,8 +90,6 @@ def _prepare_env(args: argparse.Namespace, meta: dict[str, Any]) -> None:
     """Make the checkpoint's env (or --env) resolvable here: import the --import modules, then
     what the checkpoint records (modules, the experiment file), and resolve a Gymnasium
     plugin's 'module:NS/Name-vN' id."""
-    from rlx.cli.env_source import import_modules, rebuild_env_source, resolve_gymnasium_id
-
     import_modules(list(getattr(args, "imports", None) or []))
     rebuild_env_source(meta, args.checkpoint)
     if args.env is not None:
@@ -96,8 +99,6 @@ def _prepare_env(args: argparse.Namespace, meta: dict[str, Any]) -> None:
 def read_checkpoint_metadata(path: str) -> dict[str, Any]:
     """The checkpoint's metadata; a directory that is not a checkpoint gets a CheckpointError
     naming the checkpoints inside it, if any (a trial directory holds several)."""
-    from rlx.utils.checkpoints import METADATA_FILE, read_metadata
-
     root = Path(path).expanduser()
     if root.is_dir() and not (root / METADATA_FILE).is_file():
         inside = sorted(p.parent.name for p in root.glob(f"*/{METADATA_FILE}"))
@@ -108,8 +109,6 @@ def read_checkpoint_metadata(path: str) -> dict[str, Any]:
 
 
 def _checkpoint_algorithm_class(path: str, meta: dict[str, Any]) -> type:
-    from rlx.algorithms.checkpointing import checkpoint_algorithm_class
-
     return checkpoint_algorithm_class(Path(path).expanduser(), meta)
 
 
@@ -145,9 +144,6 @@ def config_overrides(args: argparse.Namespace, stored_keys: set[str]) -> dict[st
 
 
 def _load_algorithm(args: argparse.Namespace, meta: dict[str, Any]) -> Any:
-    from rlx.algorithms.algorithm import Algorithm
-    from rlx.utils.checkpoints import UnstorableSettingError, read_json
-
     stored = read_json(Path(args.checkpoint).expanduser() / "config.json")
     overrides = config_overrides(args, set(stored))
     try:
@@ -185,8 +181,6 @@ def _evaluate(algo: Any, args: argparse.Namespace) -> list[Episode]:
 def make_evaluation_env(config: Any, render: bool = False, video_dir: str | None = None) -> Any:
     """A fresh env for evaluation: rendering to a window (`render`), recording every episode into
     `video_dir`, or plain."""
-    from rlx.env.video import HUMAN, RGB_ARRAY, always, gymnasium_id, make_env, record_videos
-
     if video_dir:
         return record_videos(make_env(config, RGB_ARRAY, "--video-dir"), video_dir, episode_trigger=always)
     if not render:
@@ -203,8 +197,6 @@ def make_evaluation_env(config: Any, render: bool = False, video_dir: str | None
 def _custom_renderer(config: Any) -> Callable[[Any], None] | None:
     """For --render: None when the env renders itself (a Gymnasium id in 'human' mode), else a
     function calling env.render() after every reset and step."""
-    from rlx.env.video import gymnasium_id
-
     if gymnasium_id(config.env) is not None:
         return None
 
@@ -288,15 +280,11 @@ class _multi_agent_stepper:
     with "__all__" (or when no agent is left to act)."""
 
     def __init__(self, algo: Any, env: Any, explore: bool):
-        from rlx.algorithms.multi_agent_options import AgentMapper
-
         self.algo, self.env, self.explore = algo, env, explore
         self.mapper = AgentMapper(algo.config.policy_mapping_fn, algo.policy_ids)
         self.episode: Any = None
 
     def new_episode(self) -> None:
-        from rlx.env.multi_agent_episode import MultiAgentEpisode
-
         self.episode = MultiAgentEpisode()
         self.done_agents: set = set()
 

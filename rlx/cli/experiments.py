@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.cli.names import check_dir_name
 from rlx.cli.safe_yaml import load_bounded_yaml
 from rlx.utils.errors import ConfigError, did_you_mean
+from rlx.utils.version import __version__
 
 
 @dataclass
@@ -119,10 +121,8 @@ def _url_experiments(url: str) -> list[ExperimentSpec]:
 def download(url: str, max_bytes: int = MAX_URL_BYTES, timeout: float = URL_TIMEOUT_S) -> bytes:
     """The body of `url` (http or https), refusing more than `max_bytes` and giving up after
     `timeout` seconds without an answer; failures are one-line ConfigErrors."""
-    import rlx
-
     limit = f"{max_bytes / (1 << 20):g} MiB"
-    request = urllib.request.Request(url, headers={"User-Agent": f"rlx/{rlx.__version__}"})
+    request = urllib.request.Request(url, headers={"User-Agent": f"rlx/{__version__}"})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             length = response.headers.get("Content-Length", "")
@@ -206,8 +206,6 @@ def _python_experiment(path: Path) -> ExperimentSpec:
     stop = namespace.get("stop") or {}
     if not isinstance(stop, dict):
         raise ConfigError(f"{path}: `stop` must be a dict {{result_key: value}}, got {type(stop).__name__}.")
-    from rlx.algorithms.algorithm_config import AlgorithmConfig
-
     if isinstance(config, AlgorithmConfig):
         algo_class = config.algo_class
         algo = getattr(algo_class, "__name__", algo_class) if algo_class is not None else None

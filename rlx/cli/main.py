@@ -11,6 +11,11 @@ import logging
 import sys
 from typing import Any, Callable, Sequence
 
+from rlx.algorithms.registry import list_algorithms
+from rlx.cli.env_source import add_cwd_to_sys_path
+from rlx.utils.errors import RLXError
+from rlx.utils.version import __version__
+
 EPILOG_TRAIN = """\
 examples:
   rlx train --algo PPO --env CartPole-v1 --stop '{"env_runners/episode_return_mean": 450}'
@@ -144,10 +149,39 @@ def _add_run_options(parser: argparse.ArgumentParser, from_file: bool) -> None:
     _add_verbosity(parser)
 
 
+def _add_serve_parser(sub: Any) -> None:
+    """Register the `serve` subcommand on the CLI's subparsers."""
+    serve = sub.add_parser(
+        "serve", help="serve a trained policy for inference over HTTP",
+        description="Load the policy of a checkpoint and answer action requests over HTTP (JSON bodies), as a "
+                    "policy server does: PolicyClient(url, inference_mode='remote' or 'local') works against it, "
+                    "and POST / {\"command\": \"COMPUTE_ACTIONS\", \"observations\": [...]} answers a batch. "
+                    "See docs/external.md.",
+    )
+    serve.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint directory (from rlx train or algo.save())")
+    serve.add_argument("--port", type=int, default=9900, help="port to listen on (0 picks a free one; default 9900)")
+    serve.add_argument("--address", default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1; any other needs an auth token)")
+    serve.add_argument("--auth-token-file", default=None, metavar="FILE",
+                       help="file holding the token clients must send as 'Authorization: Bearer <token>' "
+                            "(default: $RLX_POLICY_SERVER_TOKEN)")
+    serve.add_argument("--explore", action=argparse.BooleanOptionalAction, default=False,
+                       help="sample actions instead of taking the greedy one (default: --no-explore)")
+    serve.add_argument("--max-request-bytes", type=int, default=1 << 20, metavar="N",
+                       help="largest request body accepted (default 1 MiB)")
+    serve.add_argument("--config", default=None, metavar="JSON",
+                       help="settings to override in the checkpoint's config, as a JSON object")
+    serve.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                       help="import a module first (e.g. one that registers the env); repeatable")
+    serve.add_argument("--env", default=None, metavar="ENV",
+                       help="serve with this env instead of the checkpoint's (needed when the checkpoint could not "
+                            "store its env, e.g. a class defined inside a function): a registered name (with "
+                            "--import MODULE), a Gymnasium id, or 'package.module:MyEnv'")
+    serve.add_argument("-v", "--verbose", action="count", default=0, help="more output (-vv: tracebacks)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `rlx` argument parser with every command."""
-    from rlx.algorithms.registry import list_algorithms  # cheap: no torch
-
     parser = _Parser(
         prog="rlx",
         description="rlx: reinforcement learning with RLlib's API. Train, evaluate and inspect algorithms.",
@@ -221,9 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
                          description="List the algorithms rlx can train, with a one-line description each.")
     _add_verbosity(lst)
 
-    from rlx.cli.serve import add_serve_parser
-
-    add_serve_parser(sub)
+    _add_serve_parser(sub)
 
     plot = sub.add_parser(
         "plot", help="plot learning curves from a results directory",
@@ -269,14 +301,11 @@ def _configure_logging(verbose: int) -> None:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    if args.command == "train":
-        from rlx.cli.train import run_train_command
+    # Each command imports its own module: `rlx list` or `rlx --help` load no algorithm, torch or Ray.
+    if args.command in ("train", "train file"):
+        from rlx.cli.train import run_train_command, run_train_file_command
 
-        return run_train_command(args)
-    if args.command == "train file":
-        from rlx.cli.train import run_train_file_command
-
-        return run_train_file_command(args)
+        return run_train_command(args) if args.command == "train" else run_train_file_command(args)
     if args.command in ("evaluate", "rollout"):
         from rlx.cli.evaluate import run_evaluate_command
 
@@ -323,13 +352,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     if getattr(args, "version", False):
-        import rlx
-
-        print(f"rlx {rlx.__version__}")
+        print(f"rlx {__version__}")
         return 0
     verbose = getattr(args, "verbose", 0)
     _configure_logging(verbose)
-    from rlx.cli.env_source import add_cwd_to_sys_path
 
     add_cwd_to_sys_path()
     try:
@@ -346,8 +372,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def describe_error(err: BaseException) -> str:
     """One line describing `err`: rlx's own errors speak for themselves, others get their type."""
-    from rlx.utils.errors import RLXError
-
     message = str(err).strip() or type(err).__name__
     if isinstance(err, (RLXError, CLIError, FileNotFoundError)):
         text = message

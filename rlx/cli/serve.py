@@ -11,40 +11,19 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
+from rlx.algorithms.algorithm import Algorithm
+from rlx.cli.env_source import import_modules, rebuild_env_source, resolve_gymnasium_id
+from rlx.cli.evaluate import read_checkpoint_metadata
+from rlx.env.external.auth import check_bind, resolve_token
+from rlx.env.external.episodes import EpisodeBook
+from rlx.env.external.http import HttpServer
+from rlx.env.external.inference import BatchedPolicy, PolicySet
+from rlx.env.external.multi_agent import MultiAgentEpisodeBackend
+from rlx.env.external.multi_agent_server import MultiAgentServerApp, describe_multi_agent
+from rlx.env.external.reader import EpisodeBackend, check_external_runner, is_multi_agent_runner
+from rlx.env.external.server import ServerApp, describe
 from rlx.utils.errors import ConfigError
-
-
-def add_serve_parser(sub: Any) -> None:
-    """Register the `serve` subcommand on the CLI's subparsers."""
-    serve = sub.add_parser(
-        "serve", help="serve a trained policy for inference over HTTP",
-        description="Load the policy of a checkpoint and answer action requests over HTTP (JSON bodies), as a "
-                    "policy server does: PolicyClient(url, inference_mode='remote' or 'local') works against it, "
-                    "and POST / {\"command\": \"COMPUTE_ACTIONS\", \"observations\": [...]} answers a batch. "
-                    "See docs/external.md.",
-    )
-    serve.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint directory (from rlx train or algo.save())")
-    serve.add_argument("--port", type=int, default=9900, help="port to listen on (0 picks a free one; default 9900)")
-    serve.add_argument("--address", default="127.0.0.1",
-                       help="address to listen on (default 127.0.0.1; any other needs an auth token)")
-    serve.add_argument("--auth-token-file", default=None, metavar="FILE",
-                       help="file holding the token clients must send as 'Authorization: Bearer <token>' "
-                            "(default: $RLX_POLICY_SERVER_TOKEN)")
-    serve.add_argument("--explore", action=argparse.BooleanOptionalAction, default=False,
-                       help="sample actions instead of taking the greedy one (default: --no-explore)")
-    serve.add_argument("--max-request-bytes", type=int, default=1 << 20, metavar="N",
-                       help="largest request body accepted (default 1 MiB)")
-    serve.add_argument("--config", default=None, metavar="JSON",
-                       help="settings to override in the checkpoint's config, as a JSON object")
-    serve.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                       help="import a module first (e.g. one that registers the env); repeatable")
-    serve.add_argument("--env", default=None, metavar="ENV",
-                       help="serve with this env instead of the checkpoint's (needed when the checkpoint could not "
-                            "store its env, e.g. a class defined inside a function): a registered name (with "
-                            "--import MODULE), a Gymnasium id, or 'package.module:MyEnv'")
-    serve.add_argument("-v", "--verbose", action="count", default=0, help="more output (-vv: tracebacks)")
 
 
 class PolicyService:
@@ -52,14 +31,6 @@ class PolicyService:
 
     def __init__(self, checkpoint: str, address: str = "127.0.0.1", port: int = 9900, auth_token: str | None = None,
                  explore: bool = False, max_request_bytes: int = 1 << 20, config_overrides: dict | None = None):
-        from rlx.algorithms.algorithm import Algorithm
-        from rlx.env.external.auth import check_bind, resolve_token
-        from rlx.env.external.episodes import EpisodeBook
-        from rlx.env.external.http import HttpServer
-        from rlx.env.external.inference import BatchedPolicy
-        from rlx.env.external.reader import EpisodeBackend, check_external_runner, is_multi_agent_runner
-        from rlx.env.external.server import ServerApp, describe
-
         token = resolve_token(auth_token)
         check_bind(address, token)
         # Serving reads no training input and writes no output (a policy trained from a
@@ -71,9 +42,6 @@ class PolicyService:
             runner = self.algo.env_runner_group.local_env_runner
             check_external_runner(runner, "rlx serve")
             if is_multi_agent_runner(runner):  # every policy; the checkpoint's policy_mapping_fn maps agents
-                from rlx.env.external.inference import PolicySet
-                from rlx.env.external.multi_agent import MultiAgentEpisodeBackend
-                from rlx.env.external.multi_agent_server import MultiAgentServerApp, describe_multi_agent
 
                 policies = PolicySet(runner, explore=explore)
                 backend = MultiAgentEpisodeBackend(EpisodeBook(collect=False, multi_agent=True), policies, runner)
@@ -108,9 +76,6 @@ class PolicyService:
 def run_serve_command(args: argparse.Namespace) -> int:
     """Run `rlx serve` until interrupted."""
     import json
-
-    from rlx.cli.env_source import import_modules, rebuild_env_source, resolve_gymnasium_id
-    from rlx.cli.evaluate import read_checkpoint_metadata
 
     import_modules(args.imports)
     # What the checkpoint records about where its env comes from, as rlx evaluate does.

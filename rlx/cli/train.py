@@ -3,61 +3,25 @@ live progress and a closing summary."""
 from __future__ import annotations
 
 import argparse
-import math
-import shlex
 import shutil
 import signal
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from rlx.algorithms.algorithm_config import AlgorithmConfig
+from rlx.algorithms.checkpointing import checkpoint_algorithm_class, read_config, record_env_source
+from rlx.algorithms.registry import get_algorithm_config
+from rlx.cli.env_source import import_modules, rebuild_env_source, resolve_gymnasium_id
 from rlx.cli.experiments import ExperimentSpec, is_url, load_experiment_file
 from rlx.cli.names import check_dir_name
-from rlx.cli.progress import ProgressReporter, format_seconds
-from rlx.cli.stop import StopCriteria, lookup
-from rlx.utils.errors import ConfigError
-
-DEFAULT_EXPERIMENT_NAME = "default"
-RETURN_KEY = "env_runners/episode_return_mean"
-
-
-@dataclass
-class RunSettings:
-    """How to run experiments: command-line choices that override each experiment's own."""
-
-    storage_path: str | None = None
-    experiment_name: str | None = None
-    checkpoint_freq: int | None = None
-    checkpoint_at_end: bool | None = None
-    keep_checkpoints_num: int | None = None
-    stop: dict[str, Any] | None = None
-    env: Any = None
-    algo: str | None = None
-    config: dict[str, Any] | None = None
-    seed: int | None = None
-    verbose: int = 0
-    restore: str | None = None
-    live_progress: bool | None = None
-
-
-@dataclass
-class TrialOutcome:
-    """What a finished run reports: where it wrote, how far it got, why it stopped."""
-
-    algo: str
-    env: Any
-    trial_dir: Path
-    iterations: int = 0
-    env_steps: int = 0
-    time_s: float = 0.0
-    final_return: float | None = None
-    best_return: float | None = None
-    best_iteration: int | None = None
-    stop_reason: str = ""
-    checkpoint: str | None = None
-    checkpoints: list[str] = field(default_factory=list)
-
+from rlx.cli.outcome import (DEFAULT_EXPERIMENT_NAME, RunSettings, TrialOutcome, env_label, first, print_summary,
+                             record)
+from rlx.cli.progress import ProgressReporter
+from rlx.cli.stop import StopCriteria
+from rlx.loggers.creation import create_result_logger, results_root, trial_dir_name
+from rlx.utils.checkpoints import read_metadata
+from rlx.utils.errors import ConfigError, install_hint
 
 # ------------------------------------------------------------------ config assembly
 
@@ -65,9 +29,6 @@ class TrialOutcome:
 def build_config(spec: ExperimentSpec, settings: RunSettings, validate: bool = True) -> Any:
     """The AlgorithmConfig of `spec` with the command line's overrides applied (validated
     unless `validate=False`: a config holding grid_search values is a sweep, checked per trial)."""
-    from rlx.algorithms.algorithm_config import AlgorithmConfig
-    from rlx.algorithms.registry import get_algorithm_config
-
     algo = settings.algo or spec.algo
     if settings.restore:
         config, algo = _config_from_checkpoint(settings.restore, algo)
@@ -104,9 +65,6 @@ def build_config(spec: ExperimentSpec, settings: RunSettings, validate: bool = T
 def _resolve_gymnasium_id(config: Any) -> None:
     """A Gymnasium plugin's 'module:NS/Name-vN' becomes 'NS/Name-vN' with the module imported
     and recorded for the checkpoints (see rlx.cli.env_source.resolve_gymnasium_id)."""
-    from rlx.algorithms.checkpointing import record_env_source
-    from rlx.cli.env_source import resolve_gymnasium_id
-
     env, module = resolve_gymnasium_id(config.env)
     if module is not None:
         config.environment(env)
@@ -114,10 +72,6 @@ def _resolve_gymnasium_id(config: Any) -> None:
 
 
 def _config_from_checkpoint(path: str, algo: str | None) -> tuple[Any, str]:
-    from rlx.algorithms.checkpointing import checkpoint_algorithm_class, read_config, record_env_source
-    from rlx.cli.env_source import rebuild_env_source
-    from rlx.utils.checkpoints import read_metadata
-
     root = Path(path).expanduser()
     meta = read_metadata(root)
     source = rebuild_env_source(meta, root)
@@ -128,12 +82,6 @@ def _config_from_checkpoint(path: str, algo: str | None) -> tuple[Any, str]:
     if algo is not None and str(algo).upper() != algo_cls.__name__.upper():
         raise ConfigError(f"--algo {algo} does not match the checkpoint {root}, which holds a {algo_cls.__name__}.")
     return read_config(root, algo_cls, {}), algo_cls.__name__
-
-
-def _env_label(env: Any) -> str:
-    if isinstance(env, str):
-        return env
-    return getattr(env, "__name__", type(env).__name__)
 
 
 # ------------------------------------------------------------------ one run
@@ -169,8 +117,6 @@ class _StopRequest:
 def run_experiment(spec: ExperimentSpec, settings: RunSettings, out: TextIO | None = None) -> TrialOutcome:
     """Train `spec` until a stop criterion (or Ctrl-C), checkpointing as asked; print
     progress and a summary to `out` (stdout) and return the outcome."""
-    from rlx.loggers.creation import create_result_logger, results_root, trial_dir_name
-
     out = out if out is not None else sys.stdout
     name = experiment_name(spec, settings)  # checked before anything is built
     config = build_config(spec, settings, validate=False)
@@ -182,9 +128,9 @@ def run_experiment(spec: ExperimentSpec, settings: RunSettings, out: TextIO | No
     stop.check_before_training(config)
     storage = Path(settings.storage_path or spec.storage_path or results_root()).expanduser()
     trial_dir = storage / name / trial_dir_name(algo_name, config.env)
-    checkpoint_freq = _first(settings.checkpoint_freq, spec.checkpoint_freq, 0)
-    checkpoint_at_end = _first(settings.checkpoint_at_end, spec.checkpoint_at_end, True)
-    keep = _first(settings.keep_checkpoints_num, spec.keep_checkpoints_num, None)
+    checkpoint_freq = first(settings.checkpoint_freq, spec.checkpoint_freq, 0)
+    checkpoint_at_end = first(settings.checkpoint_at_end, spec.checkpoint_at_end, True)
+    keep = first(settings.keep_checkpoints_num, spec.keep_checkpoints_num, None)
 
     algo = config.build_algo(
         logger_creator=lambda cfg: create_result_logger(cfg, algo_name, logdir=trial_dir), use_copy=False,
@@ -195,7 +141,7 @@ def run_experiment(spec: ExperimentSpec, settings: RunSettings, out: TextIO | No
         if settings.restore:
             algo.restore(settings.restore)
             reporter.note(f"Restored {settings.restore} (iteration {algo.iteration}).")
-        reporter.note(f"Training {algo_name} on {_env_label(config.env)}; results in {outcome.trial_dir}")
+        reporter.note(f"Training {algo_name} on {env_label(config.env)}; results in {outcome.trial_dir}")
         reporter.note(f"Stops at: {stop.describe()}")
         _train_loop(algo, stop, reporter, outcome, checkpoint_freq, keep)
         if outcome.checkpoint is None or not outcome.checkpoint.endswith(f"{algo.iteration:06d}"):
@@ -218,21 +164,15 @@ def experiment_name(spec: ExperimentSpec, settings: RunSettings) -> str:
 
 def run_sweep(spec: ExperimentSpec, settings: RunSettings, config: Any, out: TextIO) -> TrialOutcome:
     """A config with grid_search values (or other Tune search spaces): one trial per value,
-    run by Ray Tune (rlx.tune.cli_sweep); returns the best trial's outcome."""
+    run by Ray Tune (rlx.cli.sweep); returns the best trial's outcome."""
     try:
         import ray.tune  # noqa: F401
     except ImportError as err:
-        from rlx.utils.errors import install_hint
-
         raise ConfigError("a grid_search in the config runs a sweep with Ray Tune, which is not installed: "
                           + install_hint("tune")) from err
-    from rlx.tune.cli_sweep import run_sweep as run_tune_sweep
+    from rlx.cli.sweep import run_sweep as run_tune_sweep  # imports Ray: only for a sweep
 
     return run_tune_sweep(spec, settings, config, out)
-
-
-def _first(*values: Any) -> Any:
-    return next((v for v in values if v is not None), None)
 
 
 def _train_loop(algo: Any, stop: StopCriteria, reporter: ProgressReporter, outcome: TrialOutcome,
@@ -241,7 +181,7 @@ def _train_loop(algo: Any, stop: StopCriteria, reporter: ProgressReporter, outco
         while True:
             result = algo.train()
             reporter.update(result)
-            _record(result, outcome)
+            record(result, outcome)
             if checkpoint_freq and algo.iteration % checkpoint_freq == 0:
                 _save(algo, outcome, keep, reporter, announce=True)
             reached = stop.met(result)
@@ -256,18 +196,6 @@ def _train_loop(algo: Any, stop: StopCriteria, reporter: ProgressReporter, outco
                 return
 
 
-def _record(result: dict[str, Any], outcome: TrialOutcome) -> None:
-    outcome.iterations = int(result.get("training_iteration", 0))
-    outcome.env_steps = int(result.get("num_env_steps_sampled_lifetime", 0) or 0)
-    outcome.time_s = float(result.get("time_total_s", 0.0) or 0.0)
-    ret = lookup(result, RETURN_KEY)
-    if isinstance(ret, (int, float)) and not math.isnan(ret):
-        outcome.final_return = float(ret)
-        if outcome.best_return is None or ret > outcome.best_return:
-            outcome.best_return = float(ret)
-            outcome.best_iteration = outcome.iterations
-
-
 def _save(algo: Any, outcome: TrialOutcome, keep: int | None, reporter: ProgressReporter, announce: bool) -> None:
     path = str(algo.save())
     outcome.checkpoint = path
@@ -278,42 +206,6 @@ def _save(algo: Any, outcome: TrialOutcome, keep: int | None, reporter: Progress
     if keep is not None:
         while len(outcome.checkpoints) > keep:
             shutil.rmtree(outcome.checkpoints.pop(0), ignore_errors=True)
-
-
-# ------------------------------------------------------------------ summary
-
-
-def evaluate_command(outcome: TrialOutcome) -> str:
-    """The exact `rlx evaluate` command for the outcome's last checkpoint."""
-    parts = ["rlx", "evaluate", shlex.quote(str(outcome.checkpoint)), "--algo", outcome.algo]
-    if isinstance(outcome.env, str):
-        parts += ["--env", shlex.quote(outcome.env)]
-    return " ".join(parts)
-
-
-def print_summary(outcome: TrialOutcome, out: TextIO) -> None:
-    """Final and best return, where results and checkpoints are, and how to evaluate."""
-
-    def fmt(value: float | None) -> str:
-        return "n/a (no episode finished)" if value is None else f"{value:.1f}"
-
-    reason = f" ({outcome.stop_reason})" if outcome.stop_reason else ""
-    lines = [
-        "",
-        f"Finished {outcome.algo} on {_env_label(outcome.env)}: {outcome.iterations} iterations, "
-        f"{outcome.env_steps:,} env steps, {format_seconds(outcome.time_s)}{reason}.",
-        f"  Final return: {fmt(outcome.final_return)}"
-        + (f"   best: {fmt(outcome.best_return)} (iteration {outcome.best_iteration})"
-           if outcome.best_return is not None else ""),
-        f"  Results:      {outcome.trial_dir}",
-        f"  TensorBoard:  tensorboard --logdir {shlex.quote(str(outcome.trial_dir.parent))}",
-    ]
-    if outcome.checkpoint:
-        lines += [f"  Checkpoint:   {outcome.checkpoint}", "Evaluate it with:", f"  {evaluate_command(outcome)}"]
-    else:
-        lines.append("  No checkpoint saved (use --checkpoint-at-end or --checkpoint-freq N).")
-    out.write("\n".join(lines) + "\n")
-    out.flush()
 
 
 # ------------------------------------------------------------------ commands
@@ -336,9 +228,6 @@ def _settings(args: argparse.Namespace) -> RunSettings:
 
 def _import_requested_modules(args: argparse.Namespace) -> None:
     """Import the --import modules and have the checkpoints record them."""
-    from rlx.algorithms.checkpointing import record_env_source
-    from rlx.cli.env_source import import_modules
-
     imports = list(getattr(args, "imports", None) or [])
     import_modules(imports)
     record_env_source(imports=imports)
@@ -357,8 +246,6 @@ def run_train_command(args: argparse.Namespace) -> int:
 
 def run_train_file_command(args: argparse.Namespace) -> int:
     """`rlx train file PATH` (and `rlx train -f PATH`): every experiment of the file in turn."""
-    from rlx.algorithms.checkpointing import record_env_source
-
     _import_requested_modules(args)
     specs = load_experiment_file(args.path)
     if not is_url(args.path) and Path(args.path).suffix.lower() == ".py":
@@ -375,6 +262,6 @@ def run_train_file_command(args: argparse.Namespace) -> int:
         print(f"\nRan {len(outcomes)} experiments from {args.path}:")
         for spec, outcome in zip(specs, outcomes):
             ret = "n/a" if outcome.final_return is None else f"{outcome.final_return:.1f}"
-            print(f"  {spec.name}: {outcome.algo} on {_env_label(outcome.env)}, return {ret}, "
+            print(f"  {spec.name}: {outcome.algo} on {env_label(outcome.env)}, return {ret}, "
                   f"checkpoint {outcome.checkpoint or '-'}")
     return 0

@@ -21,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlx.core.preprocessors import get_preprocessor
 from rlx.utils.errors import ConfigError, NotSupportedYetError
 
 #: The value masked logits and Q-values get (float32's lowest finite number).
@@ -91,8 +92,6 @@ def find_action_mask(observation_space: gym.Space, action_space: gym.Space,
     """The ActionMask of a module's (preprocessed) observation space, or None when the env's
     observation space is not a Dict holding the mask key (`model_config["action_mask_key"]`,
     default "action_mask"). Raises ConfigError when the mask's size does not fit the actions."""
-    from rlx.models.preprocessors import get_preprocessor
-
     model_config = model_config or {}
     key = model_config.get("action_mask_key") or DEFAULT_ACTION_MASK_KEY
     original = getattr(observation_space, "original_space", observation_space)

@@ -17,7 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlx.models.model_defaults import check_conv_filters
+from rlx.core.model_defaults import check_conv_filters
+from rlx.core.mlp import ACTIVATION_FNS, make_mlp
 from rlx.utils.errors import ConfigError
 
 #: RLlib's default `conv_filters` by image size: [out_channels, [kernel_h, kernel_w], stride] per layer.
@@ -69,14 +70,13 @@ class CNN(nn.Module):
     def __init__(self, obs_shape: Sequence[int], filters: Any, activation: str | None = "relu",
                  scale_uint8: bool = False):
         super().__init__()
-        from rlx.core.models import _ACTIVATION_FNS
 
         layers = check_conv_filters(filters)
         h, w = int(obs_shape[0]), int(obs_shape[1])
         channels = int(obs_shape[2]) if len(obs_shape) == 3 else 1
         self._add_channel = len(obs_shape) == 2
         self._scale = 1.0 / 255.0 if scale_uint8 else None
-        self._act = _ACTIVATION_FNS[activation]
+        self._act = ACTIVATION_FNS[activation]
         self.convs = nn.ModuleList()
         self._pads: list[tuple[int, int, int, int]] = []
         for i, (out, (kh, kw), (sh, sw), *padding) in enumerate(layers):
@@ -122,7 +122,6 @@ class ImageEncoder(nn.Module):
 
     def __init__(self, space: gym.spaces.Box, model_config: dict[str, Any]):
         super().__init__()
-        from rlx.core.models import make_mlp
 
         filters = model_config.get("conv_filters") or default_conv_filters(space.shape)
         self.cnn = CNN(space.shape, filters, model_config.get("conv_activation", "relu"),

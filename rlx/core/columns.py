@@ -31,3 +31,8 @@ class Columns:
     RETURNS_TO_GO = "returns_to_go"
     INTRINSIC_REWARDS = "intrinsic_rewards"
     NEXT_OBS_EMBEDDINGS = "next_obs_embeddings"
+
+
+def state_column(name: str) -> str:
+    """The batch column holding a recurrent module's state component `name` before each step."""
+    return f"{Columns.STATE_IN}/{name}"

@@ -13,6 +13,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlx.utils import registry
+from rlx.utils.errors import ConfigError, NotSupportedYetError, did_you_mean
+
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -261,8 +264,6 @@ def flat_action_size(space: gym.Space) -> int:
         return int(np.asarray(space.nvec).size)
     if isinstance(space, gym.spaces.Box):
         return int(np.prod(space.shape))
-    from rlx.utils.errors import NotSupportedYetError
-
     raise NotSupportedYetError(
         f"action space part {space}", "Tuple/Dict action spaces may hold Discrete, MultiDiscrete and Box parts"
     )
@@ -398,9 +399,7 @@ def dist_class_for_space(space: gym.Space, model_config: dict | None = None) -> 
     """The default distribution class (and its extra constructor kwargs) for an action space."""
     model_config = model_config or {}
     if model_config.get("custom_action_dist"):
-        from rlx.models.catalog import ModelCatalog
-
-        return ModelCatalog.get_custom_action_dist_class(model_config["custom_action_dist"]), {}
+        return custom_action_dist_class(model_config["custom_action_dist"]), {}
     if is_structured_action_space(space):
         leaves = action_space_leaves(space)
         children, input_lens, action_lens = [], [], []
@@ -410,8 +409,6 @@ def dist_class_for_space(space: gym.Space, model_config: dict | None = None) -> 
             input_lens.append(int(cls.required_input_dim(leaf, model_config)))
             action_lens.append(flat_action_size(leaf))
         if not leaves:
-            from rlx.utils.errors import NotSupportedYetError
-
             raise NotSupportedYetError(f"action space {space}", "Tuple/Dict action spaces need at least one part")
         return MultiDistribution, {"child_distributions": children, "input_lens": input_lens,
                                    "action_lens": action_lens, "space": space}
@@ -425,8 +422,6 @@ def dist_class_for_space(space: gym.Space, model_config: dict | None = None) -> 
     if isinstance(space, gym.spaces.Box):
         # Box actions of any shape: one diagonal Gaussian over the flattened components.
         return DiagGaussian, {"log_std_clip": float(model_config.get("log_std_clip_param", 20.0))}
-    from rlx.utils.errors import NotSupportedYetError
-
     raise NotSupportedYetError(
         f"action space {space}",
         "default distributions exist for Discrete, MultiDiscrete, MultiBinary, Box and Tuple/Dict spaces of those"
@@ -458,3 +453,34 @@ __all__ = [
     "dist_class_for_space", "BoundDistribution", "flat_action_dim", "flat_action_size", "is_structured_action_space",
     "action_space_leaves", "flatten_action_parts", "unflatten_action_parts",
 ]
+
+
+def check_action_dist_class(cls: Any, name: str) -> None:
+    """ConfigError unless `cls` is a Distribution subclass (what a custom action distribution must be)."""
+    if not (isinstance(cls, type) and issubclass(cls, Distribution)):
+        raise ConfigError(
+            f"custom action distribution {name!r} must be a subclass of "
+            f"rlx.models.torch.torch_action_dist.TorchDistributionWrapper, got {cls!r}.")
+
+
+def custom_action_dist_class(custom_action_dist: Any) -> type:
+    """The class a `model["custom_action_dist"]` setting names: a class, a name registered with
+    `ModelCatalog.register_custom_action_dist`, or an import path."""
+    cls = custom_action_dist if isinstance(custom_action_dist, type) else None
+    if cls is None and isinstance(custom_action_dist, str):
+        cls = registry.find_custom_class("custom_action_dists", custom_action_dist)
+        if cls is None and ("." in custom_action_dist or ":" in custom_action_dist):
+            try:
+                cls = registry.import_object(custom_action_dist)
+            except Exception as err:  # noqa: BLE001 - reported below with the name
+                raise ConfigError(f"model['custom_action_dist']={custom_action_dist!r} could not be imported: "
+                                  f"{err}") from err
+    if cls is None:
+        known = registry.registered_custom_names("custom_action_dists")
+        raise ConfigError(
+            f"Unknown custom action distribution {custom_action_dist!r}.{did_you_mean(str(custom_action_dist), known)} "
+            "Register it first with ModelCatalog.register_custom_action_dist(name, DistClass)"
+            + (f" (registered: {', '.join(known)})." if known else ".")
+            + " Register it before the Algorithm is built, so that the processes rlx starts get it too.")
+    check_action_dist_class(cls, str(custom_action_dist))
+    return cls

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from rlx.core.cnn import ImageEncoder
-from rlx.core.models import EnsembleMLP
+from rlx.core.mlp import EnsembleMLP, make_mlp
 
 
 class FlatImageEncoder(nn.Module):
@@ -60,8 +60,6 @@ class ImageCriticEnsemble(nn.Module):
 def image_policy(space: gym.spaces.Box, model_config: dict[str, Any], hiddens: Sequence[int], activation: str | None,
                  out_dim: int, out_gain: float = 0.01) -> nn.Sequential:
     """A policy network on flat images: FlatImageEncoder, then an MLP `hiddens -> out_dim`."""
-    from rlx.core.models import make_mlp
-
     encoder = FlatImageEncoder(space, model_config)
     return nn.Sequential(encoder, make_mlp(encoder.out_dim, [], None, out_dim, out_gain=out_gain,
                                            post_hiddens=hiddens, post_activation=activation))

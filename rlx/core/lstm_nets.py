@@ -18,7 +18,7 @@ from rlx.core.action_masking import find_action_mask
 from rlx.core.cnn import is_image_space
 from rlx.core.columns import Columns
 from rlx.core.models import make_mlp
-from rlx.core.rl_module import RLModule
+from rlx.core.rl_module.rl_module import RLModule
 from rlx.utils.errors import NotSupportedYetError
 
 
@@ -103,7 +103,7 @@ class LSTMReplayModule(RLModule):
     step)`, where `pi` swaps in e.g. a target policy.
     """
 
-    #: Algorithm._completed_spec: this is a default module for model use_lstm.
+    #: rlx.algorithms.module_specs: this is a default module for model use_lstm.
     builds_use_lstm = True
 
     def get_initial_state(self) -> dict[str, Any]:

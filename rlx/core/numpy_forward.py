@@ -13,6 +13,8 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import torch
 
+from rlx.core.mlp import MLP
+
 NumpyFn = Callable[[np.ndarray], np.ndarray]
 
 
@@ -51,8 +53,6 @@ def _numpy_view(param: torch.Tensor) -> np.ndarray | None:
 def mlp_numpy_fn(mlp: Any) -> NumpyFn | None:
     """`mlp(x)` in NumPy for an rlx MLP (rlx.core.models.MLP, exactly), or None for any other
     network, an activation without a NumPy form, non-float32/non-CPU weights or forward hooks."""
-    from rlx.core.models import MLP
-
     if type(mlp) is not MLP or _has_hooks(mlp):
         return None
     table = _numpy_activations()

@@ -14,6 +14,8 @@ from typing import Any, Iterable
 
 import torch
 
+from rlx.utils.errors import ConfigError
+
 
 class _ForeachOptimizer:
     """Shared parts: one param group, torch.optim-style param_groups/state_dict."""
@@ -207,8 +209,6 @@ _OPTION_RANGES: dict[str, tuple[float, float, bool]] = {
 def check_optimizer_options(optimizer: str, options: dict[str, Any]) -> None:
     """Raise a ConfigError naming the key when an optimizer setting is out of range: NaN or
     infinite numbers, negative momentum/weight_decay, eps <= 0, betas outside [0, 1)."""
-    from rlx.utils.errors import ConfigError
-
     for key, value in options.items():
         if key == "betas":
             ok = isinstance(value, (list, tuple)) and len(value) == 2 and all(

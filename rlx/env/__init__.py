@@ -2,7 +2,7 @@
 from typing import Any
 
 from rlx.env.env_context import EnvContext
-from rlx.env.registry import register_env
+from rlx.utils.registry import register_env
 
 __all__ = ["EnvContext", "register_env", "MultiAgentEnv", "make_multi_agent", "PettingZooEnv",
            "ParallelPettingZooEnv", "ExternalEnv", "ExternalMultiAgentEnv", "PolicyClient", "PolicyServerInput"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlx.core.columns import Columns
-from rlx.policy.sample_batch import MultiAgentBatch
+from rlx.core.sample_batch import MultiAgentBatch
 from rlx.utils.compression import is_compressed, pack, unpack
 
 #: The columns that travel compressed (RLlib's SampleBatch.compress default).

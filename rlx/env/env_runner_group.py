@@ -19,15 +19,19 @@ from typing import Any, Callable
 
 import numpy as np
 
-from rlx.core.rl_module import RLModule, RLModuleSpec
+from rlx.core.learner.learner import unwrap_module
+from rlx.core.rl_module.rl_module import RLModule, RLModuleSpec
+from rlx.core.sample_batch import MultiAgentBatch, join_time_major
 from rlx.env.batch_compression import compress_observations, decompress_observations
-from rlx.env.env_runner import SingleAgentEnvRunner
+from rlx.env.env_runner import EnvInfo, SingleAgentEnvRunner
 from rlx.env.partial_fragment import PartialFragment, take_partial_fragment
+from rlx.env.process_env_runner import ProcessEnvRunner
+from rlx.env.ray_env_runner import RayEnvRunner
 from rlx.env.runner_host import RebuildRunner, RunnerFactory
 from rlx.env.runner_restarts import EnvRunnerFailureError, RunnerSupervisor
 from rlx.env.threaded_env_runner import ThreadedEnvRunner
-from rlx.policy.sample_batch import MultiAgentBatch
 from rlx.utils.errors import ConfigError
+from rlx.utils.registry import import_object
 
 logger = logging.getLogger("rlx")
 
@@ -46,21 +50,9 @@ def resolve_backend(name: str) -> str:
 
 def concat_batches(batches: list[Any]) -> Any:
     """Join time-major batches of the same sub-envs along the time axis."""
-    if len(batches) == 1:
-        return batches[0]
     if isinstance(batches[0], MultiAgentBatch):
         return MultiAgentBatch.concat_time(batches)
-    keys = set().union(*batches)
-    out = {}
-    for k in keys:
-        parts = []
-        for b in batches:
-            if k in b:
-                parts.append(b[k])
-            elif k == "valid":
-                parts.append(np.ones(b["rewards"].shape, dtype=bool))
-        out[k] = np.concatenate(parts, axis=0)
-    return out
+    return join_time_major(batches, axis=0)
 
 
 class EnvRunnerGroup:
@@ -95,8 +87,6 @@ class EnvRunnerGroup:
         self._module_spec = module_spec
         runner_cls = runner_cls or config.env_runner_cls or SingleAgentEnvRunner
         if isinstance(runner_cls, str):
-            from rlx.env.registry import import_object
-
             runner_cls = import_object(runner_cls)
         self._runner_cls = runner_cls
         num_remote = int(config.num_env_runners)
@@ -148,8 +138,6 @@ class EnvRunnerGroup:
     def _make_local(self, env_info: Any = None) -> Any:
         if env_info is None and self.config.env is None and issubclass(self._runner_cls, SingleAgentEnvRunner):
             # env=None with observation_space/action_space: a runner without sub-envs (external envs).
-            from rlx.env.env_runner import EnvInfo
-
             env_info = EnvInfo(self.config.observation_space, self.config.action_space, 1, False)
         kwargs = {} if env_info is None else {"env_info": env_info}
         return self._runner_cls(config=self.config, worker_index=0, num_workers=int(self.config.num_env_runners),
@@ -219,11 +207,7 @@ class EnvRunnerGroup:
             )
             return ThreadedEnvRunner(runner, index)
         if self.backend == "ray":
-            from rlx.env.ray_env_runner import RayEnvRunner
-
             return RayEnvRunner(self._runner_cls, self.config, index, num_workers, self._module_spec)
-        from rlx.env.process_env_runner import ProcessEnvRunner
-
         threads = max(1, int(self.config.num_cpus_per_env_runner or 1))
         return ProcessEnvRunner(self._runner_cls, self.config, index, num_workers, self._module_spec,
                                 num_threads=threads)
@@ -751,7 +735,6 @@ class EnvRunnerGroup:
             if from_worker_or_learner_group is None:
                 raise ValueError("sync_weights() without a source needs a local EnvRunner; pass "
                                  "from_worker_or_learner_group=algo.learner_group (or a runner).")
-        from rlx.core.learner.learner import unwrap_module
 
         # A Learner's `module` is a view of its RLModule: compare the modules behind the views.
         source_module = unwrap_module(getattr(from_worker_or_learner_group, "module", None))
@@ -963,28 +946,9 @@ def join_runner_batches(batches: list[Any]) -> Any:
     Batches of different lengths are padded at the end with rows marked invalid, so every
     column keeps its own sub-env's trajectory.
     """
-    if len(batches) == 1:
-        return batches[0]
     if isinstance(batches[0], MultiAgentBatch):
         return MultiAgentBatch.join_side_by_side(batches)
-    T = max(b["rewards"].shape[0] for b in batches)
-    needs_valid = any("valid" in b for b in batches) or any(b["rewards"].shape[0] != T for b in batches)
-    padded = []
-    for b in batches:
-        t = b["rewards"].shape[0]
-        out = {}
-        for k, v in b.items():
-            if t < T:
-                pad = np.zeros((T - t,) + v.shape[1:], dtype=v.dtype)
-                v = np.concatenate([v, pad], axis=0)
-            out[k] = v
-        if needs_valid and "valid" not in out:
-            valid = np.zeros((T,) + b["rewards"].shape[1:], dtype=bool)
-            valid[:t] = True
-            out["valid"] = valid
-        padded.append(out)
-    keys = set().union(*padded)
-    return {k: np.concatenate([p[k] for p in padded], axis=1) for k in keys}
+    return join_time_major(batches, axis=1)
 
 
 # Calls shipped to remote runners: module-level classes, so they pickle by reference.

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx.policy.sample_batch import MultiAgentBatch
+from rlx.core.sample_batch import MultiAgentBatch
 
 
 def copy_batch(batch: Any) -> Any:

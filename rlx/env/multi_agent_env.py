@@ -13,6 +13,9 @@ from typing import Any, Callable
 
 import gymnasium as gym
 
+from rlx.env.env_context import EnvContext
+from rlx.utils.checkpoint_recipes import set_recipe
+from rlx.utils.registry import get_registered_creator, import_object, make_env_creator
 from rlx.utils.typing import AgentID, MultiAgentDict
 
 #: The key of terminateds/truncateds that ends the episode for every agent.
@@ -115,10 +118,6 @@ def make_multi_agent(env_name_or_creator: str | Callable[[Any], Any]) -> type[Mu
     Checkpoints store the class as this call, `make_multi_agent(env_name_or_creator)`, when
     its argument can be stored (a name, or a class or creator defined at module level).
     """
-    from rlx.env.env_context import EnvContext
-    from rlx.env.registry import make_env_creator
-    from rlx.utils.checkpoint_recipes import set_recipe
-
     class MultiEnv(MultiAgentEnv):
         """`num_agents` independent copies of one env, each played by its own agent."""
 
@@ -187,8 +186,6 @@ def env_class_is_multi_agent(env: Any) -> bool:
     if isinstance(env, type):
         return issubclass(env, MultiAgentEnv)
     if isinstance(env, str) and (":" in env or "." in env):
-        from rlx.env.registry import get_registered_creator, import_object
-
         if get_registered_creator(env) is not None:
             return False
         try:

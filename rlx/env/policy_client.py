@@ -33,6 +33,7 @@ from typing import Any
 from rlx.env.external.auth import resolve_token
 from rlx.env.external.codec import dumps, to_jsonable
 from rlx.env.external.http import HttpClient, PolicyServerError
+from rlx.env.external.local_policy import build_local_algorithm
 from rlx.utils.errors import ConfigError, NotSupportedYetError
 
 __all__ = ["PolicyClient", "PolicyServerError"]
@@ -187,8 +188,6 @@ class PolicyClient:
             self.flush()
 
     def _setup_local_policy(self) -> None:
-        from rlx.env.external.local_policy import build_local_algorithm
-
         _, _, body = self._http.request("GET", "/spec")
         spec = json.loads(body)
         self._algo = build_local_algorithm(spec)

@@ -20,6 +20,7 @@ from typing import Any
 
 from rlx.env.external.auth import DEFAULT_ADDRESS, check_bind, resolve_token
 from rlx.env.external.http import DEFAULT_MAX_REQUEST_BYTES, HttpServer
+from rlx.env.external.multi_agent_server import MultiAgentServerApp, describe_multi_agent
 from rlx.env.external.reader import ExternalEnvInput, fragment_length, is_multi_agent_runner
 from rlx.env.external.server import ServerApp, describe
 from rlx.env.external_env import ExternalEnv
@@ -45,8 +46,6 @@ class _ServingEnv(ExternalEnv):
         super()._attach(backend)
         address, port, token, max_bytes = self._http_args
         if backend.multi_agent:
-            from rlx.env.external.multi_agent_server import MultiAgentServerApp, describe_multi_agent
-
             app: Any = MultiAgentServerApp(backend, spec=lambda: describe_multi_agent(self._config, backend.policy))
         else:
             app = ServerApp(backend, spec=lambda: describe(self._config, backend.policy))

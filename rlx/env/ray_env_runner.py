@@ -27,6 +27,8 @@ from typing import Any, Callable
 
 from rlx.env.process_env_runner import EnvRunnerDiedError
 from rlx.env.runner_host import RunnerFactory, RunnerHost
+from rlx.utils.registry import registry_snapshot, restore_registry
+from rlx.utils.stack_dump import install as install_stack_dumps
 
 logger = logging.getLogger("rlx")
 
@@ -47,10 +49,7 @@ class _EnvRunnerActor:
     """
 
     def __init__(self, num_threads: int, env_registry: dict[str, Any] | None = None, index: int | None = None):
-        from rlx.env.registry import restore_registry
-
         restore_registry(env_registry, where=f"the Ray actor of EnvRunner {index} (pid {os.getpid()})")
-        from rlx.utils.stack_dump import install as install_stack_dumps
 
         install_stack_dumps("ray-env-runner", f"ray-env-runner-{index}")  # found by `rlx stack` on this node
         import torch
@@ -317,8 +316,6 @@ class RayEnvRunner:
             spread = str(config.placement_strategy or "").upper() in ("SPREAD", "STRICT_SPREAD")
             options["scheduling_strategy"] = "SPREAD" if spread else "DEFAULT"
         try:
-            from rlx.env.registry import registry_snapshot
-
             self.actor = _remote_actor_class().options(**options).remote(max(1, int(num_cpus)), registry_snapshot(),
                                                                          index)
             self._ready = self._track(self.actor.build.remote(runner_cls, config, index, num_workers, module_spec))

@@ -9,6 +9,8 @@ from typing import Any, Sequence
 import numpy as np
 from gymnasium.spaces import Discrete as _Discrete
 
+from rlx.connectors.episode_indexing import select_items
+from rlx.env.episode_state import episode_from_state, episode_get_state
 from rlx.utils.errors import RLXError
 
 
@@ -44,8 +46,6 @@ _NO_FILL = object()
 def _get(items: Sequence[Any], indices: Any, what: str, fill: Any, lookback: bool) -> Any:
     if fill is _NO_FILL and not lookback:
         return _select(items, indices, what)
-    from rlx.connectors.episode_indexing import select_items
-
     return select_items(items, indices, what, None if fill is _NO_FILL else fill, fill is not _NO_FILL, lookback)
 
 
@@ -368,15 +368,11 @@ class SingleAgentEpisode:
     def get_state(self) -> dict[str, Any]:
         """This episode as a dict of plain values and arrays, in RLlib's layout
         (rlx.env.episode_state); `SingleAgentEpisode.from_state` rebuilds it."""
-        from rlx.env.episode_state import episode_get_state
-
         return episode_get_state(self)
 
     @staticmethod
     def from_state(state: dict[str, Any]) -> "SingleAgentEpisode":
         """The episode of a `get_state()` dict (rlx's or RLlib's); EpisodeStateError when malformed."""
-        from rlx.env.episode_state import episode_from_state
-
         return episode_from_state(state)
 
     def __repr__(self) -> str:

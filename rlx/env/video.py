@@ -9,8 +9,12 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
+from rlx.env.env_checker import OldGymEnvCompatibility, check_env, looks_like_old_gym_api
 from rlx.env.env_context import EnvContext
+from rlx.env.multi_agent_env import MultiAgentEnv
+from rlx.env.multi_agent_env_checker import check_multi_agent_env
 from rlx.utils.errors import ConfigError, EnvError, install_hint
+from rlx.utils.registry import _gym_creator, get_registered_creator, make_env_creator
 
 #: File names of the videos start with this: rl-video-episode-0.mp4, ...
 VIDEO_NAME_PREFIX = "rl-video"
@@ -39,8 +43,6 @@ def gymnasium_id(env_spec: Any) -> str | None:
     import paths, classes, creators), which rlx cannot re-create with a render mode."""
     import gymnasium as gym
 
-    from rlx.env.registry import get_registered_creator, make_env_creator
-
     if not isinstance(env_spec, str) or get_registered_creator(env_spec) is not None:
         return None
     if env_spec in gym.registry:
@@ -54,8 +56,6 @@ def gymnasium_id(env_spec: Any) -> str | None:
 
 def make_gymnasium_env(env_id: str, env_context: EnvContext, render_mode: str) -> Any:
     """`gymnasium.make(env_id, render_mode=render_mode, **env_config)`, checking the mode took."""
-    from rlx.env.registry import _gym_creator
-
     # pygame (Gymnasium's renderer) greets on stdout at import; keep the command's output clean.
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
     ctx = env_context.copy_with_overrides(env_config={**env_context, "render_mode": render_mode})
@@ -107,9 +107,6 @@ def make_env(config: Any, render_mode: str | None = None, feature: str = "") -> 
     With `render_mode`, a Gymnasium id is created with that mode; another env is created as
     usual and, for 'rgb_array', must report that mode (`feature` names what asked for it).
     """
-    from rlx.env.env_checker import OldGymEnvCompatibility, check_env, looks_like_old_gym_api
-    from rlx.env.registry import make_env_creator
-
     ctx = EnvContext(config.env_config)
     env_id = gymnasium_id(config.env) if render_mode is not None else None
     if env_id is not None:
@@ -126,12 +123,8 @@ def make_env(config: Any, render_mode: str | None = None, feature: str = "") -> 
             check_rgb_array_env(env, feature, "Create the env with render_mode='rgb_array', e.g. from a "
                                 "'render_mode' key of env_config (--config '{\"env_config\": "
                                 "{\"render_mode\": \"rgb_array\"}}').")
-    from rlx.env.multi_agent_env import MultiAgentEnv
-
     if isinstance(env, MultiAgentEnv):
         if not config.disable_env_checking:
-            from rlx.env.multi_agent_env_checker import check_multi_agent_env
-
             check_multi_agent_env(env)
         return env
     if not config.disable_env_checking:

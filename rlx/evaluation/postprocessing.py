@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from rlx.core.columns import Columns
+from rlx.utils.postprocessing import compute_gae, discounted_cumsum
 
 
 class Postprocessing:
@@ -23,13 +24,7 @@ class Postprocessing:
 
 def discount_cumsum(x: np.ndarray, gamma: float) -> np.ndarray:
     """y[t] = x[t] + gamma * y[t + 1] over a 1-D sequence (the discounted sum to the end)."""
-    x = np.asarray(x, dtype=np.float64)
-    out = np.zeros_like(x)
-    running = 0.0
-    for t in range(len(x) - 1, -1, -1):
-        running = x[t] + gamma * running
-        out[t] = running
-    return out.astype(np.float32)
+    return discounted_cumsum(np.asarray(x, dtype=np.float64), gamma).astype(np.float32)
 
 
 def compute_advantages(rollout: Any, last_r: float, gamma: float = 0.9, lambda_: float = 1.0,
@@ -46,11 +41,12 @@ def compute_advantages(rollout: Any, last_r: float, gamma: float = 0.9, lambda_:
         if not use_critic:
             raise ValueError("use_gae=True needs use_critic=True (GAE uses the value predictions).")
         vpred = np.asarray(rollout[Columns.VF_PREDS] if vf_preds is None else vf_preds, dtype=np.float32)
-        vpred_t = np.concatenate([vpred, np.array([last_r], dtype=np.float32)])
-        delta_t = rewards + gamma * vpred_t[1:] - vpred_t[:-1]
-        advantages = discount_cumsum(delta_t, gamma * lambda_)
-        rollout[Postprocessing.ADVANTAGES] = advantages
-        rollout[Postprocessing.VALUE_TARGETS] = (advantages + vpred).astype(np.float32)
+        next_vpred = np.concatenate([vpred[1:], np.array([last_r], dtype=np.float32)])
+        no_cut = np.zeros((len(rewards), 1), dtype=bool)  # one stretch; last_r is 0 after a termination
+        advantages, targets = compute_gae(rewards[:, None], vpred[:, None], next_vpred[:, None], no_cut, no_cut,
+                                          gamma, lambda_)
+        rollout[Postprocessing.ADVANTAGES] = advantages[:, 0]
+        rollout[Postprocessing.VALUE_TARGETS] = targets[:, 0].astype(np.float32)
     else:
         returns = discount_cumsum(np.concatenate([rewards, np.array([last_r], np.float32)]), gamma)[:-1]
         if use_critic:

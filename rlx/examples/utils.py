@@ -38,7 +38,9 @@ from typing import Any, Callable
 # Registers rlx's algorithms with Ray Tune as soon as a script imports ray.tune (e.g. for
 # `get_trainable_cls("PPO")`); never imports Ray itself.
 import rlx.algorithms  # noqa: F401
-from rlx.utils.errors import ConfigError
+from rlx.cli.stop import StopCriteria, canonical_key, lookup
+from rlx.loggers.creation import results_root
+from rlx.utils.errors import ConfigError, install_hint
 from rlx.utils.metrics import (
     ENV_RUNNER_RESULTS,
     EPISODE_RETURN_MEAN,
@@ -158,8 +160,6 @@ def should_stop(stop: dict[str, Any], results: dict[str, Any], keep_ray_up: bool
     ({key: minimum}, nested keys written 'a/b'; RLlib's older key names work too). Missing or
     non-numeric values never stop. When a criterion is met, prints which and, unless
     `keep_ray_up`, shuts Ray down (if it runs)."""
-    from rlx.cli.stop import canonical_key, lookup
-
     for key, threshold in stop.items():
         value = _lookup(results, key)
         if value is None:
@@ -334,8 +334,6 @@ def _dest(flag: str) -> str:
 
 def _run_without_tune(config: Any, args: argparse.Namespace, stop: dict[str, Any],
                       success_metric: dict[str, float] | None, keep_ray_up: bool) -> dict[str, Any]:
-    from rlx.cli.stop import StopCriteria
-
     if args.wandb_key is not None:
         raise ConfigError("--wandb-key: rlx logs to WandB through Ray Tune's WandbLoggerCallback, which --no-tune "
                           "does not use. Drop --no-tune, or drop --wandb-key.")
@@ -387,13 +385,9 @@ def _run_with_tune(config: Any, args: argparse.Namespace, stop: dict[str, Any],
         import ray
         from ray import tune
     except ImportError as err:
-        from rlx.utils.errors import install_hint
-
         raise ImportError("run_rllib_example_script_experiment runs the experiment through Ray Tune, which is not "
                           f"installed: {install_hint('tune')} Or pass --no-tune to train in a plain loop.") from err
     import rlx.tune  # noqa: F401 - registers rlx's algorithms, envs and configs with Tune (before ray.init)
-    from rlx.cli.stop import canonical_key
-    from rlx.loggers.creation import results_root
 
     if not ray.is_initialized():
         ray.init(num_cpus=args.num_cpus or None, ignore_reinit_error=True)

@@ -1,7 +1,6 @@
 """How an Algorithm gets its result logger: a `logger_creator`, `logger_config`, or the default."""
 from __future__ import annotations
 
-import inspect
 import os
 import re
 import uuid
@@ -9,8 +8,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rlx.loggers.logger import Logger
+from rlx.loggers.logger import make_logger
+from rlx.loggers.unified_logger import UnifiedLogger
 from rlx.utils.errors import ConfigError
+from rlx.utils.registry import import_object
 
 #: Characters replaced in the parts of a trial directory's name, and the longest part kept
 #: (two parts plus the time stamp and id stay under the usual 255-byte limit of a name).
@@ -54,8 +55,6 @@ def resolve_logger_class(spec: Any) -> type:
     if ":" not in name and "." in name:
         module, _, attr = name.rpartition(".")
         name = f"{module}:{attr}"
-    from rlx.env.registry import import_object
-
     try:
         cls = import_object(name)
     except (ImportError, AttributeError) as err:
@@ -63,14 +62,6 @@ def resolve_logger_class(spec: Any) -> type:
     if not isinstance(cls, type):
         raise ConfigError(f"logger_config['type']={spec!r} is not a class.")
     return cls
-
-
-def make_logger(cls: type, config: Any, logdir: str | os.PathLike | None, logger_config: dict) -> Any:
-    """Instantiate a logger class; rlx loggers also get `logger_config`, others (Tune-style
-    classes taking `(config, logdir)`) do not."""
-    if issubclass(cls, Logger) and "logger_config" in inspect.signature(cls.__init__).parameters:
-        return cls(config, logdir, logger_config=logger_config)
-    return cls(config, logdir)
 
 
 def create_result_logger(config: Any, algo_name: str, logger_creator: Any = None,
@@ -90,8 +81,6 @@ def create_result_logger(config: Any, algo_name: str, logger_creator: Any = None
                 "(an object with on_result(result), flush() and close())."
             )
         return result_logger
-    from rlx.loggers.unified_logger import UnifiedLogger
-
     logger_config = dict(config.logger_config or {})
     cls = resolve_logger_class(logger_config.pop("type", UnifiedLogger))
     configured_logdir = logger_config.pop("logdir", None)

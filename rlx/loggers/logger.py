@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import math
 import os
@@ -75,6 +76,14 @@ class Logger:
 
     def _discard(self) -> None:
         """Release the files of a logger that stopped writing, ignoring further errors."""
+
+
+def make_logger(cls: type, config: Any, logdir: str | os.PathLike | None, logger_config: dict) -> Any:
+    """Instantiate a logger class; rlx loggers also get `logger_config`, others (Tune-style
+    classes taking `(config, logdir)`) do not."""
+    if issubclass(cls, Logger) and "logger_config" in inspect.signature(cls.__init__).parameters:
+        return cls(config, logdir, logger_config=logger_config)
+    return cls(config, logdir)
 
 
 def close_quietly(file: Any) -> None:

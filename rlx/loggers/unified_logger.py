@@ -6,7 +6,7 @@ from typing import Any
 
 from rlx.loggers.csv_logger import CSVLogger
 from rlx.loggers.json_logger import JsonLogger
-from rlx.loggers.logger import Logger
+from rlx.loggers.logger import Logger, make_logger
 from rlx.loggers.tbx_logger import TBXLogger
 
 DEFAULT_LOGGERS: tuple[type[Logger], ...] = (JsonLogger, CSVLogger, TBXLogger)
@@ -23,8 +23,6 @@ class UnifiedLogger(Logger):
         super().__init__(config, logdir, trial, logger_config)
 
     def _init(self) -> None:
-        from rlx.loggers.creation import make_logger
-
         self._loggers = [make_logger(cls, self.config, self.logdir, self.logger_config)
                          for cls in self._logger_classes]
 

@@ -1,8 +1,9 @@
 """Model configuration defaults, observation preprocessors and the old API's custom models
 (RLlib's `ray.rllib.models` path): `ModelCatalog`, `ModelV2`, `MODEL_DEFAULTS`.
 
-PyTorch model classes live in `rlx.models.torch` (imported on first use, so that
-`import rlx` stays cheap)."""
+PyTorch model classes live in `rlx.models.torch`. Importing this package imports torch (the
+models ModelCatalog builds are torch modules); `import rlx` and the algorithm configs do not
+import it."""
 from rlx.models.catalog import ModelCatalog
 from rlx.models.model_defaults import MODEL_DEFAULTS
 from rlx.models.modelv2 import ModelV2

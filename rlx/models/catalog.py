@@ -10,18 +10,27 @@ RLlib's `ray.rllib.models.ModelCatalog`, for the old API's custom models:
 the actor-critic one (PPO) then run the model inside
 `rlx.models.modelv2_rl_module.ModelV2RLModule`.
 
-Registrations live in this process; when Ray Tune is imported they also go into Tune's
-registry (as RLlib's do), so trials running in Ray workers find them too.
+Registrations live in the name registry (`rlx.utils.registry`'s `CUSTOM_MODELS` and
+`CUSTOM_ACTION_DISTS`); when Ray Tune is imported they also go into Tune's registry (as
+RLlib's do), so trials running in Ray workers find them too.
 """
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import gymnasium as gym
 
-from rlx._tune_autoregister import install as _install_tune_hook
+from rlx.core.cnn import is_image_space
+from rlx.core.distributions import (BoundDistribution, check_action_dist_class, custom_action_dist_class,
+                                    dist_class_for_space)
+from rlx.core.model_defaults import MODEL_DEFAULTS
+from rlx.core.preprocessors import get_preprocessor
+from rlx.models.torch.fcnet import FullyConnectedNetwork
+from rlx.models.torch.recurrent_net import LSTMWrapper
+from rlx.models.torch.visionnet import VisionNetwork
+from rlx.utils import registry
 from rlx.utils.errors import ConfigError, NotSupportedYetError, did_you_mean
+from rlx.utils.import_hooks import install as _install_tune_hook
 
 __all__ = ["ModelCatalog"]
 
@@ -30,23 +39,16 @@ __all__ = ["ModelCatalog"]
 # does (standard library only; Ray is never imported here).
 _install_tune_hook()
 
-_TUNE_CATEGORY_MODEL = "rllib_model"
-_TUNE_CATEGORY_ACTION_DIST = "rllib_action_dist"
-
-
-def _tune_registry() -> Any:
-    """`ray.tune.registry` when something already imported it (never imported here)."""
-    return sys.modules.get("ray.tune.registry")
-
 
 class ModelCatalog:
     """Registry of custom models (and action distributions); builds a config's model."""
 
-    _custom_models: dict[str, Any] = {}
-    _custom_action_dists: dict[str, Any] = {}
+    # The tables of the name registry (rlx.utils.registry), under their old names.
+    _custom_models: dict[str, Any] = registry.CUSTOM_MODELS
+    _custom_action_dists: dict[str, Any] = registry.CUSTOM_ACTION_DISTS
     #: Registrations shipped (cloudpickled) from the process that started this one, unpickled on
-    #: first use: {"custom_models" | "custom_action_dists": {name: bytes}} (see rlx.env.registry).
-    _shipped: dict[str, dict[str, bytes]] = {"custom_models": {}, "custom_action_dists": {}}
+    #: first use: {"custom_models" | "custom_action_dists": {name: bytes}}.
+    _shipped: dict[str, dict[str, bytes]] = registry.SHIPPED_CUSTOM
 
     # ------------------------------------------------------------------ registration
 
@@ -57,8 +59,7 @@ class ModelCatalog:
             raise ConfigError(f"register_custom_model needs a non-empty name, got {model_name!r}.")
         if not isinstance(model_class, type):
             raise ConfigError(f"register_custom_model('{model_name}', ...) needs a model class, got {model_class!r}.")
-        ModelCatalog._custom_models[model_name] = model_class
-        _register_with_tune(_TUNE_CATEGORY_MODEL, model_name, model_class)
+        registry.register_custom_class("custom_models", model_name, model_class)
 
     @staticmethod
     def register_custom_action_dist(action_dist_name: str, action_dist_class: type) -> None:
@@ -67,49 +68,21 @@ class ModelCatalog:
         if not isinstance(action_dist_name, str) or not action_dist_name:
             raise ConfigError(f"register_custom_action_dist needs a non-empty name, got {action_dist_name!r}.")
         ModelCatalog._check_action_dist_class(action_dist_class, action_dist_name)
-        ModelCatalog._custom_action_dists[action_dist_name] = action_dist_class
-        _register_with_tune(_TUNE_CATEGORY_ACTION_DIST, action_dist_name, action_dist_class)
+        registry.register_custom_class("custom_action_dists", action_dist_name, action_dist_class)
 
     @staticmethod
     def _check_action_dist_class(cls: Any, name: str) -> None:
-        from rlx.core.distributions import Distribution
-
-        if not (isinstance(cls, type) and issubclass(cls, Distribution)):
-            raise ConfigError(
-                f"custom action distribution {name!r} must be a subclass of "
-                f"rlx.models.torch.torch_action_dist.TorchDistributionWrapper, got {cls!r}.")
+        check_action_dist_class(cls, name)
 
     @staticmethod
     def get_custom_action_dist_class(custom_action_dist: Any) -> type:
         """The class a `custom_action_dist` setting names (a class, a registered name, an import path)."""
-        cls = custom_action_dist if isinstance(custom_action_dist, type) else None
-        if cls is None and isinstance(custom_action_dist, str):
-            cls = ModelCatalog._custom_action_dists.get(custom_action_dist) or _unship(
-                "custom_action_dists", custom_action_dist)
-            if cls is None:
-                cls = _from_tune(_TUNE_CATEGORY_ACTION_DIST, custom_action_dist)
-            if cls is None and ("." in custom_action_dist or ":" in custom_action_dist):
-                from rlx.env.registry import import_object
-
-                try:
-                    cls = import_object(custom_action_dist)
-                except Exception as err:  # noqa: BLE001 - reported below with the name
-                    raise ConfigError(f"model['custom_action_dist']={custom_action_dist!r} could not be imported: "
-                                      f"{err}") from err
-        if cls is None:
-            known = sorted(ModelCatalog._custom_action_dists)
-            raise ConfigError(
-                f"Unknown custom action distribution {custom_action_dist!r}.{did_you_mean(str(custom_action_dist), known)} "
-                "Register it first with ModelCatalog.register_custom_action_dist(name, DistClass)"
-                + (f" (registered: {', '.join(known)})." if known else ".")
-                + " Register it before the Algorithm is built, so that the processes rlx starts get it too.")
-        ModelCatalog._check_action_dist_class(cls, str(custom_action_dist))
-        return cls
+        return custom_action_dist_class(custom_action_dist)
 
     @staticmethod
     def registered_custom_models() -> list[str]:
         """The names registered in this process."""
-        return sorted(ModelCatalog._custom_models)
+        return registry.registered_custom_names("custom_models")
 
     @staticmethod
     def get_custom_model_class(custom_model: Any) -> type:
@@ -118,14 +91,10 @@ class ModelCatalog:
             return custom_model
         if not isinstance(custom_model, str) or not custom_model:
             raise ConfigError(f"model['custom_model'] must be a registered name or a model class, got {custom_model!r}.")
-        cls = ModelCatalog._custom_models.get(custom_model) or _unship("custom_models", custom_model)
-        if cls is None:
-            cls = _from_tune(_TUNE_CATEGORY_MODEL, custom_model)
+        cls = registry.find_custom_class("custom_models", custom_model)
         if cls is None and ("." in custom_model or ":" in custom_model):
-            from rlx.env.registry import import_object
-
             try:
-                cls = import_object(custom_model)
+                cls = registry.import_object(custom_model)
             except Exception as err:  # noqa: BLE001 - reported below with the name
                 raise ConfigError(f"model['custom_model']={custom_model!r} could not be imported: {err}") from err
         if cls is None:
@@ -152,10 +121,6 @@ class ModelCatalog:
         FullyConnectedNetwork. `model_interface` adds a mix-in class to the model's class."""
         if framework not in ("torch", None):
             raise ConfigError(f"framework={framework!r}: rlx is PyTorch-only; use framework='torch'.")
-        from rlx.models.model_defaults import MODEL_DEFAULTS
-
-        from rlx.core.cnn import is_image_space as _is_image_space
-
         config = {**MODEL_DEFAULTS, **(model_config or {})}
         custom = config.get("custom_model")
         if custom:
@@ -164,13 +129,9 @@ class ModelCatalog:
         else:
             if default_model is not None:
                 cls = default_model
-            elif _is_image_space(obs_space, config):
-                from rlx.models.torch.visionnet import VisionNetwork
-
+            elif is_image_space(obs_space, config):
                 cls = VisionNetwork
             else:
-                from rlx.models.torch.fcnet import FullyConnectedNetwork
-
                 cls = FullyConnectedNetwork
             kwargs = dict(model_kwargs)
         if config.get("use_attention"):
@@ -180,8 +141,6 @@ class ModelCatalog:
         if model_interface is not None and not issubclass(cls, model_interface):
             cls = type(f"{cls.__name__}_as_{model_interface.__name__}", (cls, model_interface), {})
         if config.get("use_lstm"):
-            from rlx.models.torch.recurrent_net import LSTMWrapper
-
             # The wrapped model outputs its features (num_outputs=None); the LSTM's branches the outputs.
             wrapped = ModelCatalog._construct(cls, obs_space, action_space, None, config, name, kwargs)
             return LSTMWrapper(wrapped, obs_space, action_space, num_outputs, config, f"{name}_lstm")
@@ -205,8 +164,6 @@ class ModelCatalog:
     def get_action_dist(action_space: gym.Space, config: dict | None = None, dist_type: Any = None,
                         framework: str = "torch", **kwargs: Any) -> tuple[Any, int]:
         """`(distribution class, number of model outputs it needs)` for an action space."""
-        from rlx.core.distributions import BoundDistribution, dist_class_for_space
-
         if framework not in ("torch", None):
             raise ConfigError(f"framework={framework!r}: rlx is PyTorch-only; use framework='torch'.")
         config = config or {}
@@ -224,51 +181,4 @@ class ModelCatalog:
     @staticmethod
     def get_preprocessor_for_space(observation_space: gym.Space, options: dict | None = None) -> Any:
         """The preprocessor (an instance) of an observation space."""
-        from rlx.models.preprocessors import get_preprocessor
-
         return get_preprocessor(observation_space)(observation_space, options)
-
-
-def _unship(kind: str, name: str) -> Any:
-    """The class registered as `name` in the process that started this one (None when none was
-    shipped), unpickled now; ConfigError naming the class when this process cannot load it."""
-    data = ModelCatalog._shipped[kind].get(name)
-    if data is None:
-        return None
-    import cloudpickle
-
-    try:
-        cls = cloudpickle.loads(data)
-    except Exception as err:  # noqa: BLE001 - e.g. the class's module is not importable here
-        raise ConfigError(
-            f"{name!r} was registered with ModelCatalog in the driver, but this worker process cannot load its "
-            f"class ({type(err).__name__}: {err}). Define the class in a module every process can import (or "
-            "inside the script or function that registers it), or give an import path 'package.module:Class'."
-        ) from None
-    registry = ModelCatalog._custom_models if kind == "custom_models" else ModelCatalog._custom_action_dists
-    registry[name] = cls
-    return cls
-
-
-def _register_with_tune(category: str, name: str, value: Any) -> None:
-    tune = _tune_registry()
-    if tune is None:
-        return
-    try:
-        tune._global_registry.register(category, name, value)
-    except Exception:  # noqa: BLE001 - the local registration stands; Ray workers then miss it
-        import logging
-
-        logging.getLogger("rlx").warning("Could not register %r with Ray Tune's registry", name, exc_info=True)
-
-
-def _from_tune(category: str, name: str) -> Any:
-    tune = _tune_registry()
-    if tune is None:
-        return None
-    try:
-        if tune._global_registry.contains(category, name):
-            return tune._global_registry.get(category, name)
-    except Exception:  # noqa: BLE001 - no Ray session: nothing registered there
-        return None
-    return None

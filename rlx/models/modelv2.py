@@ -19,6 +19,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from rlx.core.preprocessors import get_preprocessor
+
 __all__ = ["ModelV2", "flatten", "restore_original_dimensions"]
 
 
@@ -186,8 +188,6 @@ def _layout(space: gym.Space) -> tuple[Any, int]:
             parts.append((k, sub, offset, size))
             offset += size
         return ("dict" if is_dict else "tuple", parts), offset
-    from rlx.models.preprocessors import get_preprocessor
-
     shape = tuple(get_preprocessor(space)(space).shape)
     return ("leaf", shape), int(np.prod(shape))
 

@@ -25,8 +25,9 @@ from torch import nn
 
 from rlx.core.columns import Columns
 from rlx.core.distributions import dist_class_for_space
-from rlx.core.rl_module import RLModule
+from rlx.core.rl_module.rl_module import RLModule
 from rlx.core.rl_module.apis import ValueFunctionAPI
+from rlx.models.catalog import ModelCatalog
 from rlx.utils.errors import ConfigError
 
 __all__ = ["ModelV2RLModule"]
@@ -36,8 +37,6 @@ class ModelV2RLModule(RLModule, ValueFunctionAPI):
     """An RLModule whose network is the config's `custom_model` (a TorchModelV2)."""
 
     def setup(self) -> None:
-        from rlx.models.catalog import ModelCatalog
-
         cfg = self.model_config
         if not cfg.get("custom_model"):
             raise ConfigError("ModelV2RLModule runs the model of model['custom_model'], which is not set.")

@@ -15,7 +15,7 @@ import numpy as np
 
 from rlx.core.columns import Columns
 from rlx.offline.compression import CompressedColumnError, pack, unpack_if_needed
-from rlx.policy.sample_batch import MultiAgentBatch, SampleBatch
+from rlx.core.sample_batch import MultiAgentBatch, SampleBatch
 
 
 class BatchFormatError(ValueError):

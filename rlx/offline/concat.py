@@ -3,9 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from rlx.policy.sample_batch import MultiAgentBatch, SampleBatch
+from rlx.core.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 
 
 def concat_flat(batches: list[Any]) -> Any:
@@ -25,8 +23,9 @@ def concat_flat(batches: list[Any]) -> Any:
 
 
 def _concat_columns(batches: list[Any]) -> SampleBatch:
+    """concat_samples (the one row-wise join) of the columns every batch has."""
     keys = [k for k in batches[0] if all(k in b for b in batches[1:])]
-    return SampleBatch({k: np.concatenate([np.asarray(b[k]) for b in batches]) for k in keys})
+    return concat_samples([SampleBatch({k: b[k] for k in keys}) for b in batches])
 
 
 def num_rows(batch: Any, count_steps_by: str = "env_steps") -> int:

@@ -25,7 +25,7 @@ from rlx.offline.input_reader import InputReader
 from rlx.offline.io_context import IOContext
 from rlx.offline.json_reader import reader_batch_size
 from rlx.offline.spaces import OfflineDataError, check_batch, spaces_of
-from rlx.policy.sample_batch import SampleBatch
+from rlx.core.sample_batch import SampleBatch
 
 __all__ = ["D4RLReader", "EpisodeDatasetReader", "HDF5_EXTENSIONS", "MINARI_PREFIX", "MinariReader",
            "is_dataset_source", "dataset_reader"]

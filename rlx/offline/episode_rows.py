@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from rlx.core.columns import Columns
-from rlx.policy.sample_batch import MultiAgentBatch, SampleBatch
+from rlx.core.sample_batch import MultiAgentBatch, SampleBatch
 
 EPS_ID = "eps_id"
 T = "t"

@@ -4,6 +4,8 @@ from __future__ import annotations
 from abc import ABCMeta, abstractmethod
 from typing import Any, Callable
 
+from rlx.utils.errors import ConfigError
+
 
 class InputReader(metaclass=ABCMeta):
     """A source of experiences: each `next()` returns a SampleBatch or a MultiAgentBatch.
@@ -18,8 +20,6 @@ class InputReader(metaclass=ABCMeta):
 
     def tf_input_ops(self, queue_size: int = 1) -> Any:
         """RLlib's TensorFlow queue of this reader's batches; rlx is PyTorch-only."""
-        from rlx.utils.errors import ConfigError
-
         raise ConfigError("InputReader.tf_input_ops() feeds a TensorFlow graph, and rlx is PyTorch-only: "
                           "call reader.next() for batches of NumPy columns instead.")
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
+from rlx.offline.input_reader import SamplerInput
+
 
 class IOContext:
     """The settings and objects an InputReader or OutputWriter is constructed with.
@@ -50,8 +52,6 @@ class IOContext:
         when this context has no envs to sample."""
         if self._sampler is None:
             return None
-        from rlx.offline.input_reader import SamplerInput
-
         return SamplerInput(self._sampler)
 
     @property

@@ -10,6 +10,7 @@ from rlx.offline.batch_codec import to_json
 from rlx.offline.files import LOCAL_SCHEMES, strip_local_scheme, uri_scheme
 from rlx.offline.io_context import IOContext
 from rlx.offline.records import RecordWriter
+from rlx.utils.errors import ConfigError
 
 logger = logging.getLogger("rlx")
 
@@ -18,8 +19,6 @@ DEFAULT_MAX_FILE_SIZE = 64 * 1024 * 1024
 
 def local_directory(path: str, what: str) -> str:
     """`path` as an absolute local directory (created if missing); a ConfigError for URIs."""
-    from rlx.utils.errors import ConfigError
-
     path = os.fspath(path)
     scheme = uri_scheme(path)
     if scheme and scheme not in LOCAL_SCHEMES:

@@ -8,6 +8,7 @@ import numpy as np
 from rlx.offline.input_reader import InputReader
 from rlx.offline.io_context import IOContext
 from rlx.offline.options import check_distribution
+from rlx.offline.sources import reader_for_source
 
 
 class MixedInput(InputReader):
@@ -26,8 +27,6 @@ class MixedInput(InputReader):
 
     def __init__(self, dist: dict[Any, float], ioctx: IOContext):
         check_distribution("input_", dist)
-        from rlx.offline.input_factory import reader_for_source
-
         self.choices = [reader_for_source(source, ioctx) for source in dist]
         self.p = [float(p) for p in dist.values()]
         seed = ioctx.config.get("seed") if hasattr(ioctx.config, "get") else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
+from rlx.core.sample_batch import MultiAgentBatch
 from rlx.offline.behaviour import fill_behaviour_columns
 from rlx.offline.concat import concat_flat, num_rows
 from rlx.offline.episode_rows import EpisodeTracker, to_sample_batch
@@ -25,7 +26,7 @@ from rlx.offline.io_context import IOContext
 from rlx.offline.records import check_multi_agent_output
 from rlx.offline.spaces import check_batch, spaces_of
 from rlx.offline.training_batch import to_training_batch
-from rlx.policy.sample_batch import MultiAgentBatch
+from rlx.utils.errors import NotSupportedYetError
 
 logger = logging.getLogger("rlx")
 
@@ -144,8 +145,6 @@ class OfflineIO:
         """NotSupportedYetError when the config reads offline input and the Algorithm samples
         in a way (`what`) that does not go through `sample()`."""
         if self._config.input_ != SAMPLER:
-            from rlx.utils.errors import NotSupportedYetError
-
             raise NotSupportedYetError(f"input_ with {what}", "offline input feeds EnvRunnerGroup.sample()",
                                        fix="Leave input_='sampler' for this algorithm, or train on the files with "
                                            "a synchronous one (PPO, DQN, BC, MARWIL).")

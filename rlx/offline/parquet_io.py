@@ -22,6 +22,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from rlx.core.sample_batch import MultiAgentBatch, SampleBatch
 from rlx.offline.concat import concat_flat, num_rows
 from rlx.offline.files import resolve_input_files
 from rlx.offline.input_reader import InputReader
@@ -29,7 +30,7 @@ from rlx.offline.io_context import IOContext
 from rlx.offline.json_writer import DEFAULT_MAX_FILE_SIZE, local_directory, output_file_name
 from rlx.offline.records import RecordWriter, take
 from rlx.offline.spaces import OfflineDataError, check_batch, spaces_of
-from rlx.policy.sample_batch import MultiAgentBatch, SampleBatch
+from rlx.utils.errors import ConfigError, NotSupportedYetError, install_hint
 
 logger = logging.getLogger("rlx")
 
@@ -49,8 +50,6 @@ def import_pyarrow() -> Any:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
-        from rlx.utils.errors import ConfigError, install_hint
-
         raise ConfigError("Parquet offline data (output_config/input_config {'format': 'parquet'}, or *.parquet "
                           "input files) needs pyarrow, rlx's optional 'parquet' extra: "
                           f"{install_hint('parquet')}. Or use the default JSON format.") from None
@@ -142,8 +141,6 @@ def batch_to_table(batch: Any) -> Any:
         try:
             return pa.concat_tables(parts)
         except pa.ArrowInvalid:
-            from rlx.utils.errors import NotSupportedYetError
-
             raise NotSupportedYetError(
                 "Parquet output of policies whose columns differ in shape or type",
                 "one Parquet file holds one schema", fix="Use the default JSON output for these policies.") from None

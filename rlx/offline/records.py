@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from rlx.core.sample_batch import MultiAgentBatch, SampleBatch
 from rlx.offline.output_writer import OutputWriter
-from rlx.policy.sample_batch import MultiAgentBatch, SampleBatch
+from rlx.utils.errors import NotSupportedYetError
 
 logger = logging.getLogger("rlx")
 
@@ -53,8 +54,6 @@ def episode_bounds(batch: Any) -> tuple[np.ndarray, np.ndarray]:
 def multi_agent_refusal(setting: str) -> Exception:
     """The NotSupportedYetError for `setting` (output_write_episodes=True or output_max_rows_per_file)
     with multi-agent output: RLlib's new stack, which has these settings, records no multi-agent data."""
-    from rlx.utils.errors import NotSupportedYetError
-
     return NotSupportedYetError(
         f"{setting} with multi-agent output",
         "RLlib's new API stack, whose setting it is, records single-agent episodes only",

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from rlx.core.columns import Columns
-from rlx.policy.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from rlx.core.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from rlx.utils.errors import RLXError
 
 #: Columns every offline record needs to train on.

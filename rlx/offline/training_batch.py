@@ -17,7 +17,7 @@ import numpy as np
 from rlx.core.columns import Columns
 from rlx.offline.episode_rows import ACTION_PROB, AGENT_INDEX, EPS_ID
 from rlx.offline.spaces import PolicySpaces, policy_batches
-from rlx.policy.sample_batch import MultiAgentBatch
+from rlx.core.sample_batch import MultiAgentBatch
 
 #: Columns of rlx's sampled batches that offline records carry over (when present).
 TRAIN_COLUMNS = (Columns.OBS, Columns.NEXT_OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS,

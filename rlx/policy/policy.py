@@ -6,28 +6,15 @@ use, so `policy.set_weights(w)` changes what is trained and sampled.
 """
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import torch
 
 from rlx.core.columns import Columns
-
-
-@dataclasses.dataclass
-class PolicySpec:
-    """One policy of a multi-agent config: `config.multi_agent(policies={"p0": PolicySpec(...)})`.
-
-    Spaces left as None are taken from the env (the first agent mapped to the policy); `config`
-    overrides the algorithm config for this policy (lr, gamma, model, ...). `policy_class` may
-    only be None or rlx's own Policy: rlx builds every policy from its RLModule.
-    """
-
-    policy_class: Any = None
-    observation_space: Any = None
-    action_space: Any = None
-    config: dict | None = None
+from rlx.env.runner.module_slot import ModuleSlot, slot_attribute
+from rlx.core.rl_module.agent_mapping import PolicySpec
+from rlx.core.rl_module.model_view import ModelView
 
 
 def check_observation(obs: Any, space: Any) -> None:
@@ -110,104 +97,45 @@ def _policy_only_overrides(root: Any, policy_ids: list[str] | None) -> dict[str,
     return overrides
 
 
-class ModelView:
-    """Callable like an old ModelV2: `logits, state = model({"obs": batch})`, then `value_function()`."""
-
-    def __init__(self, module: Any):
-        self.module = module
-        self._last_values: torch.Tensor | None = None
-
-    def __call__(self, input_dict: dict[str, Any], state: list | None = None, seq_lens: Any = None) -> tuple[torch.Tensor, list]:
-        obs = input_dict["obs"] if isinstance(input_dict, dict) else input_dict
-        obs_t = obs if isinstance(obs, torch.Tensor) else torch.as_tensor(np.asarray(obs, dtype=np.float32))
-        if obs_t.dtype != torch.float32:
-            obs_t = obs_t.float()
-        batch = {Columns.OBS: obs_t}
-        if getattr(self.module, "has_value_function", False) and getattr(self.module, "vf", True) is not None:
-            out = self.module.forward_train(batch)
-            self._last_values = out.get(Columns.VF_PREDS)
-        else:
-            out = self.module.forward_inference(batch)
-            self._last_values = None
-        return out[Columns.ACTION_DIST_INPUTS], []
-
-    def from_batch(self, train_batch: dict[str, Any], is_training: bool = True) -> tuple[torch.Tensor, list]:
-        """`model(train_batch)`: the forward pass on the batch's `"obs"`."""
-        return self(train_batch)
-
-    def value_function(self) -> torch.Tensor:
-        """Values of the observations of the most recent forward pass, shape [B]."""
-        if self._last_values is None:
-            raise ValueError("value_function() needs a forward pass first (and a module with a value head).")
-        return self._last_values
-
-    def parameters(self, recurse: bool = True) -> Iterator[torch.nn.Parameter]:
-        """The module's parameters, an iterator as `torch.nn.Module.parameters()` gives them."""
-        return self.module.parameters(recurse)
-
-    def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, torch.nn.Parameter]]:
-        """(name, parameter) pairs of the module, as `torch.nn.Module.named_parameters()` gives them."""
-        return self.module.named_parameters(prefix, recurse)
-
-    def variables(self, as_dict: bool = False) -> Any:
-        """The module's parameters and buffers (its `state_dict()`), as a list or a name -> tensor dict."""
-        state = self.module.state_dict()
-        return dict(state) if as_dict else list(state.values())
-
-    def trainable_variables(self, as_dict: bool = False) -> Any:
-        """The module's parameters that require gradients, as a list or a name -> tensor dict."""
-        named = {k: v for k, v in self.module.named_parameters() if v.requires_grad}
-        return named if as_dict else list(named.values())
-
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        """The module's state_dict."""
-        return self.module.state_dict()
-
-    @property
-    def base_model(self) -> Any:
-        """The underlying torch module."""
-        return self.module
-
-    def __repr__(self) -> str:
-        return f"ModelView({self.module!r})"
-
-
 class Policy:
     """Acting and weight access for one module, as the old Policy API offered."""
 
     def __init__(self, module: Any, preprocessor: Any, obs_filter: Any, action_adapter_factory: Any,
                  config: Any, observation_space: Any, action_space: Any, generator: torch.Generator | None = None,
                  exploration: Any = None, timestep_fn: Any = None):
-        self.module = module
-        self.preprocessor = preprocessor
-        self.filter = obs_filter
-        self._adapter_factory = action_adapter_factory
-        self._adapters: dict[tuple[bool, bool], Any] = {}
-        self.config = config
-        self.observation_space = observation_space
-        self.action_space = action_space
-        self._generator = generator
-        self.exploration = exploration
-        self._timestep_fn = timestep_fn or (lambda: 0)
+        # Actions are adapted to `action_space` by the slot (the unsquash/clip settings of each call).
+        del action_adapter_factory
+        slot = ModuleSlot("default_policy", config, observation_space, action_space, generator=generator,
+                          timestep_fn=timestep_fn, preprocessor=preprocessor, obs_filter=obs_filter)
+        slot.use(module, exploration)
+        self._view(slot)
+
+    def _view(self, slot: Any) -> None:
+        #: The module's acting path (rlx.env.runner.module_slot.ModuleSlot) this view acts through.
+        self.slot = slot
+        self._state_out: list[np.ndarray] = []
         self._model: Any = None
 
     @classmethod
-    def from_env_runner(cls, runner: Any) -> "Policy":
-        """The view of a SingleAgentEnvRunner's module."""
-        from rlx.env.env_runner import ActionAdapter
+    def from_slot(cls, slot: Any) -> "Policy":
+        """The view of one module's acting path (a ModuleSlot of an EnvRunner)."""
+        policy = cls.__new__(cls)
+        policy._view(slot)
+        return policy
 
-        return cls(
-            module=runner.module,
-            preprocessor=runner.preprocessor,
-            obs_filter=runner.filter,
-            action_adapter_factory=lambda normalize, clip: ActionAdapter(runner.action_space, normalize, clip),
-            config=runner.config,
-            observation_space=runner.observation_space,
-            action_space=runner.action_space,
-            generator=runner._generator,
-            exploration=runner.exploration,
-            timestep_fn=lambda: runner.num_env_steps_sampled_lifetime,
-        )
+    @classmethod
+    def from_env_runner(cls, runner: Any) -> "Policy":
+        """The view of an EnvRunner's module: a single-agent runner, or one module's slot of a
+        multi-agent runner (`runner.slots[policy_id]`)."""
+        return cls.from_slot(getattr(runner, "slot", runner))
+
+    module = slot_attribute("module", "The RLModule (shared with the EnvRunner and the local Learner).")
+    preprocessor = slot_attribute("preprocessor", "The observation preprocessor.")
+    filter = slot_attribute("filter", "The observation filter.")
+    config = slot_attribute("config", "The (per-policy) AlgorithmConfig.")
+    observation_space = slot_attribute("observation_space", "The env's observation space.")
+    action_space = slot_attribute("action_space", "The env's action space.")
+    exploration = slot_attribute("exploration", "The Exploration that turns the module's outputs into actions.")
 
     @classmethod
     def from_checkpoint(cls, checkpoint: Any, policy_ids: list[str] | None = None) -> Any:
@@ -299,74 +227,42 @@ class Policy:
         return np.stack(rows) if rows else np.zeros((0,) + shape, np.float32)
 
     def _adapter(self, unsquash: bool | None, clip: bool | None) -> Any:
-        key = (self.config.normalize_actions if unsquash is None else bool(unsquash),
-               self.config.clip_actions if clip is None else bool(clip))
-        if key not in self._adapters:
-            self._adapters[key] = self._adapter_factory(*key)
-        return self._adapters[key]
+        return self.slot.adapter(self.config.normalize_actions if unsquash is None else bool(unsquash),
+                                 self.config.clip_actions if clip is None else bool(clip))
 
     def _state_names(self) -> list[str]:
         return list(self.module.get_initial_state()) if hasattr(self.module, "get_initial_state") else []
 
-    def _module_input(self, obs_t: torch.Tensor, state: list | None) -> dict[str, Any]:
-        """The forward batch: for a recurrent module one time step and the state (the given list of
-        per-sample arrays in get_initial_state() order, else the initial state)."""
+    def _state_in(self, n: int, state: list | None) -> dict[str, np.ndarray] | None:
+        """A recurrent module's state for `n` rows: the given list of per-sample arrays (in
+        get_initial_state() order), else the initial state; None for a feed-forward module."""
         names = self._state_names()
         if not names:
-            return {Columns.OBS: obs_t}
-        n = obs_t.shape[0]
+            return None
+        initial = self.module.get_initial_state()
         if not state:
-            state = [np.repeat(np.asarray(v, np.float32)[None], n, axis=0)
-                     for v in self.module.get_initial_state().values()]
+            state = [np.repeat(np.asarray(v, np.float32)[None], n, axis=0) for v in initial.values()]
         if len(state) != len(names):
             raise ValueError(f"state holds {len(state)} arrays; this policy's recurrent state has {len(names)} "
                              f"({', '.join(names)}): start from policy.get_initial_state().")
-        tensors = {k: torch.as_tensor(np.asarray(v, np.float32)).reshape((n,) + np.shape(init))
-                   for (k, init), v in zip(self.module.get_initial_state().items(), state)}
-        return {Columns.OBS: obs_t[:, None], Columns.STATE_IN: tensors}
+        return {k: np.asarray(v, np.float32).reshape((n,) + np.shape(init))
+                for (k, init), v in zip(initial.items(), state)}
 
     @torch.no_grad()
     def _act(self, obs: np.ndarray, explore: bool | None, timestep: int | None = None,
              state: list | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Module actions and extra fetches for a batch of module input rows, chosen by the
+        slot's acting path (ModuleSlot.act) with the eager forward pass."""
         explore = self.config.explore if explore is None else bool(explore)
-        obs_t = torch.from_numpy(obs)
-        batch = self._module_input(obs_t, state)
-        out = self.module.forward_exploration(batch) if explore else self.module.forward_inference(batch)
-        if Columns.STATE_IN in batch:
-            from rlx.env.env_runner import without_time_axis
-
-            out = without_time_axis(out)
-            state_out = out.pop(Columns.STATE_OUT)
-            self._state_out = [np.asarray(state_out[k].detach()) for k in batch[Columns.STATE_IN]]
-        else:
-            self._state_out = []
-        if Columns.ACTIONS in out:
-            from rlx.env.env_runner import module_chosen_actions
-
-            actions, logp, dist_inputs = module_chosen_actions(out, obs.shape[0])
-            return actions, {Columns.ACTION_DIST_INPUTS: dist_inputs, Columns.ACTION_LOGP: logp,
-                             "action_prob": np.exp(logp)}
-        if explore:
-            dist = self.module.get_exploration_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
-        else:
-            dist = self.module.get_inference_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
-        if self.exploration is not None:
-            actions, logp = self.exploration.get_exploration_action(
-                action_distribution=dist, timestep=self._timestep_fn() if timestep is None else int(timestep),
-                explore=explore,
-            )
-        else:
-            actions = dist.sample(self._generator) if explore else dist.deterministic_sample()
-            logp = dist.logp(actions)
-        extra = {
-            Columns.ACTION_DIST_INPUTS: out[Columns.ACTION_DIST_INPUTS].numpy(),
-            Columns.ACTION_LOGP: logp.numpy(),
-            "action_prob": logp.exp().numpy(),
-        }
-        if getattr(self.module, "has_value_function", False) and getattr(self.module, "vf", None) is not None \
-                and Columns.STATE_IN not in batch:
-            extra[Columns.VF_PREDS] = self.module.compute_values({Columns.OBS: obs_t}).numpy()
-        return actions.numpy(), extra
+        state_in = self._state_in(obs.shape[0], state)
+        actions, logp, dist_inputs = self.slot.act(obs, explore, timestep=timestep, state_in=state_in,
+                                                   compiled=False)
+        self._state_out = [self.slot.state_out[k] for k in state_in] if state_in is not None else []
+        extra = {Columns.ACTION_DIST_INPUTS: dist_inputs, Columns.ACTION_LOGP: logp, "action_prob": np.exp(logp)}
+        if state_in is None and not self.slot.module_chose and getattr(self.module, "has_value_function", False) \
+                and getattr(self.module, "vf", None) is not None:
+            extra[Columns.VF_PREDS] = self.module.compute_values({Columns.OBS: torch.from_numpy(obs)}).numpy()
+        return actions, extra
 
     def _to_env(self, actions: np.ndarray, unsquash: bool | None, clip: bool | None) -> np.ndarray:
         adapter = self._adapter(unsquash, clip)

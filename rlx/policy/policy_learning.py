@@ -11,17 +11,18 @@ through that Algorithm's Learner, as RLlib's old-API custom training workflows d
 """
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 from rlx.utils.errors import RLXError
+from rlx.utils.registry import LIVE_ALGORITHMS
 
 __all__ = ["register_algorithm", "learn_on_batch"]
 
 #: LEARNER_STATS_KEY of RLlib: the learner's metrics in what learn_on_batch returns.
 LEARNER_STATS_KEY = "learner_stats"
 
-_ALGORITHMS: "weakref.WeakSet[Any]" = weakref.WeakSet()
+# The Algorithm registers every one built; this module only reads (and, for old callers, adds to) the set.
+_ALGORITHMS = LIVE_ALGORITHMS
 
 
 def register_algorithm(algorithm: Any) -> None:

@@ -22,7 +22,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from rlx._tune_autoregister import when_imported
+from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.tune.trainable import REGISTERED, is_algorithm_class, trainable
+from rlx.utils.registry import get_registered_creator, registered_env_names
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +42,6 @@ def register_algorithms() -> list[str]:
 def register_envs() -> list[str]:
     """Register every env of `rlx.register_env` with Ray Tune's env registry; return the names."""
     from ray.tune.registry import register_env
-
-    from rlx.env.registry import get_registered_creator, registered_env_names
 
     names = registered_env_names()
     for name in names:
@@ -104,15 +105,11 @@ def register_config_class() -> None:
     it is). `to_dict()` is the flat dict `AlgorithmTrainable.make_config` reads, search
     spaces included.
     """
-    from rlx._tune_autoregister import when_imported
-
     when_imported("rlx.algorithms.algorithm_config", _register_config_class)
 
 
 def _register_config_class() -> None:
     from ray.tune.tune import _Config
-
-    from rlx.algorithms.algorithm_config import AlgorithmConfig
 
     if not issubclass(AlgorithmConfig, _Config):
         _Config.register(AlgorithmConfig)

@@ -25,8 +25,13 @@ from typing import Any, ClassVar
 
 from ray.tune import PlacementGroupFactory, Trainable
 
+from rlx.algorithms.algorithm import Algorithm
 from rlx.algorithms.registry import ALGORITHMS, get_algorithm_class
+from rlx.algorithms.resources import trial_bundles
+from rlx.loggers.creation import create_result_logger
+from rlx.loggers.logger import NoopLogger
 from rlx.utils.errors import ConfigError, did_you_mean
+from rlx.utils.registry import get_registered_creator, register_env
 
 
 class AlgorithmTrainable(Trainable):
@@ -84,22 +89,8 @@ class AlgorithmTrainable(Trainable):
             c = cls.make_config(config)
         except Exception:  # noqa: BLE001 - setup() raises the error in the trial, where it is reported
             return None
-        runners = int(c.num_env_runners or 0) + int(c.evaluation_num_env_runners or 0)
-        learners = int(c.num_learners or 0)
-        main_cpus, main_gpus = float(c.num_cpus_for_main_process), float(c.num_gpus or 0)
-        if learners == 0:
-            # The driver's own Learner trains on the main process's GPU(s).
-            main_gpus = max(main_gpus, float(c.num_gpus_per_learner or 0))
-        if runners == 0 and learners == 0 and main_cpus == 1 and main_gpus == 0:
-            return None
-        head = {"CPU": main_cpus, "GPU": main_gpus}
-        runner = {"CPU": float(c.num_cpus_per_env_runner), "GPU": float(c.num_gpus_per_env_runner or 0),
-                  **{name: float(amount) for name, amount in (c.custom_resources_per_env_runner or {}).items()}}
-        learner = {"CPU": float(c.num_cpus_per_learner), "GPU": float(c.num_gpus_per_learner or 0)}
-        # Zero amounts are left out; Tune accepts an empty head bundle (a trial needing no CPU).
-        head, runner, learner = ({k: v for k, v in b.items() if v} for b in (head, runner, learner))
-        bundles = [head] + ([runner] * runners if runner else []) + ([learner] * learners if learner else [])
-        return PlacementGroupFactory(bundles, strategy=c.placement_strategy)
+        bundles = trial_bundles(c)
+        return None if bundles is None else PlacementGroupFactory(bundles, strategy=c.placement_strategy)
 
     # ------------------------------------------------------------------ Trainable API
 
@@ -109,9 +100,6 @@ class AlgorithmTrainable(Trainable):
         self.algo = algo_config.build_algo(logger_creator=self._logger_creator(algo_config), use_copy=False)
 
     def _logger_creator(self, algo_config: Any) -> Any:
-        from rlx.loggers.creation import create_result_logger
-        from rlx.loggers.logger import NoopLogger
-
         logdir = self.logdir
         if algo_config.logger_creator is not None:
             return None  # the user's own creator
@@ -150,8 +138,6 @@ def _adopt_tune_env(env: Any) -> None:
     or with rlx.register_env after `import ray.tune`) known to rlx's env registry."""
     if not isinstance(env, str):
         return
-    from rlx.env.registry import get_registered_creator, register_env
-
     if get_registered_creator(env) is not None:
         return
     from ray.tune.registry import ENV_CREATOR, _global_registry
@@ -185,8 +171,6 @@ _CLASS_ADAPTERS: dict[type, type[AlgorithmTrainable]] = {}
 
 def is_algorithm_class(obj: Any) -> bool:
     """Whether `obj` is an rlx Algorithm class (not an instance, not a Trainable)."""
-    from rlx.algorithms.algorithm import Algorithm
-
     return isinstance(obj, type) and issubclass(obj, Algorithm)
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from rlx.utils.checkpoint_trust import check_string_paths
 from rlx.utils.errors import CheckpointError
 
 #: The attribute holding `(recipe name, args)` on what a factory made (a class's own, or an instance's).
@@ -41,8 +42,6 @@ def _check_env_args(args: list, field: str, source: str | Path) -> None:
     """make_multi_agent takes one env specifier: a string is checked as the `env` field's import
     paths are (it is resolved as an env when the env is built); classes and functions were
     checked as they were decoded."""
-    from rlx.utils.checkpoint_trust import check_string_paths
-
     if len(args) != 1:
         raise CheckpointError(f"{source}: field '{field}' calls make_multi_agent with {len(args)} arguments; "
                               "it takes one (an env name, class or creator).")

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rlx.utils.errors import CheckpointError
+from rlx.utils.registry import get_registered_creator
 
 
 @dataclass(frozen=True)
@@ -177,8 +178,6 @@ def _looks_like_import_path(field: str, value: str) -> bool:
 
 
 def _is_registered_env(name: str) -> bool:
-    from rlx.env.registry import get_registered_creator
-
     if get_registered_creator(name) is not None:
         return True
     import gymnasium as gym

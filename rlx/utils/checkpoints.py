@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from rlx.utils import checkpoint_trust as trust
 from rlx.utils.atomic_directory import METADATA_FILE, AtomicDirectory, recover_interrupted_save  # noqa: F401
 from rlx.utils.checkpoint_recipes import RECIPE_KEY, make_from_recipe, recipe_of
 from rlx.utils.errors import CheckpointError
@@ -160,8 +161,6 @@ _ARRAY_DTYPES = frozenset("bool int8 int16 int32 int64 uint8 uint16 uint32 uint6
 
 
 def _decode(value: Any, key: str, source: str | Path) -> Any:
-    from rlx.utils import checkpoint_trust as trust
-
     if isinstance(value, list):
         return [_decode(v, key, source) for v in value]
     if not isinstance(value, dict):

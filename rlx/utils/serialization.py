@@ -5,6 +5,9 @@ from typing import Any
 
 import numpy as np
 
+from rlx.utils.checkpoints import space_from_dict as from_dict, space_to_dict as to_dict
+from rlx.utils.registry import import_object
+
 
 def convert_numpy_to_python_primitives(obj: Any) -> Any:
     """`obj` with NumPy scalars and arrays (also nested in dicts, lists and tuples) as Python values."""
@@ -21,15 +24,11 @@ def convert_numpy_to_python_primitives(obj: Any) -> Any:
 
 def gym_space_to_dict(space: Any) -> dict:
     """A JSON-safe description of a gymnasium space (Box, Discrete, MultiDiscrete, MultiBinary, Tuple, Dict)."""
-    from rlx.utils.checkpoints import space_to_dict as to_dict
-
     return to_dict(space)
 
 
 def gym_space_from_dict(d: dict) -> Any:
     """The space `gym_space_to_dict` described."""
-    from rlx.utils.checkpoints import space_from_dict as from_dict
-
     return from_dict(d)
 
 
@@ -49,8 +48,6 @@ def deserialize_type(module: str | type, error: bool = False) -> Any:
     it cannot be imported, or an error with `error=True`. A type passes through."""
     if not isinstance(module, str):
         return module
-    from rlx.env.registry import import_object
-
     try:
         return import_object(module)
     except Exception:

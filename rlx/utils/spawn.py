@@ -20,6 +20,10 @@ import os
 import sys
 from typing import Any, Callable, Iterator
 
+from rlx.utils.errors import RLXError
+from rlx.utils.registry import registry_snapshot, restore_registry
+from rlx.utils.stack_dump import install as install_stack_dumps
+
 logger = logging.getLogger(__name__)
 
 _MISSING = object()
@@ -73,10 +77,8 @@ def _driver_ray() -> dict[str, str] | None:
 
 def worker_startup_state() -> dict[str, Any]:
     """What a worker process needs from this one before its own code runs: the env registry
-    (`rlx.env.registry.registry_snapshot()`) and where this process's Ray is, if initialised.
+    (`rlx.utils.registry.registry_snapshot()`) and where this process's Ray is, if initialised.
     `start_process` ships it. (Ray actors, already in Ray, get only the registry snapshot.)"""
-    from rlx.env.registry import registry_snapshot
-
     return {"env_registry": registry_snapshot(), "ray": _driver_ray()}
 
 
@@ -107,8 +109,6 @@ def _connect_ray(ray_info: dict[str, str], where: str) -> None:
         if not ray.is_initialized():
             ray.init(address=address, namespace=namespace, log_to_driver=False, logging_level=logging.WARNING)
     except Exception as err:
-        from rlx.utils.errors import RLXError
-
         _STARTUP_ERROR = RLXError(
             f"The {where} could not connect to the driver's Ray cluster at {address} (namespace {namespace!r}), "
             f"which env code in worker processes uses to reach Ray actors: {type(err).__name__}: {err}. Use "
@@ -127,10 +127,7 @@ def raise_startup_error() -> None:
 def _bootstrap(startup: dict[str, Any], name: str, target: Callable[..., Any], args: tuple) -> None:
     """First code of every worker process: restore the starting process's env registry and
     join its Ray, then run `target(*args)`."""
-    from rlx.env.registry import restore_registry
-
     where = f"worker process {name} (pid {os.getpid()})"
-    from rlx.utils.stack_dump import install as install_stack_dumps
 
     install_stack_dumps(_stack_role(name), name)  # `rlx stack` finds it and can ask for its stacks
     restore_registry(startup["env_registry"], where=where)

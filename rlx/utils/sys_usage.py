@@ -19,6 +19,8 @@ import logging
 import sys
 from typing import Any
 
+from rlx.utils.errors import ConfigError
+
 logger = logging.getLogger("rlx")
 
 __all__ = ["SysUsageMonitor", "import_psutil", "sys_usage_monitor"]
@@ -123,8 +125,6 @@ def sys_usage_monitor(config: Any) -> SysUsageMonitor | None:
     if psutil is None:
         is_user_set = getattr(config, "is_user_set", None)
         if is_user_set is not None and is_user_set("log_sys_usage"):
-            from rlx.utils.errors import ConfigError
-
             raise ConfigError("log_sys_usage=True reads CPU and RAM use with psutil, which is not installed: "
                               "pip install psutil (Ray ships a copy rlx also finds), or set "
                               "config.debugging(log_sys_usage=False).")

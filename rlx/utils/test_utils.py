@@ -20,12 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from rlx.utils.metrics import (
-    ENV_RUNNER_RESULTS,
-    EVALUATION_RESULTS,
-    FAULT_TOLERANCE_STATS,
-    LEARNER_RESULTS,
-)
+import rlx.examples.utils as example_utils
+from rlx.cli.stop import canonical_key, lookup
+from rlx.utils.metrics import ENV_RUNNER_RESULTS, EVALUATION_RESULTS, FAULT_TOLERANCE_STATS, LEARNER_RESULTS, Stats
 
 __all__ = [
     "add_rllib_example_script_args",
@@ -49,8 +46,6 @@ def _moved(name: str) -> Any:
         _warned.add(name)
         logger.warning("DeprecationWarning: `rlx.utils.test_utils.%s` has been deprecated. Use "
                        "`rlx.examples.utils.%s` instead.", name, name)
-    import rlx.examples.utils as example_utils
-
     return getattr(example_utils, name)
 
 
@@ -130,8 +125,6 @@ def _numeric(value: Any) -> Any:
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):
         return value.detach().cpu().numpy()
-    from rlx.utils.metrics import Stats
-
     if isinstance(value, Stats):
         return value.peek()
     return value
@@ -187,14 +180,10 @@ def _has(row: Any, key: str) -> bool:
 
 def _row_value(row: Any, key: str) -> Any:
     if isinstance(row, dict):
-        from rlx.cli.stop import canonical_key, lookup
-
         value = lookup(row, key)
         return lookup(row, canonical_key(key)) if value is None else value
     if key in row:  # a flat DataFrame row
         return row[key]
-    from rlx.cli.stop import canonical_key
-
     return row.get(canonical_key(key))
 
 

@@ -18,7 +18,8 @@ import threading
 from concurrent.futures import Future
 from typing import Any, Callable
 
-from rlx.utils.spawn import spawn_pipe, start_process
+from rlx.utils.errors import RLXError
+from rlx.utils.spawn import describe_exit, spawn_pipe, start_process
 
 
 class WorkerProcess:
@@ -59,9 +60,6 @@ class WorkerProcess:
     def _died_error(self, call: str | None) -> BaseException:
         """The error unanswered calls fail with once the process is gone (subclasses use
         their own error type)."""
-        from rlx.utils.errors import RLXError
-        from rlx.utils.spawn import describe_exit
-
         during = "" if call is None else f" during {call}"
         return RLXError(f"The {self._label()} {describe_exit(self._process)}{during}.")
 

@@ -1,16 +1,6 @@
 """APPO: asynchronous PPO (IMPACT) on IMPALA's asynchronous sampling."""
 from rlx.algorithms.appo.appo import APPO, DEFAULT_CONFIG, APPOConfig, APPOTrainer
+from rlx.algorithms.appo.appo_learner import APPOLearner
+from rlx.algorithms.appo.torch.appo_torch_learner import APPOTorchLearner
 
-__all__ = ["APPO", "APPOConfig", "APPOTrainer", "DEFAULT_CONFIG"]
-
-
-def __getattr__(name: str):
-    if name == "APPOLearner":
-        from rlx.algorithms.appo.appo_learner import APPOLearner
-
-        return APPOLearner
-    if name == "APPOTorchLearner":
-        from rlx.algorithms.appo.torch.appo_torch_learner import APPOTorchLearner
-
-        return APPOTorchLearner
-    raise AttributeError(name)
+__all__ = ["APPO", "APPOConfig", "APPOLearner", "APPOTorchLearner", "APPOTrainer", "DEFAULT_CONFIG"]

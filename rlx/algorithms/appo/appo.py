@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from rlx.algorithms.appo.appo_learner import APPOLearner
 from rlx.algorithms.config_options import Option, boolean, integer, number
 from rlx.algorithms.impala.impala import IMPALA, IMPALAConfig
 from rlx.algorithms.impala.learner_queue import LearnerQueue
@@ -82,7 +83,6 @@ class APPO(IMPALA):
 
     @property
     def _learner_class(self) -> Any:  # type: ignore[override]
-        from rlx.algorithms.appo.appo_learner import APPOLearner
 
         return APPOLearner
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlx.algorithms.algorithm_config import AlgorithmConfig
+from rlx.algorithms.ars.ars_learner import ARSLearner
 from rlx.algorithms.config_options import Option, choice, integer, number
 from rlx.algorithms.es.es import ES, evolution_options
 from rlx.utils.errors import ConfigError
@@ -66,7 +67,6 @@ class ARS(ES):
 
     @property
     def _learner_class(self) -> Any:  # type: ignore[override]
-        from rlx.algorithms.ars.ars_learner import ARSLearner
 
         return ARSLearner
 

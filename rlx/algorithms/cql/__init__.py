@@ -1,12 +1,8 @@
 """Conservative Q-Learning: offline SAC with a penalty on the Q-values of actions the data does not take."""
 from rlx.algorithms.cql.cql import CQL, CQL_DEFAULT_CONFIG, DEFAULT_CONFIG, CQLConfig, CQLTrainer
+from rlx.algorithms.cql.cql_learner import CQLLearner
 
-__all__ = ["CQL", "CQLConfig", "CQLTrainer", "DEFAULT_CONFIG", "CQL_DEFAULT_CONFIG"]
+#: RLlib's torch learner of CQL: rlx's CQLLearner is a torch learner already.
+CQLTorchLearner = CQLLearner
 
-
-def __getattr__(name: str):
-    if name in ("CQLLearner", "CQLTorchLearner"):
-        from rlx.algorithms.cql.cql_learner import CQLLearner
-
-        return CQLLearner
-    raise AttributeError(name)
+__all__ = ["CQL", "CQLConfig", "CQLLearner", "CQLTorchLearner", "CQLTrainer", "DEFAULT_CONFIG", "CQL_DEFAULT_CONFIG"]

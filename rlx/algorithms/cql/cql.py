@@ -14,6 +14,7 @@ from typing import Any
 import gymnasium as gym
 
 from rlx.algorithms.config_options import Option, boolean, integer, number
+from rlx.algorithms.cql.cql_learner import CQLLearner
 from rlx.algorithms.sac.sac import SAC, SACConfig
 from rlx.utils.errors import NotSupportedYetError
 
@@ -71,7 +72,6 @@ class CQL(SAC):
 
     @property
     def _learner_class(self) -> Any:  # type: ignore[override]
-        from rlx.algorithms.cql.cql_learner import CQLLearner
 
         return CQLLearner
 

@@ -4,9 +4,15 @@ from __future__ import annotations
 from typing import Any
 
 from rlx.algorithms.config_options import Option, boolean, choice, integer, number, schedule_or_number
+from rlx.algorithms.ddpg.ddpg_learner import DDPGLearner
+from rlx.algorithms.ddpg.ddpg_rl_module import DDPGRLModule
+from rlx.algorithms.ddpg.recurrent_ddpg_learner import RecurrentDDPGLearner
+from rlx.algorithms.ddpg.recurrent_ddpg_rl_module import RecurrentDDPGRLModule
 from rlx.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
-from rlx.algorithms.recurrent_replay import fold_sequence_replay_settings, sequence_replay_options
-from rlx.utils.errors import ConfigError
+from rlx.algorithms.recurrent_replay import (fold_sequence_replay_settings, sequence_replay_options,
+                                             setup_sequence_replay)
+from rlx.core.rl_module.rl_module import RLModuleSpec
+from rlx.utils.errors import ConfigError, NotSupportedYetError
 
 T = ("training",)
 _ACTIVATIONS = ("relu", "tanh", "elu", "swish", "silu", "linear")
@@ -87,20 +93,12 @@ class DDPG(OffPolicyAlgorithm):
     @property
     def _learner_class(self) -> Any:  # type: ignore[override]
         if self.config.model.get("use_lstm"):
-            from rlx.algorithms.ddpg.recurrent_ddpg_learner import RecurrentDDPGLearner
-
             return RecurrentDDPGLearner
-        from rlx.algorithms.ddpg.ddpg_learner import DDPGLearner
-
         return DDPGLearner
 
     def setup(self, config: Any) -> None:
         """OffPolicyAlgorithm's setup; a recurrent module (model use_lstm) replays sequences instead."""
-        from rlx.algorithms.recurrent_replay import setup_sequence_replay
-
         if config.model.get("use_lstm") and hasattr(self, "apex_update_due"):
-            from rlx.utils.errors import NotSupportedYetError
-
             raise NotSupportedYetError(f"model use_lstm with {type(self).__name__}",
                                        "recurrent DDPG and TD3 replay sequences in the synchronous training step",
                                        fix="Use DDPG or TD3 for recurrent policies, or leave use_lstm off.")
@@ -109,9 +107,6 @@ class DDPG(OffPolicyAlgorithm):
     def get_default_rl_module_spec(self) -> Any:
         """The actor and critic(s), sized by actor_/critic_hiddens and _hidden_activation (with
         model use_lstm: RecurrentDDPGRLModule, an LSTM in the actor and in each critic)."""
-        from rlx.algorithms.ddpg.ddpg_rl_module import DDPGRLModule
-        from rlx.core.rl_module import RLModuleSpec
-
         cfg = self.config
         model = {
             **cfg.model,
@@ -122,8 +117,6 @@ class DDPG(OffPolicyAlgorithm):
             "critic_hidden_activation": cfg.critic_hidden_activation,
         }
         if cfg.model.get("use_lstm") and not cfg.model.get("custom_model"):
-            from rlx.algorithms.ddpg.recurrent_ddpg_rl_module import RecurrentDDPGRLModule
-
             return RLModuleSpec(module_class=RecurrentDDPGRLModule, model_config=model)
         return RLModuleSpec(module_class=DDPGRLModule, model_config=model)
 

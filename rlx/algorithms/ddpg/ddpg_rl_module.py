@@ -13,7 +13,8 @@ from rlx.core.columns import Columns
 from rlx.core.distributions import BoundDistribution, Deterministic
 from rlx.core.flat_image_encoders import ImageCriticEnsemble, image_policy
 from rlx.core.models import EnsembleMLP, flat_obs_dim, make_mlp, refuse_no_final_linear
-from rlx.core.rl_module import RLModule
+from rlx.core.numpy_forward import as_float32_rows, keeps_methods, mlp_numpy_fn
+from rlx.core.rl_module.rl_module import RLModule
 from rlx.utils.errors import ConfigError
 
 
@@ -83,8 +84,6 @@ class DDPGRLModule(RLModule):
 
     def numpy_inference_fn(self) -> Any:
         """`actions` in NumPy (see RLModule.numpy_inference_fn) for an MLP actor; else None."""
-        from rlx.core.numpy_forward import as_float32_rows, keeps_methods, mlp_numpy_fn
-
         if not keeps_methods(self, DDPGRLModule, ("forward_inference", "forward_exploration", "actions",
                                                   "flat_obs")):
             return None

@@ -140,7 +140,7 @@ class DDPPO(PPO):
         driver_config.env_runners(num_env_runners=0)
         driver_config.freeze()
         super().setup(driver_config)
-        from rlx.core.learner_group import LearnerGroup
+        from rlx.core.learner.learner_group import LearnerGroup  # torch: only with workers
 
         # LearnerGroup gives each of its N ranks minibatch_size // N: hand it N per-worker minibatches.
         group_config = config.copy(copy_frozen=False)

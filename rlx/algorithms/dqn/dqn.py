@@ -4,8 +4,14 @@ from __future__ import annotations
 from typing import Any
 
 from rlx.algorithms.config_options import Option, boolean, choice, integer, number, validate_schedule
+from rlx.algorithms.dqn.dqn_learner import DQNLearner
+from rlx.algorithms.dqn.dqn_rl_module import DQNRLModule
+from rlx.algorithms.dqn.recurrent_dqn import fold_sequence_replay_settings
+from rlx.algorithms.dqn.recurrent_dqn_learner import RecurrentDQNLearner
+from rlx.algorithms.dqn.recurrent_dqn_rl_module import RecurrentDQNRLModule
 from rlx.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
-from rlx.algorithms.recurrent_replay import sequence_replay_options
+from rlx.algorithms.recurrent_replay import sequence_replay_options, setup_sequence_replay
+from rlx.core.rl_module.rl_module import RLModuleSpec
 from rlx.utils.errors import ConfigError
 
 T = ("training",)
@@ -85,8 +91,6 @@ class DQNConfig(OffPolicyConfig):
             v["exploration_config"] = exp
         if v["adam_epsilon"] != 1e-8 and "eps" not in v["optimizer"]:
             v["optimizer"] = {**v["optimizer"], "eps": v["adam_epsilon"]}
-        from rlx.algorithms.dqn.recurrent_dqn import fold_sequence_replay_settings
-
         fold_sequence_replay_settings(v)
         super().validate()
 
@@ -108,25 +112,16 @@ class DQN(OffPolicyAlgorithm):
     @property
     def _learner_class(self) -> Any:  # type: ignore[override]
         if self.config.model.get("use_lstm"):
-            from rlx.algorithms.dqn.recurrent_dqn_learner import RecurrentDQNLearner
-
             return RecurrentDQNLearner
-        from rlx.algorithms.dqn.dqn_learner import DQNLearner
-
         return DQNLearner
 
     def setup(self, config: Any) -> None:
         """OffPolicyAlgorithm's setup; a recurrent module (use_lstm) replays sequences instead."""
-        from rlx.algorithms.recurrent_replay import setup_sequence_replay
-
         setup_sequence_replay(self, config, "DQN", super().setup)
 
     def get_default_rl_module_spec(self) -> Any:
         """DQN's Q-network, with the Rainbow options folded into its model config (with use_lstm:
         the recurrent Q-network)."""
-        from rlx.algorithms.dqn.dqn_rl_module import DQNRLModule
-        from rlx.core.rl_module import RLModuleSpec
-
         cfg = self.config
         model = {
             **cfg.model,
@@ -140,8 +135,6 @@ class DQN(OffPolicyAlgorithm):
             "categorical_distribution_temperature": cfg.categorical_distribution_temperature,
         }
         if cfg.model.get("use_lstm") and not cfg.model.get("custom_model"):
-            from rlx.algorithms.dqn.recurrent_dqn_rl_module import RecurrentDQNRLModule
-
             return RLModuleSpec(module_class=RecurrentDQNRLModule, model_config=model)
         return RLModuleSpec(module_class=DQNRLModule, model_config=model)
 

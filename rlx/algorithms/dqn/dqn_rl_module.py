@@ -11,12 +11,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rlx.algorithms.dqn.q_model_view import DQNModelView
 from rlx.core.action_masking import apply_action_mask, find_action_mask
+from rlx.core.cnn import ImageEncoder, is_image_space
 from rlx.core.columns import Columns
 from rlx.core.distributions import BoundDistribution, Categorical
-from rlx.core.cnn import ImageEncoder, is_image_space
 from rlx.core.models import flat_obs_dim, make_mlp, refuse_no_final_linear
-from rlx.core.rl_module import RLModule
+from rlx.core.numpy_forward import as_float32_rows, keeps_methods, mlp_numpy_fn
+from rlx.core.rl_module.rl_module import RLModule
 from rlx.utils.errors import ConfigError, NotSupportedYetError
 
 QF_PREDS = "qf_preds"
@@ -181,8 +183,6 @@ class DQNRLModule(RLModule):
     def numpy_inference_fn(self) -> Any:
         """Expected Q-values in NumPy (see RLModule.numpy_inference_fn) for MLP networks without
         noisy layers, distributional atoms or an action mask; else None."""
-        from rlx.core.numpy_forward import as_float32_rows, keeps_methods, mlp_numpy_fn
-
         if self.noisy or self.num_atoms != 1 or self.action_mask is not None or not keeps_methods(
                 self, DQNRLModule, ("forward_inference", "forward_exploration", "q_outputs", "q_values",
                                     "_features", "_call_head")):
@@ -216,8 +216,6 @@ class DQNRLModule(RLModule):
     def old_api_model(self) -> Any:
         """`policy.model` of the old API: the Q-model view (`from_batch` -> base features,
         `get_q_value_distributions`, `get_state_value`, the heads), see `q_model_view`."""
-        from rlx.algorithms.dqn.q_model_view import DQNModelView
-
         return DQNModelView(self)
 
     def get_train_action_dist_cls(self) -> BoundDistribution:

@@ -25,7 +25,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlx.policy.policy import ModelView
+from rlx.core.rl_module.model_view import ModelView
+from rlx.utils.model_summary import summarize
 
 __all__ = ["DQNModelView", "ModelPart"]
 
@@ -48,8 +49,6 @@ class ModelPart(nn.Module):
     def summary(self, print_fn: Any = print) -> str:
         """Print (with `print_fn`; None: do not print) and return a Keras-style table of the
         part's layers: output shapes for one example input, parameter counts and totals."""
-        from rlx.utils.model_summary import summarize
-
         # summarize() switches train/eval mode recursively; the layers are the module's, so put
         # each back as it was.
         modes = [(m, m.training) for m in self.modules()]

@@ -20,7 +20,7 @@ from rlx.core.cnn import ImageEncoder, is_image_space
 from rlx.core.columns import Columns
 from rlx.core.distributions import BoundDistribution, Categorical
 from rlx.core.models import flat_obs_dim, make_mlp, refuse_no_final_linear
-from rlx.core.rl_module import RLModule
+from rlx.core.rl_module.rl_module import RLModule
 from rlx.utils.errors import ConfigError, NotSupportedYetError
 
 
@@ -33,6 +33,9 @@ class RecurrentDQNRLModule(RLModule):
     `categorical_distribution_temperature`. `action_dist_inputs` are the Q-values (argmax is
     the greedy action), as in DQNRLModule.
     """
+
+    #: A default module for model use_lstm (checked when the Algorithm completes its module spec).
+    builds_use_lstm = True
 
     def setup(self) -> None:
         if not isinstance(self.action_space, gym.spaces.Discrete):

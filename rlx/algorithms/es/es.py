@@ -11,10 +11,13 @@ import numpy as np
 from rlx.algorithms.algorithm import Algorithm
 from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.config_options import Option, boolean, choice, integer, number
+from rlx.algorithms.es.es_learner import ESLearner
 from rlx.algorithms.es.perturbations import (
     PerturbationResults, evaluate_perturbations, module_offsets, noise_seed,
 )
-from rlx.utils.errors import NotSupportedYetError
+from rlx.core.rl_module.agent_mapping import is_trainable
+from rlx.core.rl_module.rl_module import RLModuleSpec
+from rlx.utils.errors import ConfigError, NotSupportedYetError
 
 T = ("training",)
 #: rlx's default table: 25M floats (100 MB per process). RLlib's 250M (1 GB) lives once in Ray's
@@ -94,7 +97,6 @@ class ES(Algorithm):
 
     @property
     def _learner_class(self) -> Any:  # type: ignore[override]
-        from rlx.algorithms.es.es_learner import ESLearner
 
         return ESLearner
 
@@ -110,8 +112,6 @@ class ES(Algorithm):
 
     def _module_spec(self) -> Any:
         """The module spec(s), built inference-only: ES perturbs only what acting uses."""
-        from rlx.core.rl_module import RLModuleSpec
-
         spec = super()._module_spec()
         if isinstance(spec, RLModuleSpec):
             return dataclasses.replace(spec, inference_only=True)
@@ -134,8 +134,6 @@ class ES(Algorithm):
 
     def trainable_learners(self) -> dict[str, Any]:
         """{module_id: Learner} of the policies ES perturbs and updates (policies_to_train), by id."""
-        from rlx.algorithms.multi_agent_options import is_trainable
-
         learners = self.learner_by_module()
         if not self.is_multi_agent:
             return learners
@@ -147,8 +145,6 @@ class ES(Algorithm):
         cfg = self.config
         learners = self.trainable_learners()
         if not learners:
-            from rlx.utils.errors import ConfigError
-
             raise ConfigError(f"policies_to_train ({cfg.policies_to_train!r}) leaves no policy of "
                               f"{self.policy_ids} to train; name at least one.")
         thetas = {mid: learner.get_flat_weights() for mid, learner in learners.items()}

@@ -22,6 +22,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlx.core.rl_module.agent_mapping import DEFAULT_POLICY_ID
+from rlx.utils.errors import ConfigError
+from rlx.utils.exploration.gaussian_noise import GaussianNoise
+
 #: The noise table's seed when config.seed is None (all processes must agree on it).
 DEFAULT_NOISE_SEED = 123
 
@@ -141,8 +145,6 @@ class PerturbationResults:
 
 
 def _as_module_dict(theta: np.ndarray | dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    from rlx.algorithms.multi_agent_options import DEFAULT_POLICY_ID
-
     return dict(theta) if isinstance(theta, dict) else {DEFAULT_POLICY_ID: theta}
 
 
@@ -219,8 +221,6 @@ class EvaluatePerturbations:
 def _episode(runner: Any, explore: bool) -> tuple[dict[str, float], dict[str, int], int]:
     """One episode on the runner's first sub-env: ({module_id: return}, {module_id: agent steps},
     env steps). A policy's return sums the rewards of every agent mapped to it."""
-    from rlx.algorithms.multi_agent_options import DEFAULT_POLICY_ID
-
     batch = runner.sample(num_episodes=1, explore=explore)
     policy_batches = getattr(batch, "policy_batches", None)
     if policy_batches is None:  # a single-agent runner: its one module, column 0 (the first sub-env)
@@ -271,8 +271,6 @@ def _action_noise(runner: Any, std: float) -> tuple[bool, Any]:
     boxes = [h for h in holders if isinstance(space(h), gym.spaces.Box)]
     if std <= 0 or not boxes:
         return False, lambda: None
-    from rlx.utils.exploration.gaussian_noise import GaussianNoise
-
     originals = [(h, h.exploration) for h in holders]
     for holder in holders:
         if isinstance(space(holder), gym.spaces.Box):
@@ -299,8 +297,6 @@ def evaluate_perturbations(env_runner_group: Any, theta: np.ndarray | dict[str, 
     thetas = _as_module_dict(theta)
     _, dim = module_offsets(thetas)
     if noise_size < dim:
-        from rlx.utils.errors import ConfigError
-
         raise ConfigError(f"noise_size ({noise_size}) is smaller than the {dim} parameters perturbed together "
                           f"(policies {sorted(thetas)}); raise noise_size (it should be many times larger).")
     remote = env_runner_group.num_remote_env_runners() > 0

@@ -1,16 +1,10 @@
 """IMPALA: importance-weighted actor-learner architecture (asynchronous sampling, V-trace)."""
 from rlx.algorithms.impala.impala import DEFAULT_CONFIG, IMPALA, Impala, ImpalaConfig, IMPALAConfig, ImpalaTrainer
+from rlx.algorithms.impala.impala_learner import IMPALALearner
+from rlx.algorithms.impala.torch.impala_torch_learner import IMPALATorchLearner
 
-__all__ = ["IMPALA", "IMPALAConfig", "Impala", "ImpalaConfig", "ImpalaTrainer", "DEFAULT_CONFIG"]
+#: RLlib's other spelling.
+ImpalaTorchLearner = IMPALATorchLearner
 
-
-def __getattr__(name: str):
-    if name == "IMPALALearner":
-        from rlx.algorithms.impala.impala_learner import IMPALALearner
-
-        return IMPALALearner
-    if name in ("IMPALATorchLearner", "ImpalaTorchLearner"):
-        from rlx.algorithms.impala.torch.impala_torch_learner import IMPALATorchLearner
-
-        return IMPALATorchLearner
-    raise AttributeError(name)
+__all__ = ["IMPALA", "IMPALAConfig", "IMPALALearner", "IMPALATorchLearner", "Impala", "ImpalaConfig",
+           "ImpalaTorchLearner", "ImpalaTrainer", "DEFAULT_CONFIG"]

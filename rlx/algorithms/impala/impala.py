@@ -9,6 +9,7 @@ import numpy as np
 from rlx.algorithms.algorithm import Algorithm
 from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.config_options import Option, boolean, choice, integer, number, schedule_or_number
+from rlx.algorithms.impala.impala_learner import IMPALALearner
 from rlx.algorithms.impala.learner_queue import LearnerQueue
 from rlx.env.env_runner_group import AsyncSample, join_runner_batches
 from rlx.utils.errors import ConfigError, RLXError
@@ -137,7 +138,6 @@ class IMPALA(Algorithm):
 
     @property
     def _learner_class(self) -> Any:  # type: ignore[override]
-        from rlx.algorithms.impala.impala_learner import IMPALALearner
 
         return IMPALALearner
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlx.algorithms.algorithm import Algorithm
+from rlx.algorithms.on_policy import OnPolicyAlgorithm
 from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.config_options import Option, integer, number
 from rlx.utils.errors import ConfigError
@@ -62,7 +62,7 @@ class MARWILConfig(AlgorithmConfig):
                 "`config.offline_data(postprocess_inputs=True)`.")
 
 
-class MARWIL(Algorithm):
+class MARWIL(OnPolicyAlgorithm):
     """MARWIL: advantage-weighted imitation of the input's actions, plus a value function."""
 
     _config_class = MARWILConfig

@@ -9,7 +9,8 @@ import torch
 from rlx.core.columns import Columns
 from rlx.core.learner.learner import POLICY_LOSS_KEY, VF_LOSS_KEY
 from rlx.core.learner.torch.torch_learner import TorchLearner
-from rlx.utils.postprocessing import compute_gae
+from rlx.utils.errors import ConfigError
+from rlx.utils.postprocessing import estimate_advantages
 
 #: Learner result names (RLlib's).
 MOVING_AVG_SQD_ADV_NORM_KEY = "moving_avg_sqd_adv_norm"
@@ -39,33 +40,11 @@ class MARWILLearner(TorchLearner):
 
     # ------------------------------------------------------------ value targets
 
-    @torch.no_grad()
-    def _values(self, obs: np.ndarray) -> np.ndarray:
-        flat = self.tensor(np.ascontiguousarray(obs.reshape((-1,) + obs.shape[2:])))
-        return self.rl_module.compute_values({Columns.OBS: flat}).float().cpu().numpy().reshape(obs.shape[:2])
-
     def compute_value_targets(self, batch: dict[str, np.ndarray]) -> np.ndarray:
         """The [T, B] value targets of a time-major batch: GAE(lambda_) returns with the current
         value function, bootstrapped from V(new_obs) where an episode is cut without terminating."""
         cfg = self.config
-        rewards = batch[Columns.REWARDS]
-        term = batch[Columns.TERMINATEDS]
-        trunc = batch[Columns.TRUNCATEDS]
-        valid = batch.get(Columns.VALID)
-        dones = term | trunc
-        values = self._values(batch[Columns.OBS])
-        next_values = np.zeros_like(values)
-        next_values[:-1] = values[1:]
-        need = trunc.copy()
-        need[-1] |= ~term[-1]
-        if valid is not None:
-            dones = dones | ~valid
-            need &= valid
-            need[:-1] |= valid[:-1] & ~valid[1:] & ~term[:-1]
-        rows, cols = np.nonzero(need)
-        if rows.size:
-            next_values[rows, cols] = self._values(batch[Columns.NEXT_OBS][rows, cols][:, None])[:, 0]
-        _, targets = compute_gae(rewards, values, next_values, term, dones, cfg.gamma, cfg.lambda_)
+        _, targets, _ = estimate_advantages(self.rl_module, batch, gamma=cfg.gamma, lambda_=cfg.lambda_)
         return targets
 
     # ------------------------------------------------------------ update
@@ -132,8 +111,6 @@ class MARWILLearner(TorchLearner):
         log_std: Any = 0.0
         if config.bc_logstd_coeff > 0.0:
             if not hasattr(dist, "log_std"):
-                from rlx.utils.errors import ConfigError
-
                 raise ConfigError(f"bc_logstd_coeff={config.bc_logstd_coeff} needs a distribution with a log std "
                                   f"(Box actions); {type(dist).__name__} has none. Set bc_logstd_coeff=0.0.")
             log_std = dist.log_std.mean(dim=-1)

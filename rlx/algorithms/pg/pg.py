@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlx.algorithms.algorithm import Algorithm
+from rlx.algorithms.on_policy import OnPolicyAlgorithm
 from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.utils.errors import ConfigError
 
@@ -36,7 +36,7 @@ class PGConfig(AlgorithmConfig):
                 "(batch_mode='truncate_episodes'); use batch_mode='complete_episodes' (PG's default), or A2C.")
 
 
-class PG(Algorithm):
+class PG(OnPolicyAlgorithm):
     """Vanilla policy gradient: sample a train batch, take one gradient step, push the weights."""
 
     _config_class = PGConfig

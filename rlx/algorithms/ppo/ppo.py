@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlx.algorithms.algorithm import Algorithm
+from rlx.algorithms.on_policy import OnPolicyAlgorithm
 from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.config_options import Option, boolean, integer, number, schedule_or_number
 from rlx.utils.errors import ConfigError
@@ -82,7 +82,7 @@ class PPOConfig(AlgorithmConfig):
             )
 
 
-class PPO(Algorithm):
+class PPO(OnPolicyAlgorithm):
     """Proximal Policy Optimization (clipped surrogate, GAE, adaptive KL penalty)."""
 
     _config_class = PPOConfig

@@ -9,9 +9,10 @@ import torch
 from rlx.core.columns import Columns
 from rlx.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
 from rlx.core.learner.torch.torch_learner import TorchLearner
-from rlx.utils.postprocessing import compute_gae, discounted_returns
+# The advantage estimation the PPO family's Learners share (A2C, PG, APPO, IMPALA import it from here too).
+from rlx.utils.postprocessing import (  # noqa: F401
+    bootstrap_mask, episode_dones, estimate_advantages, next_state_values, state_values)
 from rlx.utils.schedules import PiecewiseSchedule
-from rlx.core.learner.device import module_device, to_device
 
 
 class PPOLearner(TorchLearner):
@@ -250,68 +251,16 @@ def _with_postprocessed(batch: dict[str, np.ndarray], adv: np.ndarray,
     return adv, targets
 
 
-@torch.no_grad()
-def state_values(module: Any, obs: np.ndarray) -> np.ndarray:
-    """V(obs) of a time-major [T, B, ...] observation array, as a [T, B] array."""
-    flat = to_device(torch.from_numpy(obs.reshape((-1,) + obs.shape[2:])), module_device(module))
-    return module.compute_values({Columns.OBS: flat}).float().cpu().numpy().reshape(obs.shape[:2])
-
-
-def episode_dones(batch: dict[str, np.ndarray]) -> np.ndarray:
-    """Where each [T, B] trajectory is cut: terminated, truncated, or a padding row."""
-    dones = batch[Columns.TERMINATEDS] | batch[Columns.TRUNCATEDS]
-    valid = batch.get(Columns.VALID)
-    return dones | ~valid if valid is not None else dones
-
-
-def bootstrap_mask(batch: dict[str, np.ndarray]) -> np.ndarray:
-    """[T, B]: the steps whose V(s_{t+1}) is not the next row's value but that of the stored next
-    observation, because the episode was cut there (truncation, the end of the rollout, or padding)."""
-    term = batch[Columns.TERMINATEDS]
-    valid = batch.get(Columns.VALID)
-    need = batch[Columns.TRUNCATEDS].copy()
-    need[-1] |= ~term[-1]
-    if valid is not None:
-        need &= valid
-        # The last valid step of each env in a padded batch needs its own bootstrap.
-        need[:-1] |= valid[:-1] & ~valid[1:] & ~term[:-1]
-    return need
-
-
-@torch.no_grad()
-def next_state_values(module: Any, batch: dict[str, np.ndarray], values: np.ndarray) -> np.ndarray:
-    """V(s_{t+1}) for every step of a time-major batch, given `values` = V(s_t) ([T, B]): the next
-    row's value, or where the episode was cut (`bootstrap_mask`) that of the stored next observation."""
-    next_values = np.zeros_like(values)
-    next_values[:-1] = values[1:]
-    rows, cols = np.nonzero(bootstrap_mask(batch))
-    if rows.size:
-        next_obs = batch[Columns.NEXT_OBS][rows, cols]
-        boot = module.compute_values({Columns.OBS: to_device(torch.from_numpy(np.ascontiguousarray(next_obs)),
-                                                             module_device(module))})
-        next_values[rows, cols] = boot.float().cpu().numpy()
-    return next_values
-
-
 def compute_advantages(module: Any, batch: dict[str, np.ndarray], *, gamma: float, lambda_: float = 1.0,
                        use_critic: bool = True, use_gae: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(advantages, value_targets, vf_preds), each [T, B], of a time-major batch: GAE (`use_gae`,
-    `lambda_`) or discounted returns minus V with the module's value function (`use_critic`), or
-    plain discounted returns without one (REINFORCE). Shared by PPO, A2C, PG and APPO."""
-    rewards = batch[Columns.REWARDS]
-    term = batch[Columns.TERMINATEDS]
-    dones = episode_dones(batch)
+    """(advantages, value_targets, vf_preds), each [T, B], of a time-major batch (rlx.utils.
+    postprocessing.estimate_advantages), with the advantages and value targets an
+    on_postprocess_trajectory callback wrote into the batch taking precedence where it wrote them.
+    Shared by PPO, A2C, PG and APPO."""
+    adv, targets, values = estimate_advantages(module, batch, gamma=gamma, lambda_=lambda_, use_critic=use_critic,
+                                               use_gae=use_gae)
     if not use_critic:
-        zeros = np.zeros_like(rewards)
-        returns = discounted_returns(rewards, zeros, term, dones, gamma)
-        return returns, returns, zeros
-    values = state_values(module, batch[Columns.OBS])
-    next_values = next_state_values(module, batch, values)
-    if use_gae:
-        adv, targets = compute_gae(rewards, values, next_values, term, dones, gamma, lambda_)
-    else:
-        targets = discounted_returns(rewards, next_values, term, dones, gamma)
-        adv = targets - values
+        return adv, targets, values
     return _with_postprocessed(batch, adv, targets) + (values,)
 
 

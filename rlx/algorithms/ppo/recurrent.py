@@ -15,32 +15,21 @@ import torch
 
 from rlx.core.columns import Columns
 from rlx.core.learner.sequences import Sequences, cut_sequences, max_seq_len, sequence_state_in, sequence_values
-from rlx.utils.postprocessing import compute_gae, discounted_returns
+from rlx.utils.postprocessing import advantages_from_values, estimate_advantages
 
 __all__ = ["Sequences", "cut_sequences", "recurrent_advantages", "recurrent_update", "sequence_values"]
 
 
 def recurrent_advantages(learner: Any, batch: dict[str, np.ndarray], seqs: Sequences,
                          state_in: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(advantages, value targets, value predictions), each [T, B]."""
+    """(advantages, value targets, value predictions), each [T, B]: rlx's one advantage estimation
+    (rlx.utils.postprocessing) with values from running the module over each sequence."""
     cfg = learner.config
-    rewards = batch[Columns.REWARDS]
-    term = np.asarray(batch[Columns.TERMINATEDS], bool)
-    dones = term | np.asarray(batch[Columns.TRUNCATEDS], bool)
-    if Columns.VALID in batch:
-        dones = dones | ~np.asarray(batch[Columns.VALID], bool)
-    dones = dones.copy()
-    dones[-1] = True  # the rollout's end: bootstrapped from the next observation's value
     if not cfg.use_critic:
-        zeros = np.zeros_like(rewards)
-        returns = discounted_returns(rewards, zeros, term, dones, cfg.gamma)
-        return returns, returns, zeros
+        return estimate_advantages(None, batch, gamma=cfg.gamma, use_critic=False)
     values, next_values = sequence_values(learner.rl_module, batch, seqs, state_in)
-    if cfg.use_gae:
-        adv, targets = compute_gae(rewards, values, next_values, term, dones, cfg.gamma, cfg.lambda_)
-    else:
-        targets = discounted_returns(rewards, next_values, term, dones, cfg.gamma)
-        adv = targets - values
+    adv, targets = advantages_from_values(batch, values, next_values, gamma=cfg.gamma, lambda_=cfg.lambda_,
+                                          use_gae=cfg.use_gae)
     return adv, targets, values
 
 

@@ -6,8 +6,15 @@ from typing import Any
 
 from rlx.algorithms.config_options import Option, boolean, dictionary, number, schedule_or_number
 from rlx.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
-from rlx.algorithms.recurrent_replay import fold_sequence_replay_settings, sequence_replay_options
-from rlx.utils.errors import ConfigError
+from rlx.algorithms.recurrent_replay import (fold_sequence_replay_settings, sequence_replay_options,
+                                             setup_sequence_replay)
+from rlx.algorithms.sac.recurrent_sac_learner import RecurrentSACLearner
+from rlx.algorithms.sac.recurrent_sac_rl_module import RecurrentSACRLModule
+from rlx.algorithms.sac.sac_learner import SACLearner
+from rlx.algorithms.sac.sac_rl_module import SACRLModule
+from rlx.core.model_defaults import merge_model_config
+from rlx.core.rl_module.rl_module import RLModuleSpec
+from rlx.utils.errors import ConfigError, did_you_mean
 
 T = ("training",)
 
@@ -23,16 +30,12 @@ def _net_config(name: str, value: Any) -> dict:
     allowed = {"fcnet_hiddens", "fcnet_activation"}
     unknown = set(value) - allowed
     if unknown:
-        from rlx.utils.errors import did_you_mean
-
         key = sorted(unknown)[0]
         if key in ("use_lstm", "lstm_cell_size", "max_seq_len"):
             raise ConfigError(f"'{name}' has the key '{key}': recurrent SAC takes it from the model dict, for "
                               f"the policy and the critics together: set model={{'{key}': ...}}.")
         raise ConfigError(f"'{name}' has an unknown key '{key}'.{did_you_mean(key, allowed)} Accepted: "
                           f"{', '.join(sorted(allowed))}.")
-    from rlx.models.model_defaults import merge_model_config
-
     try:
         merge_model_config(None, value)  # the same checks as the model dict's keys
     except ConfigError as err:
@@ -89,8 +92,6 @@ class SACConfig(OffPolicyConfig):
                      "entropy_learning_rate": "alpha_lr"}
             for key, value in opt.items():
                 if key not in names:
-                    from rlx.utils.errors import did_you_mean
-
                     raise ConfigError(f"optimization_config has an unknown key '{key}'.{did_you_mean(key, names)}")
                 v[names[key]] = schedule_or_number(0.0)(key, value)
             v["optimization_config"] = None
@@ -106,33 +107,22 @@ class SAC(OffPolicyAlgorithm):
     @property
     def _learner_class(self) -> Any:  # type: ignore[override]
         if self.config.model.get("use_lstm"):
-            from rlx.algorithms.sac.recurrent_sac_learner import RecurrentSACLearner
-
             return RecurrentSACLearner
-        from rlx.algorithms.sac.sac_learner import SACLearner
-
         return SACLearner
 
     def setup(self, config: Any) -> None:
         """OffPolicyAlgorithm's setup; a recurrent module (model use_lstm) replays sequences instead."""
-        from rlx.algorithms.recurrent_replay import setup_sequence_replay
-
         setup_sequence_replay(self, config, "SAC", super().setup)
 
     def get_default_rl_module_spec(self) -> Any:
         """SAC's policy and twin critics, sized by policy_model_config and q_model_config (with
         model use_lstm: RecurrentSACRLModule, an LSTM in the policy and in each critic)."""
-        from rlx.algorithms.sac.sac_rl_module import SACRLModule
-        from rlx.core.rl_module import RLModuleSpec
-
         cfg = self.config
         model = {**cfg.model, "twin_q": cfg.twin_q, "policy_model_config": dict(cfg.policy_model_config),
                  "q_model_config": dict(cfg.q_model_config)}
         # Only learners that train on replayed sequences get the recurrent module (CQL's does not).
         if cfg.model.get("use_lstm") and not cfg.model.get("custom_model") and \
                 getattr(self._resolved_learner_class(), "supports_recurrent_modules", False):
-            from rlx.algorithms.sac.recurrent_sac_rl_module import RecurrentSACRLModule
-
             return RLModuleSpec(module_class=RecurrentSACRLModule, model_config=model)
         return RLModuleSpec(module_class=SACRLModule, model_config=model)
 

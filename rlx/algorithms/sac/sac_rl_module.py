@@ -13,7 +13,8 @@ from rlx.core.columns import Columns
 from rlx.core.distributions import BoundDistribution, Categorical, SquashedGaussian
 from rlx.core.flat_image_encoders import ImageCriticEnsemble, image_policy
 from rlx.core.models import EnsembleMLP, flat_obs_dim, make_mlp, refuse_no_final_linear
-from rlx.core.rl_module import RLModule
+from rlx.core.numpy_forward import as_float32_rows, keeps_methods, mlp_numpy_fn
+from rlx.core.rl_module.rl_module import RLModule
 from rlx.utils.errors import ConfigError, NotSupportedYetError
 
 
@@ -90,8 +91,6 @@ class SACRLModule(RLModule):
 
     def numpy_inference_fn(self) -> Any:
         """policy_outputs in NumPy (see RLModule.numpy_inference_fn) for an MLP policy; else None."""
-        from rlx.core.numpy_forward import as_float32_rows, keeps_methods, mlp_numpy_fn
-
         if not keeps_methods(self, SACRLModule, ("forward_inference", "forward_exploration", "policy_outputs",
                                                  "flat_obs")):
             return None

@@ -8,11 +8,10 @@ import gymnasium as gym
 import numpy as np
 
 from rlx.connectors.connector_v2 import ConnectorV2
+from rlx.core.preprocessors import get_preprocessor
 
 
 def _flattener(space: gym.Space) -> Any:
-    from rlx.models.preprocessors import get_preprocessor
-
     return get_preprocessor(space)(space, {})
 
 

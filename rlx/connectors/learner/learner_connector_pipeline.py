@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlx.connectors.builders import call_builder, connector_pieces
 from rlx.connectors.connector_pipeline_v2 import ConnectorPipelineV2
+from rlx.connectors.learner.batch_episodes import batch_episodes
 
 
 class LearnerConnectorPipeline(ConnectorPipelineV2):
@@ -13,20 +15,17 @@ class LearnerConnectorPipeline(ConnectorPipelineV2):
 
 def build_learner_connector(config: Any, obs_space: Any, act_space: Any) -> LearnerConnectorPipeline | None:
     """The LearnerConnectorPipeline of config.learner_connector (None when unset)."""
-    from rlx.env.connector_env import _call_builder, _pieces
-
     builder = config.learner_connector
     if builder is None:
         return None
-    pieces = _pieces(_call_builder(builder, (obs_space, act_space, None), "learner_connector"), "learner_connector")
+    pieces = connector_pieces(call_builder(builder, (obs_space, act_space, None), "learner_connector"),
+                              "learner_connector")
     return LearnerConnectorPipeline(obs_space, act_space, connectors=pieces)
 
 
 def run_learner_connector(pipeline: LearnerConnectorPipeline, batch: dict[str, Any], rl_module: Any,
                           module_id: Any = None, metrics: Any = None) -> dict[str, Any]:
     """Run the learner pipeline on one module's train batch; returns the (changed) batch."""
-    from rlx.connectors.learner.batch_episodes import batch_episodes
-
     episodes = batch_episodes(batch, module_id=module_id)
     out = pipeline(rl_module=rl_module, batch=batch, episodes=episodes, explore=False, shared_data={},
                    metrics=metrics)

@@ -25,8 +25,11 @@ __all__ = [
 ]
 
 
-# Meta-learning (loaded on first use): the functional inner learners and the meta learner.
+# Loaded on first use: the learner containers and groups of learner processes (RLlib's
+# `ray.rllib.core.learner.LearnerGroup`), the functional inner learners and the meta learner.
 _LAZY = {
+    "LearnerContainer": "rlx.core.learner.container",
+    "LearnerGroup": "rlx.core.learner.learner_group",
     "TrainingData": "rlx.core.learner.training_data",
     "DifferentiableLearner": "rlx.core.learner.differentiable_learner",
     "DifferentiableLearnerConfig": "rlx.core.learner.differentiable_learner_config",

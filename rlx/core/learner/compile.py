@@ -24,30 +24,13 @@ from typing import Any, Callable
 
 import torch
 
-from rlx.utils.errors import ConfigError, did_you_mean
+# The config checks live in the core layer's light rlx.core.compile_options (re-exported here).
+from rlx.core.compile_options import (COMPLETE_UPDATE_OPTION, WHAT_TO_COMPILE, check_backend, check_backend_option,
+                                      check_compile_settings, compiles_complete_update)
+from rlx.utils.errors import ConfigError
 
 __all__ = ["WHAT_TO_COMPILE", "check_backend_option", "check_compile_settings", "check_learner_can_compile_update",
            "compile_learner_module", "compile_update", "compiled_networks", "compiles_complete_update"]
-
-#: RLlib's `torch_compile_learner_what_to_compile` values.
-WHAT_TO_COMPILE = ("forward_train", "complete_update")
-_OPTION = "torch_compile_learner_what_to_compile='complete_update'"
-
-
-def compiles_complete_update(config: Any) -> bool:
-    """Whether `config` asks for the Learner's whole update to be compiled."""
-    return bool(getattr(config, "torch_compile_learner", False)) and \
-        _what_to_compile(getattr(config, "torch_compile_learner_what_to_compile", "forward_train")) == "complete_update"
-
-
-def check_compile_settings(config: Any) -> None:
-    """Build-time check of the torch_compile_learner settings that depend on other options."""
-    if compiles_complete_update(config) and int(getattr(config, "num_learners", 0) or 0) > 0:
-        raise ConfigError(
-            f"{_OPTION} cannot be combined with num_learners={config.num_learners}: learner processes average "
-            "their gradients inside the update, which rlx does not compile (RLlib refuses torch.compile with "
-            "distributed learners too). Use num_learners=0, or torch_compile_learner_what_to_compile="
-            "'forward_train' to compile the networks only.")
 
 
 def check_learner_can_compile_update(learner: Any) -> None:
@@ -57,7 +40,7 @@ def check_learner_can_compile_update(learner: Any) -> None:
     if getattr(type(learner), "compile_complete_update", True):
         return
     reason = getattr(type(learner), "compile_complete_update_reason", "") or "its update cannot be traced"
-    raise ConfigError(f"{_OPTION} is not available for {type(learner).__name__}: {reason}. Use "
+    raise ConfigError(f"{COMPLETE_UPDATE_OPTION} is not available for {type(learner).__name__}: {reason}. Use "
                       "torch_compile_learner_what_to_compile='forward_train' to compile its networks instead.")
 
 
@@ -70,7 +53,7 @@ def compile_update(update: Callable[..., Any], config: Any) -> Callable[..., Any
     import torch._dynamo
 
     backend = config.torch_compile_learner_dynamo_backend or "inductor"
-    _check_backend(backend)
+    check_backend(backend)
     compiled = torch.compile(update, backend=backend, mode=config.torch_compile_learner_dynamo_mode)
 
     def compiled_update(*args: Any, **kwargs: Any) -> Any:
@@ -84,7 +67,7 @@ def compile_learner_module(module: torch.nn.Module, config: Any) -> list[str]:
     """Compile the networks of `module` as `config`'s torch_compile_learner_* settings say
     (what_to_compile='forward_train'); return the names of the compiled children."""
     backend = config.torch_compile_learner_dynamo_backend or "inductor"
-    _check_backend(backend)
+    check_backend(backend)
     mode = config.torch_compile_learner_dynamo_mode
     compiled = []
     for name, child in module.named_children():
@@ -97,38 +80,3 @@ def compile_learner_module(module: torch.nn.Module, config: Any) -> list[str]:
 def compiled_networks(module: torch.nn.Module) -> list[str]:
     """Names of the children of `module` that run compiled."""
     return [name for name, child in module.named_children() if getattr(child, "_compiled_call_impl", None)]
-
-
-def _what_to_compile(value: Any) -> str:
-    text = str(getattr(value, "value", value))
-    if text not in WHAT_TO_COMPILE:
-        raise ConfigError(f"torch_compile_learner_what_to_compile={value!r} is not one of {list(WHAT_TO_COMPILE)}."
-                          f"{did_you_mean(text, WHAT_TO_COMPILE)}")
-    return text
-
-
-#: Backends every torch build registers: accepted without importing torch._dynamo (a second).
-_COMMON_BACKENDS = frozenset({"inductor", "eager", "aot_eager", "cudagraphs"})
-
-
-def check_backend_option(name: str, value: Any) -> Any:
-    """Config check of `torch_compile_learner_dynamo_backend`: a callable or a backend name
-    torch.compile knows here."""
-    if callable(value):
-        return value
-    if not isinstance(value, str):
-        raise ConfigError(f"'{name}' must be a torch.compile backend name (e.g. 'inductor') or a callable backend, "
-                          f"got {value!r}.")
-    _check_backend(value, name)
-    return value
-
-
-def _check_backend(backend: Any, name: str = "torch_compile_learner_dynamo_backend") -> None:
-    if callable(backend) or backend in _COMMON_BACKENDS:
-        return
-    import torch._dynamo
-
-    known = torch._dynamo.list_backends(exclude_tags=())
-    if backend not in known:
-        raise ConfigError(f"{name}={backend!r} is not a torch.compile backend here."
-                          f"{did_you_mean(str(backend), known)} Backends: {sorted(known)}.")

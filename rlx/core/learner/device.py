@@ -65,8 +65,9 @@ def _checked(device: torch.device, setting: str) -> torch.device:
 
 
 def module_device(module: Any) -> torch.device:
-    """The device of a module's parameters (the CPU for a module without any)."""
-    for param in module.parameters():
+    """The device of a module's parameters (the CPU for a module without any, or for an object
+    that is no torch module, e.g. one that only answers compute_values)."""
+    for param in getattr(module, "parameters", tuple)():
         return param.device
     return _CPU
 

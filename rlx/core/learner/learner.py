@@ -31,7 +31,7 @@ from rlx.core.learner.precision import Precision
 from rlx.core.learner.allocator import keep_freed_memory
 from rlx.core.learner.threads import update_threads
 from rlx.core.learner.device import learner_device, module_device, to_device
-from rlx.core.rl_module import RLModule
+from rlx.core.rl_module.rl_module import RLModule
 from rlx.utils.errors import ConfigError, NonFiniteUpdateError, did_you_mean
 from rlx.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 from rlx.utils.metrics.metrics_logger import MetricsLogger
@@ -63,7 +63,8 @@ _BUILDING_MODULE_ID: contextvars.ContextVar[str] = contextvars.ContextVar("rlx_l
 @contextlib.contextmanager
 def building_learner_for(module_id: str) -> Iterator[None]:
     """Learners built inside this block train the module `module_id` (their `module_id`, the key
-    of `self.module[...]`); MultiAgentLearner builds each module's Learner in one."""
+    of `self.module[...]`); the learner container (rlx.core.learner.container) builds each
+    module's Learner in one."""
     token = _BUILDING_MODULE_ID.set(module_id)
     try:
         yield

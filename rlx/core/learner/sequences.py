@@ -14,9 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlx.core.columns import Columns
+from rlx.core.columns import Columns, state_column
 from rlx.core.learner.device import module_device, to_device
-from rlx.env.env_runner import state_column
 
 __all__ = ["SequenceLayout", "Sequences", "cut_sequences", "max_seq_len", "sequence_state_in", "sequence_values"]
 

@@ -65,7 +65,7 @@ def _join_batches(batches: list[Any]) -> Any:
     import numpy as np
     import torch
 
-    from rlx.policy.sample_batch import MultiAgentBatch
+    from rlx.core.sample_batch import MultiAgentBatch
 
     def cat(values: list[Any]) -> Any:
         return torch.cat(values) if isinstance(values[0], torch.Tensor) else np.concatenate(values)
@@ -76,6 +76,6 @@ def _join_batches(batches: list[Any]) -> Any:
         ids = list(batches[0].policy_batches)
         joined = {mid: {k: cat([b[mid][k] for b in batches if mid in b]) for k in batches[0][mid]} for mid in ids}
         return MultiAgentBatch(joined, env_steps=sum(b.env_steps() for b in batches))
-    from rlx.policy.sample_batch import SampleBatch
+    from rlx.core.sample_batch import SampleBatch
 
     return SampleBatch({k: cat([b[k] for b in batches]) for k in batches[0]})

@@ -16,7 +16,8 @@ import gymnasium as gym
 from torch import nn
 
 from rlx.core.distributions import DiagGaussian, dist_class_for_space
-from rlx.core.models.catalog import INIT_KEYS, Catalog, EncoderConfig, check_framework
+from rlx.core.catalog import INIT_KEYS, Catalog, EncoderConfig, check_framework
+from rlx.core.mlp import make_mlp
 from rlx.utils.errors import NotSupportedYetError
 
 __all__ = ["ActorCriticCatalog"]
@@ -119,8 +120,6 @@ class ActorCriticCatalog(Catalog):
         return self._head(1, VF_OUT_GAIN, policy=False)
 
     def _head(self, out_dim: int, gain: float, policy: bool) -> nn.Module:
-        from rlx.core.models import make_mlp
-
         enc = self._encoder_config
         no_final = policy and self.no_final_linear
         if self.vf_share_layers:
@@ -134,8 +133,6 @@ class ActorCriticCatalog(Catalog):
         return self._mlp(hiddens, post, None if no_final else out_dim, gain)
 
     def _mlp(self, hiddens: list[int], post: list[int], out_dim: int | None, gain: float = 1.0) -> nn.Module:
-        from rlx.core.models import make_mlp
-
         enc = self._encoder_config
         return make_mlp(enc.input_dim, hiddens, enc.activation, out_dim, out_gain=gain, post_hiddens=post,
                         post_activation=enc.post_activation,

@@ -10,6 +10,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from rlx.utils.errors import NotSupportedYetError
+
 #: DefaultModelConfig fields that are rlx model-dict keys of the same name.
 _SAME_NAME = ("fcnet_hiddens", "fcnet_activation", "conv_filters", "conv_activation", "free_log_std",
               "log_std_clip_param", "vf_share_layers", "use_lstm", "max_seq_len", "lstm_cell_size",
@@ -65,8 +67,6 @@ class DefaultModelConfig:
 def model_dict(config: DefaultModelConfig) -> dict[str, Any]:
     """The rlx model dict of a DefaultModelConfig; NotSupportedYetError naming a field of a feature
     rlx does not build yet that is not at its default."""
-    from rlx.utils.errors import NotSupportedYetError
-
     defaults = DefaultModelConfig()
     out = {name: getattr(config, name) for name in _SAME_NAME}
     for name, key in _RENAMED.items():

@@ -16,6 +16,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from rlx.core import COMPONENT_LEARNER, COMPONENT_LEARNER_GROUP, COMPONENT_RL_MODULE
+from rlx.utils.atomic_directory import AtomicDirectory
+from rlx.utils.checkpoints import (checkpoint_dir, decode_value, encode_value, read_json, read_tensors, write_json,
+                                   write_tensors)
 from rlx.utils.errors import CheckpointError
 
 #: The JSON file of a module directory.
@@ -27,8 +31,6 @@ WEIGHTS_FILE = "module.safetensors"
 
 def component_dir(module_id: str) -> str:
     """A module's directory inside an Algorithm checkpoint: learner_group/learner/rl_module/<module_id>."""
-    from rlx.core import COMPONENT_LEARNER, COMPONENT_LEARNER_GROUP, COMPONENT_RL_MODULE
-
     return f"{COMPONENT_LEARNER_GROUP}/{COMPONENT_LEARNER}/{COMPONENT_RL_MODULE}/{module_id}"
 
 
@@ -43,8 +45,6 @@ def _sha256(path: Path) -> str:
 def module_metadata(module: Any, weights: str, weights_path: Path) -> dict[str, Any]:
     """The JSON of a module directory describing `module`, whose weights are in `weights`
     (relative to the module directory; `weights_path` is that file, for its checksum)."""
-    from rlx.utils.checkpoints import encode_value
-
     module = getattr(module, "unwrapped_module", module)
     catalog_class = getattr(module, "catalog_class", None)
     return {
@@ -65,8 +65,6 @@ def module_metadata(module: Any, weights: str, weights_path: Path) -> dict[str, 
 def write_component_dir(root: Path, module_id: str, module: Any, weights_file: str) -> str:
     """Write the module directory of `module_id` inside the checkpoint being written at `root`,
     pointing at the checkpoint's `weights_file` (relative to `root`); return its JSON's name."""
-    from rlx.utils.checkpoints import write_json
-
     folder = component_dir(module_id)
     (root / folder).mkdir(parents=True)
     relative = "/".join([".."] * len(Path(folder).parts) + [weights_file])
@@ -77,9 +75,6 @@ def write_component_dir(root: Path, module_id: str, module: Any, weights_file: s
 def save_module(module: Any, path: str | os.PathLike | None = None) -> str:
     """Write `module` (weights and spec) as a module directory at `path` (replaced atomically;
     a new temporary directory when None); return the absolute path."""
-    from rlx.utils.atomic_directory import AtomicDirectory
-    from rlx.utils.checkpoints import write_json, write_tensors
-
     target = Path(tempfile.mkdtemp(prefix="rlx_module_")) if path is None else Path(os.fspath(path)).expanduser()
     with AtomicDirectory(target) as tmp:
         write_tensors(tmp / WEIGHTS_FILE, getattr(module, "unwrapped_module", module).state_dict())
@@ -89,8 +84,6 @@ def save_module(module: Any, path: str | os.PathLike | None = None) -> str:
 
 def read_module_dir(path: str | os.PathLike) -> tuple[dict[str, Any], Path]:
     """(the JSON, the verified weights file) of the module directory `path`."""
-    from rlx.utils.checkpoints import read_json
-
     folder = Path(os.fspath(path)).expanduser()
     meta_path = folder / MODULE_METADATA_FILE
     if not folder.is_dir():
@@ -130,8 +123,6 @@ def read_module_dir(path: str | os.PathLike) -> tuple[dict[str, Any], Path]:
 def load_module_state(module: Any, path: str | os.PathLike) -> None:
     """Load the weights of the module directory `path` into `module` (an inference-only module
     takes the subset of the weights it has)."""
-    from rlx.utils.checkpoints import read_tensors
-
     _, weights_path = read_module_dir(path)
     tensors = read_tensors(weights_path)
     target = getattr(module, "unwrapped_module", module)
@@ -146,12 +137,10 @@ def load_module_state(module: Any, path: str | os.PathLike) -> None:
             "weights were trained with (e.g. the same fcnet_hiddens).") from err
 
 
-def module_from_checkpoint(path: str | os.PathLike, expected: type | None = None) -> Any:
-    """Rebuild the RLModule of the module directory `path` and load its weights; CheckpointError
-    when it is not an `expected` (subclass)."""
-    from rlx.core.rl_module.rl_module import RLModuleSpec
-    from rlx.utils.checkpoints import checkpoint_dir, decode_value
-
+def module_spec_args(path: str | os.PathLike, expected: type | None = None) -> dict[str, Any]:
+    """The RLModuleSpec arguments that rebuild the module of the module directory `path` and
+    load its weights (`RLModule.from_checkpoint` builds it); CheckpointError when it is not an
+    `expected` (subclass)."""
     folder = checkpoint_dir(path)
     meta, _ = read_module_dir(folder)
     source = folder / MODULE_METADATA_FILE
@@ -160,7 +149,7 @@ def module_from_checkpoint(path: str | os.PathLike, expected: type | None = None
     if expected is not None and not issubclass(module_class, expected):
         raise CheckpointError(f"{source} holds a {module_class.__name__}, which is not a {expected.__name__}; load it "
                               f"with {module_class.__name__}.from_checkpoint(path) or RLModule.from_checkpoint(path).")
-    spec = RLModuleSpec(
+    return dict(
         module_class=module_class,
         observation_space=decode_value(meta.get("observation_space"), "observation_space", source),
         action_space=decode_value(meta.get("action_space"), "action_space", source),
@@ -170,4 +159,3 @@ def module_from_checkpoint(path: str | os.PathLike, expected: type | None = None
         catalog_class=catalog_class,
         load_state_path=str(folder),
     )
-    return spec.build()

@@ -13,6 +13,7 @@ import numpy as np
 from torch import nn
 
 from rlx.core import DEFAULT_MODULE_ID  # noqa: F401  (RLlib offers it here too)
+from rlx.core.rl_module.module_cache import ModuleCache
 from rlx.core.rl_module.rl_module import RLModule, RLModuleSpec
 
 
@@ -70,8 +71,6 @@ class MultiRLModule(nn.Module):
         settings = self._cache_settings
         if settings is None or self._module_cache is not None or len(self._rl_modules) <= settings[0]:
             return
-        from rlx.core.rl_module.module_cache import ModuleCache
-
         cache = ModuleCache(*settings)
         for module_id, module in self._rl_modules.items():
             cache.add(module_id, module)

@@ -17,7 +17,10 @@ from torch import nn
 
 from rlx.core.columns import Columns
 from rlx.core.distributions import BoundDistribution, dist_class_for_space
-from rlx.utils.errors import ConfigError
+from rlx.core.catalog import Catalog, model_config_as_dict
+from rlx.core.rl_module.module_checkpoint import load_module_state, module_spec_args, save_module
+from rlx.utils.errors import ConfigError, NotSupportedYetError
+from rlx.utils.model_summary import summarize
 
 
 class RLModule(nn.Module):
@@ -150,23 +153,17 @@ class RLModule(nn.Module):
         """Write this module (weights and the spec that rebuilds it) into the directory `path`
         (a new temporary one when None); return the path. `RLModule.from_checkpoint(path)`
         rebuilds it, `module.restore_from_path(path)` loads the weights into a module."""
-        from rlx.core.rl_module.module_checkpoint import save_module
-
         return save_module(self, path)
 
     def restore_from_path(self, path: str | Any) -> None:
         """Load the weights of a module directory: one written by `save_to_path`, or the
         `learner_group/learner/rl_module/<module_id>` directory of an Algorithm checkpoint."""
-        from rlx.core.rl_module.module_checkpoint import load_module_state
-
         load_module_state(self, path)
 
     @classmethod
     def from_checkpoint(cls, path: str | Any) -> "RLModule":
         """Build the module stored in a module directory (see restore_from_path) and load its weights."""
-        from rlx.core.rl_module.module_checkpoint import module_from_checkpoint
-
-        return module_from_checkpoint(path, expected=cls)
+        return RLModuleSpec(**module_spec_args(path, expected=cls)).build()
 
     def get_state(self) -> dict[str, np.ndarray]:
         """Weights as a flat dict of NumPy arrays."""
@@ -199,8 +196,6 @@ class RLModule(nn.Module):
     def summary(self, print_fn: Any = print) -> str:
         """Print (with `print_fn`; None: do not print) and return a Keras-style table of the
         module's layers: output shapes for one observation, parameter counts and totals."""
-        from rlx.utils.model_summary import summarize
-
         text = str(summarize(self, self._example_forward, title=type(self).__name__))
         if print_fn is not None:
             print_fn(text)
@@ -270,8 +265,6 @@ class RLModuleSpec:
             kwargs["learner_only"] = True
         model_config = self.model_config
         if model_config is not None and not isinstance(model_config, dict):
-            from rlx.core.models.catalog import model_config_as_dict
-
             model_config = model_config_as_dict(model_config)
         module = self.module_class(
             observation_space=self.observation_space,
@@ -307,9 +300,6 @@ def check_catalog_class(module_class: type, catalog_class: Any) -> None:
     """ConfigError unless `catalog_class` is a Catalog subclass; NotSupportedYetError when
     `module_class`'s layers come from an rlx module that does not build them with a catalog
     (the catalog would be ignored)."""
-    from rlx.core.models.catalog import Catalog
-    from rlx.utils.errors import NotSupportedYetError
-
     if not (isinstance(catalog_class, type) and issubclass(catalog_class, Catalog)):
         raise ConfigError(f"RLModuleSpec.catalog_class must be a subclass of rlx.core.models.catalog.Catalog, got "
                           f"{catalog_class!r:.80}.")

@@ -37,13 +37,16 @@ import numpy as np
 from rlx.core import COMPONENT_RL_MODULE
 from rlx.core.columns import Columns
 from rlx.env.env_runner import EnvInfo, SingleAgentEnvRunner
+from rlx.env.external.codec import RequestError
 from rlx.env.external.episode_chunks import ChunkWriter, read_chunks
 from rlx.env.external.episodes import EpisodeBook
 from rlx.env.external.inference import BatchedPolicy
 from rlx.env.external.reader import EpisodeBackend, check_external_runner
 from rlx.env.external.rllink import RLlink
 from rlx.env.external.rllink_server import RLlinkServer
-from rlx.env.external.codec import RequestError
+from rlx.offline.behaviour import fill_behaviour_columns
+from rlx.offline.spaces import spaces_of
+from rlx.offline.training_batch import to_training_batch
 from rlx.utils.errors import ConfigError, NotSupportedYetError
 
 logger = logging.getLogger("rlx")
@@ -232,10 +235,6 @@ class EnvRunnerServerForExternalInference(SingleAgentEnvRunner):
     def _training_batch(self, rows: Any) -> dict[str, np.ndarray]:
         """The book's rows as a one-column time-major batch (fragments one after another, each
         ending terminated or truncated), so batches of several calls join along time."""
-        from rlx.offline.behaviour import fill_behaviour_columns
-        from rlx.offline.spaces import spaces_of
-        from rlx.offline.training_batch import to_training_batch
-
         batch = to_training_batch(rows, spaces_of(self), "the episodes of the external client", multi_agent=False,
                                   normalize_actions=bool(self.config.normalize_actions), keep_postprocessed=False)
         valid = batch.pop(Columns.VALID, None)

@@ -19,6 +19,7 @@ from rlx.core.columns import Columns
 from rlx.env.external import codec
 from rlx.env.external.codec import RequestError
 from rlx.env.external.episodes import SOLE_AGENT
+from rlx.env.single_agent_episode import SingleAgentEpisode
 
 #: Episodes one message may hold.
 MAX_EPISODES_PER_MESSAGE = 100_000
@@ -46,8 +47,6 @@ class Chunk:
 def read_chunks(fields: dict, observation_space: Any, action_space: Any, dist_size: int | None) -> list[Chunk]:
     """The checked chunks of an EPISODES message's fields; RequestError/EpisodeStateError naming
     the first bad part."""
-    from rlx.env.single_agent_episode import SingleAgentEpisode
-
     states = fields.get("episodes")
     if not isinstance(states, list):
         raise RequestError(400, f"an EPISODES message needs an 'episodes' list of episode states, got "

@@ -28,7 +28,7 @@ import numpy as np
 from rlx.core.columns import Columns
 from rlx.env.external.codec import RequestError
 from rlx.offline.episode_rows import AGENT_INDEX, EPS_ID, T
-from rlx.policy.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from rlx.core.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 
 #: Finished episode ids remembered, to answer "already completed" (older ones are forgotten).
 _FINISHED_MEMORY = 100_000

@@ -48,27 +48,22 @@ class BatchedPolicy:
     """
 
     def __init__(self, runner: Any, explore: bool = True):
-        from rlx.env.env_runner import ActionAdapter
         from rlx.policy.policy import Policy
 
-        if getattr(runner.module, "is_stateful", lambda: False)():
+        slot = getattr(runner, "slot", runner)  # a single-agent runner's slot, or a multi-agent runner's
+        if getattr(slot.module, "is_stateful", lambda: False)():
             raise NotSupportedYetError("a recurrent module behind a policy server",
                                        "external episodes are acted on one step at a time without state",
                                        fix="Use a feed-forward model (no use_lstm/use_attention) for now.")
-        self.observation_space = runner.observation_space
-        self.action_space = runner.action_space
-        self._source = runner.module
-        self.module = copy.deepcopy(runner.module).eval()
+        self.observation_space = slot.observation_space
+        self.action_space = slot.action_space
+        self._source = slot.module
+        self.module = copy.deepcopy(slot.module).eval()
         self.steps = 0  # env steps acted on, for exploration schedules
-        start = int(getattr(runner, "num_env_steps_sampled_lifetime", 0))
-        self.policy = Policy(module=self.module, preprocessor=runner.preprocessor, obs_filter=runner.filter,
-                             action_adapter_factory=lambda normalize, clip: ActionAdapter(runner.action_space,
-                                                                                          normalize, clip),
-                             config=runner.config, observation_space=runner.observation_space,
-                             action_space=runner.action_space, generator=torch.Generator().manual_seed(
-                                 int(runner.config.seed or 0) + 1013),
-                             exploration=runner.exploration, timestep_fn=lambda: start + self.steps)
-        self.adapter = ActionAdapter(runner.action_space, False, False)
+        start = int(slot.num_env_steps_sampled_lifetime)
+        generator = torch.Generator().manual_seed(int(slot.config.seed or 0) + 1013)
+        self.policy = Policy.from_slot(slot.acting_copy(self.module, lambda: start + self.steps, generator))
+        self.adapter = slot.adapter(False, False)
         self.explore = bool(explore)
         self.version = 0
         self._weights_cache: tuple[int, bytes] | None = None

@@ -53,7 +53,7 @@ def build_local_algorithm(spec: dict) -> Any:
 def _multi_agent_policies(config: Any, spec: dict) -> None:
     """Every policy of a multi-agent spec, with the server's spaces and the per-policy settings
     its config held; agents are mapped by the server (MAP_AGENTS), never here."""
-    from rlx.policy.policy import PolicySpec
+    from rlx.core.rl_module.agent_mapping import PolicySpec
     from rlx.utils.checkpoints import space_from_dict
 
     policies = spec.get("policies")

@@ -15,6 +15,8 @@ import numpy as np
 from rlx.env.external.codec import RequestError, _short
 from rlx.env.external.episodes import ALL_AGENTS, AgentStep, EpisodeBook
 from rlx.env.external.inference import PolicySet
+from rlx.env.external_env import ExternalEnvStopped
+from rlx.env.multi_agent_episode import MultiAgentEpisode
 
 
 class MultiAgentEpisodeBackend:
@@ -36,8 +38,6 @@ class MultiAgentEpisodeBackend:
 
     def _check_open(self) -> None:
         if self.closed:
-            from rlx.env.external_env import ExternalEnvStopped
-
             raise ExternalEnvStopped("the Algorithm training on this external env was stopped")
 
     # ------------------------------------------------------------------ agents
@@ -76,8 +76,6 @@ class MultiAgentEpisodeBackend:
     def start_episode(self, episode_id: str | None, training_enabled: bool = True) -> str:
         """Open a multi-agent episode; returns its id."""
         import uuid
-
-        from rlx.env.multi_agent_episode import MultiAgentEpisode
 
         self._check_open()
         key = uuid.uuid4().hex if episode_id is None else episode_id

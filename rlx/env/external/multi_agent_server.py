@@ -27,6 +27,7 @@ import numpy as np
 from rlx.env.external import codec
 from rlx.env.external.codec import RequestError
 from rlx.env.external.server import MAX_COMPUTE_BATCH, ServerApp, encoded_config
+from rlx.utils.checkpoints import space_to_dict
 
 
 class MultiAgentServerApp(ServerApp):
@@ -139,8 +140,6 @@ class MultiAgentServerApp(ServerApp):
 def describe_multi_agent(config: Any, policies: Any) -> dict:
     """The /spec answer of a multi-agent server: what a local-inference client needs to build
     every policy's module (agents are mapped by the server: MAP_AGENTS)."""
-    from rlx.utils.checkpoints import space_to_dict
-
     algo_class = getattr(config, "algo_class", None)
     return {
         "algorithm_class": None if algo_class is None else f"{algo_class.__module__}:{algo_class.__qualname__}",

@@ -20,6 +20,7 @@ import numpy as np
 
 from rlx.env.external.episodes import SOLE_AGENT, AgentStep, EpisodeBook
 from rlx.env.external.inference import BatchedPolicy, PolicySet
+from rlx.env.external.multi_agent import MultiAgentEpisodeBackend
 from rlx.env.external_env import ExternalEnvStopped
 from rlx.offline.input_reader import InputReader
 from rlx.utils.errors import ConfigError, NotSupportedYetError
@@ -127,8 +128,6 @@ class ExternalEnvInput(InputReader):
                                 max_queued_steps=max_queued_steps, multi_agent=multi_agent,
                                 count_env_steps=getattr(config, "count_steps_by", "env_steps") != "agent_steps")
         if multi_agent:
-            from rlx.env.external.multi_agent import MultiAgentEpisodeBackend
-
             self.policy: Any = PolicySet(worker, explore=bool(config.explore))
             self.backend: Any = MultiAgentEpisodeBackend(self.book, self.policy, worker)
         else:

@@ -22,6 +22,7 @@ import numpy as np
 from rlx.env.external import codec
 from rlx.env.external.codec import RequestError
 from rlx.env.external.http import BINARY, JSON, Response
+from rlx.utils.checkpoints import encode_value, space_to_dict
 
 #: Commands one REPORT request may hold.
 MAX_REPORT_COMMANDS = 10_000
@@ -164,8 +165,6 @@ class ServerApp:
 
 def describe(config: Any, policy: Any) -> dict:
     """The /spec answer: what a local-inference client needs to build the same module."""
-    from rlx.utils.checkpoints import space_to_dict
-
     algo_class = getattr(config, "algo_class", None)
     return {
         "algorithm_class": None if algo_class is None else f"{algo_class.__module__}:{algo_class.__qualname__}",
@@ -180,8 +179,6 @@ def describe(config: Any, policy: Any) -> dict:
 
 def encoded_config(config: Any) -> dict:
     """The config as checkpoint JSON, without the settings that cannot be written as JSON."""
-    from rlx.utils.checkpoints import encode_value
-
     encoded = {}
     for key, value in config.to_dict().items():
         item = encode_value(value)

@@ -30,7 +30,10 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from rlx.algorithms.registry import get_algorithm_class
 from rlx.callbacks.callbacks import RLlibCallback
+from rlx.examples.utils import add_rllib_example_script_args, run_rllib_example_script_experiment
+from rlx.utils.registry import register_env
 
 __all__ = ["EnvRenderCallback", "render_frame", "resize_frame"]
 
@@ -172,10 +175,6 @@ def _env_creator(env_id: str):
 
 def main(argv: Optional[Sequence[str]] = None) -> Any:
     """Train PPO (or --algo) on --env (default CartPole-v1) with EnvRenderCallback."""
-    from rlx.algorithms.registry import get_algorithm_class
-    from rlx.env.registry import register_env
-    from rlx.examples.utils import add_rllib_example_script_args, run_rllib_example_script_experiment
-
     parser = add_rllib_example_script_args(default_reward=20.0)
     parser.set_defaults(env="CartPole-v1")
     args = parser.parse_args(argv)

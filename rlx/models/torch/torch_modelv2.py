@@ -19,6 +19,7 @@ from typing import Any
 import gymnasium as gym
 
 from rlx.models.modelv2 import ModelV2
+from rlx.utils.model_summary import summarize
 
 __all__ = ["TorchModelV2"]
 
@@ -45,8 +46,6 @@ class TorchModelV2(ModelV2):
         model's layers: output shapes for one observation, parameter counts and totals."""
         import numpy as np
         import torch
-
-        from rlx.utils.model_summary import summarize
 
         def run_example() -> Any:
             obs = np.asarray(self.obs_space.sample(), dtype=np.float32)[None]

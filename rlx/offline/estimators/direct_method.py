@@ -11,10 +11,11 @@ from typing import Any
 import numpy as np
 
 from rlx.core.columns import Columns
+from rlx.core.sample_batch import SampleBatch
 from rlx.offline.estimators.fqe_torch_model import FQETorchModel
+from rlx.offline.estimators.methods import import_class
 from rlx.offline.estimators.off_policy_estimator import (OffPolicyEstimator, discounted_return,
                                                           to_single_policy_batch)
-from rlx.policy.sample_batch import SampleBatch
 
 
 def make_q_model(policy: Any, gamma: float, q_model_config: dict | None) -> Any:
@@ -23,8 +24,6 @@ def make_q_model(policy: Any, gamma: float, q_model_config: dict | None) -> Any:
     kwargs = dict(q_model_config or {})
     model_cls = kwargs.pop("type", FQETorchModel)
     if isinstance(model_cls, str):
-        from rlx.offline.estimators.methods import import_class
-
         model_cls = import_class(model_cls)
     model = model_cls(policy=policy, gamma=gamma, **kwargs)
     for method in ("train", "estimate_q", "estimate_v"):

@@ -14,7 +14,7 @@ from rlx.core.columns import Columns
 from rlx.offline.estimators.direct_method import make_q_model
 from rlx.offline.estimators.off_policy_estimator import (OffPolicyEstimator, discounted_return,
                                                           to_single_policy_batch)
-from rlx.policy.sample_batch import SampleBatch
+from rlx.core.sample_batch import SampleBatch
 
 
 class DoublyRobust(OffPolicyEstimator):

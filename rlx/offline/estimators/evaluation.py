@@ -20,7 +20,7 @@ from rlx.offline.input_factory import input_mentions_sampler, make_input_reader
 from rlx.offline.io_context import IOContext
 from rlx.offline.spaces import check_batch, policy_batches, spaces_of
 from rlx.offline.training_batch import _flat_columns
-from rlx.policy.sample_batch import MultiAgentBatch, SampleBatch
+from rlx.core.sample_batch import MultiAgentBatch, SampleBatch
 from rlx.utils.errors import ConfigError, NotSupportedYetError
 
 

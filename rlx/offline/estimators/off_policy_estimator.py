@@ -21,7 +21,7 @@ from rlx.core.columns import Columns
 from rlx.offline.episode_rows import ACTION_PROB
 from rlx.offline.estimators.target_policy import log_likelihoods
 from rlx.offline.training_batch import fragment_bounds
-from rlx.policy.sample_batch import MultiAgentBatch, SampleBatch
+from rlx.core.sample_batch import MultiAgentBatch, SampleBatch
 
 
 def to_single_policy_batch(batch: Any) -> SampleBatch:

@@ -12,7 +12,7 @@ import numpy as np
 
 from rlx.core.columns import Columns
 from rlx.offline.estimators.off_policy_estimator import OffPolicyEstimator, discounted_return
-from rlx.policy.sample_batch import SampleBatch
+from rlx.core.sample_batch import SampleBatch
 
 
 class WeightedImportanceSampling(OffPolicyEstimator):

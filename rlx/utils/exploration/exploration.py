@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from rlx.core.distributions import Distribution
+from rlx.core.numpy_distributions import numpy_deterministic_fn, numpy_sampler
 from rlx.utils.errors import ConfigError
 from rlx.utils.schedules import PiecewiseSchedule
 
@@ -224,8 +225,6 @@ def _space_kind(space: gym.Space) -> str | None:
 def numpy_sample_or_mode(exploration: Exploration, dist_cls: Any, explore: bool) -> NumpyActionFn | None:
     """The NumPy action function of sampling `dist_cls` with the exploration's generator when
     `explore`, else taking its deterministic action (logp zeros); None without a NumPy form."""
-    from rlx.core.numpy_distributions import numpy_deterministic_fn, numpy_sampler
-
     if explore:
         sample = numpy_sampler(dist_cls)
         if sample is None:

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from rlx.core.distributions import Distribution
+from rlx.core.numpy_distributions import numpy_deterministic_fn
 from rlx.utils.errors import ConfigError
 from rlx.utils.exploration.exploration import (
     Exploration, NumpyActionFn, check_options, linear_schedule, make_schedule, to_numpy,
@@ -84,8 +85,6 @@ class GaussianNoise(Exploration):
     def numpy_action_fn(self, dist_cls: Any, explore: bool) -> NumpyActionFn | None:
         """get_exploration_action in NumPy (see Exploration.numpy_action_fn): the same draws from
         the same generator."""
-        from rlx.core.numpy_distributions import numpy_deterministic_fn
-
         mode = numpy_deterministic_fn(dist_cls)
         if mode is None or type(self).get_exploration_action is not GaussianNoise.get_exploration_action:
             return None

@@ -6,6 +6,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 
+from rlx.core.action_masking import FLOAT_MIN, random_valid_actions
 from rlx.core.distributions import Distribution
 from rlx.utils.exploration.exploration import Exploration, to_numpy
 
@@ -41,8 +42,6 @@ class Random(Exploration):
     def _masked_random_actions(self, inputs: torch.Tensor) -> torch.Tensor | None:
         """Uniform random actions among the unmasked ones (logits above FLOAT_MIN, see
         rlx.core.action_masking) when some action is masked, else None."""
-        from rlx.core.action_masking import FLOAT_MIN, random_valid_actions
-
         logits = to_numpy(inputs)
         if logits.ndim != 2 or not (logits <= FLOAT_MIN).any():
             return None

@@ -6,7 +6,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from rlx.env.registry import import_object
+from rlx.utils.registry import import_object
 from rlx.utils.errors import ConfigError, NotSupportedYetError, did_you_mean
 from rlx.utils.exploration.epsilon_greedy import EpsilonGreedy
 from rlx.utils.exploration.exploration import RESERVED_KWARGS, Exploration, check_option

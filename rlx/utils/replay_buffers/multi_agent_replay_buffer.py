@@ -20,8 +20,9 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from rlx.core.columns import Columns
+from rlx.core.sample_batch import MultiAgentBatch
 from rlx.utils.errors import ConfigError, did_you_mean
-from rlx.utils.replay_buffers.replay_buffer import BATCH_INDEXES, ReplayBuffer
+from rlx.utils.replay_buffers.replay_buffer import BATCH_INDEXES, ReplayBuffer, _decode_rng_state, _encode_rng_state
 
 INDEPENDENT = "independent"
 LOCKSTEP = "lockstep"
@@ -265,8 +266,6 @@ class LockstepReplayBuffer:
         """Draw `num_items` stored env steps uniformly with replacement; a MultiAgentBatch with each
         policy's rows of them (n-step returns as ReplayBuffer.sample builds them, `weights` ones and
         `batch_indexes` the rows in the policy's buffer). `beta` is accepted and ignored (uniform)."""
-        from rlx.policy.sample_batch import MultiAgentBatch
-
         if isinstance(num_items, bool) or int(num_items) != num_items or num_items < 1:
             raise ValueError(f"num_items must be a positive int, got {num_items!r}.")
         if len(self) == 0:
@@ -304,8 +303,6 @@ class LockstepReplayBuffer:
     def get_state(self) -> dict[str, Any]:
         """Every policy's buffer state, the env-step table and the sampling RNG (JSON-safe
         scalars and NumPy arrays, as ReplayBuffer.get_state)."""
-        from rlx.utils.replay_buffers.replay_buffer import _encode_rng_state
-
         return {
             "replay_mode": LOCKSTEP,
             "capacity": self.capacity,
@@ -319,8 +316,6 @@ class LockstepReplayBuffer:
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         """Restore get_state()."""
-        from rlx.utils.replay_buffers.replay_buffer import _decode_rng_state
-
         if not isinstance(state, Mapping) or state.get("replay_mode") != LOCKSTEP:
             raise ValueError("The replay buffer state is not a lockstep buffer's (replay_mode='lockstep'); it was "
                              "saved with another replay_mode.")

@@ -4,8 +4,9 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from rlx.env.registry import import_object
-from rlx.utils.errors import ConfigError, did_you_mean
+from rlx.utils.errors import ConfigError, NotSupportedYetError, did_you_mean
+from rlx.utils.registry import import_object
+from rlx.utils.replay_buffers.multi_agent_replay_buffer import check_replay_mode
 from rlx.utils.replay_buffers.prioritized_replay_buffer import PrioritizedReplayBuffer
 from rlx.utils.replay_buffers.replay_buffer import ReplayBuffer
 
@@ -88,15 +89,12 @@ def make_replay_buffer(replay_buffer_config: dict, *, seed: Any = None) -> Repla
     if seed is not None:
         options["seed"] = seed
     if "replay_mode" in options:  # how multi-agent replay is organised (multi_agent_replay_buffer), not a buffer argument
-        from rlx.utils.replay_buffers.multi_agent_replay_buffer import check_replay_mode
 
         check_replay_mode("replay_buffer_config['replay_mode']", options.pop("replay_mode"))
     for key, only in _OLD_KEYS_AT_DEFAULT.items():
         if key in options:
             value = options.pop(key)
             if value != only:
-                from rlx.utils.errors import NotSupportedYetError
-
                 raise NotSupportedYetError(f"replay_buffer_config[{key!r}]={value!r}",
                                            f"rlx replays single transitions; only {only!r} is accepted")
     prioritized_flag = options.pop("prioritized_replay", None)

@@ -76,7 +76,8 @@ class TorchMetaLearner(TorchLearner):
 
     def _one_module(self) -> tuple[str, Any]:
         """(module id, RLModule) of the module to train."""
-        from rlx.core.rl_module import MultiRLModule, MultiRLModuleSpec, RLModuleSpec
+        from rlx.core.rl_module.multi_rl_module import MultiRLModule, MultiRLModuleSpec
+        from rlx.core.rl_module.rl_module import RLModuleSpec
 
         source = self._given_module if self._given_module is not None else self._module_spec
         if source is None:
@@ -213,7 +214,7 @@ class TorchMetaLearner(TorchLearner):
 
     def _convert_batch_type(self, batch: Any) -> Any:
         """`batch` (a MultiAgentBatch) with its columns as tensors on this learner's device."""
-        from rlx.policy.sample_batch import MultiAgentBatch
+        from rlx.core.sample_batch import MultiAgentBatch
 
         tensors = module_batches(batch, list(self.module.keys()), self.device)
         return MultiAgentBatch(tensors, env_steps=len(batch) if hasattr(batch, "env_steps") else

@@ -7,6 +7,7 @@ import gymnasium as gym
 import numpy as np
 
 from rlx.connectors.connector_v2 import ConnectorV2
+from rlx.examples.envs.classes.cartpole_with_protobuf_observation_space import decode
 
 
 class ProtobufCartPoleObservationDecoder(ConnectorV2):
@@ -19,8 +20,6 @@ class ProtobufCartPoleObservationDecoder(ConnectorV2):
 
     def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any],
                  explore: bool | None = None, shared_data: dict | None = None, **kwargs: Any) -> Any:
-        from rlx.examples.envs.classes.cartpole_with_protobuf_observation_space import decode
-
         for episode in self.single_agent_episode_iterator(episodes):
             episode.set_observations(at_indices=-1, new_data=decode(episode.get_observations(-1)))
         return batch

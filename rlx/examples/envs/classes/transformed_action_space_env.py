@@ -9,6 +9,9 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
+from rlx.env.env_context import EnvContext
+from rlx.utils.registry import make_env_creator
+
 __all__ = ["ActionTransform", "transform_action_space", "TransformedActionPendulum"]
 
 
@@ -37,16 +40,12 @@ class _TransformedActionSpaceCreator:
 
     def __call__(self, config: dict | None = None) -> gym.Env:
         """Create the inner env from the config (without low/high) and wrap it."""
-        from rlx.env.env_context import EnvContext
-
         config = config if config is not None else {}
         rest = {k: v for k, v in dict(config).items() if k not in ("low", "high", "_low", "_high")}
         low = config.get("low", config.get("_low", -1.0))
         high = config.get("high", config.get("_high", 1.0))
         ctx = config.copy_with_overrides(rest) if isinstance(config, EnvContext) else EnvContext(rest)
         if isinstance(self.env_name_or_creator, str):
-            from rlx.env.registry import make_env_creator
-
             inner_env = make_env_creator(self.env_name_or_creator)[0](ctx)
         else:
             inner_env = self.env_name_or_creator(ctx)

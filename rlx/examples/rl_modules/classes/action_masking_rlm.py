@@ -15,7 +15,7 @@ import torch
 
 from rlx.core.columns import Columns
 from rlx.core.models import ActorCriticModule
-from rlx.models.preprocessors import get_preprocessor
+from rlx.core.preprocessors import get_preprocessor
 from rlx.utils.torch_utils import FLOAT_MIN
 
 

@@ -17,22 +17,26 @@ from typing import Any
 import torch
 
 from rlx.core import DEFAULT_POLICY_ID
-from rlx.core.rl_module.rl_module import RLModule
+from rlx.core.attention_models import AttentionActorCriticModule
+from rlx.core.lstm_models import LSTMActorCriticModule
+from rlx.core.models import ActorCriticModule
+from rlx.core.rl_module.rl_module import RLModule, RLModuleSpec
+from rlx.models.modelv2_rl_module import ModelV2RLModule
+from rlx.policy.policy import Policy
 
 
 def _network_for(config: Any, observation_space: Any, action_space: Any) -> RLModule:
     """rlx's default module of an (old-API) config's model settings, for these spaces."""
-    from rlx.core.rl_module import RLModuleSpec
-
     model = dict(config.model)
+    module_class: type[RLModule]
     if model.get("custom_model"):
-        from rlx.models.modelv2_rl_module import ModelV2RLModule as module_class
+        module_class = ModelV2RLModule
     elif model.get("use_lstm"):
-        from rlx.core.lstm_models import LSTMActorCriticModule as module_class
+        module_class = LSTMActorCriticModule
     elif model.get("use_attention"):
-        from rlx.core.attention_models import AttentionActorCriticModule as module_class
+        module_class = AttentionActorCriticModule
     else:
-        from rlx.core.models import ActorCriticModule as module_class
+        module_class = ActorCriticModule
     return RLModuleSpec(module_class=module_class, observation_space=observation_space, action_space=action_space,
                         model_config=model).build()
 
@@ -52,8 +56,6 @@ class ModelV2ToRLModule(RLModule):
                                  "the folder of an rlx checkpoint.")
             policy_dir = algo_dir / "policies" / policy_id
         if policy_dir:
-            from rlx.policy.policy import Policy
-
             policy_dir = pathlib.Path(policy_dir)
             if not policy_dir.is_dir():
                 raise ValueError(f"model_config['policy_checkpoint_dir'] = {str(policy_dir)!r} is not a directory; "

@@ -27,16 +27,8 @@ import rlx.tune  # noqa: F401 - registers rlx's algorithms and envs with Tune
 from rlx.cli.experiments import ExperimentSpec
 from rlx.cli.names import check_dir_name
 from rlx.cli.stop import StopCriteria, lookup
-from rlx.cli.train import (
-    DEFAULT_EXPERIMENT_NAME,
-    RETURN_KEY,
-    RunSettings,
-    TrialOutcome,
-    _env_label,
-    _first,
-    _record,
-    print_summary,
-)
+from rlx.cli.outcome import (DEFAULT_EXPERIMENT_NAME, RETURN_KEY, RunSettings, TrialOutcome, env_label, first,
+                             print_summary, record)
 from rlx.loggers.creation import results_root
 from rlx.tune.trainable import trainable
 from rlx.utils.errors import ConfigError, RLXError
@@ -114,13 +106,13 @@ def run_sweep(spec: ExperimentSpec, settings: RunSettings, config: Any, out: Tex
     storage = Path(settings.storage_path or spec.storage_path or results_root()).expanduser().resolve()
     experiment_name = check_dir_name(settings.experiment_name or spec.name or DEFAULT_EXPERIMENT_NAME,
                                      "experiment name")
-    checkpoint_freq = _first(settings.checkpoint_freq, spec.checkpoint_freq, 0)
-    checkpoint_at_end = _first(settings.checkpoint_at_end, spec.checkpoint_at_end, True)
-    keep = _first(settings.keep_checkpoints_num, spec.keep_checkpoints_num, None)
+    checkpoint_freq = first(settings.checkpoint_freq, spec.checkpoint_freq, 0)
+    checkpoint_at_end = first(settings.checkpoint_at_end, spec.checkpoint_at_end, True)
+    keep = first(settings.keep_checkpoints_num, spec.keep_checkpoints_num, None)
 
     param_space = config.to_dict()
     _check_variants(trainable(algo_cls), param_space, searched)
-    out.write(f"Sweeping {algo_name} on {_env_label(config.env)} over {', '.join(searched)} with Ray Tune; "
+    out.write(f"Sweeping {algo_name} on {env_label(config.env)} over {', '.join(searched)} with Ray Tune; "
               f"results in {storage / experiment_name}\n")
     out.write(f"Each trial stops at: {StopCriteria(criteria).describe()}\n")
     out.flush()
@@ -191,9 +183,9 @@ def _outcome(result: Any, algo_name: str, env: Any, criteria: dict[str, Any] | N
     history = result.metrics_dataframe
     if history is not None:
         for row in history.to_dict("records"):
-            _record(row, outcome)
+            record(row, outcome)
     if result.metrics and "training_iteration" in result.metrics:
-        _record(result.metrics, outcome)  # the last result, nested
+        record(result.metrics, outcome)  # the last result, nested
         reached = StopCriteria(criteria).met(result.metrics) if criteria else []
         if reached:
             outcome.stop_reason = "reached " + " and ".join(reached)

@@ -1,0 +1,95 @@
+"""An Algorithm's own state (`Algorithm.get_state` / `set_state`): counters, clocks, the
+episode window, metrics, learner extras and the local EnvRunner's state, as JSON-safe values.
+
+`set_state` checks every number before it changes anything; a field that does not fit raises
+`StateFieldError` naming it (checkpoint loading turns that into a CheckpointError naming the file).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import TYPE_CHECKING, Any, Iterator
+
+
+if TYPE_CHECKING:
+    from rlx.algorithms.algorithm import Algorithm
+
+
+class StateFieldError(ValueError):
+    """A field of an algorithm state (`Algorithm.set_state`) does not fit; `field` names it
+    (dot-separated), `reason` says why."""
+
+    def __init__(self, field: str, reason: str):
+        super().__init__(f"state field '{field}': {reason}")
+        self.field = field
+        self.reason = reason
+
+
+@contextlib.contextmanager
+def state_field(name: str) -> Iterator[None]:
+    """Report an error while restoring state field `name` as a StateFieldError naming it."""
+    try:
+        yield
+    except StateFieldError as err:
+        raise StateFieldError(f"{name}.{err.field}", err.reason) from err
+    except Exception as err:
+        raise StateFieldError(name, f"{type(err).__name__}: {err}") from err
+
+
+def state_count(state: Any, name: str) -> int:
+    """`state[name]` as a non-negative integer count, or a StateFieldError naming it."""
+    with state_field(name):
+        value = state[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or value < 0 or value != int(value) or value > 2**62:
+            raise ValueError(f"{value!r:.40} is not a count")
+        return int(value)
+
+
+def algorithm_state(algo: "Algorithm") -> dict[str, Any]:
+    """JSON-safe state of `algo` (counters, metrics, learner and runner extras)."""
+    return {
+        "iteration": algo.iteration,
+        "time_total_s": algo._time_total_s,
+        "counters": dict(algo._counters),
+        "episodes_window": [[float(r), int(n), [[str(pid), float(v)] for pid, v in p]]
+                            for r, n, p in algo._episodes_window],
+        "metrics": algo.metrics.get_state(),
+        "learner": algo.learner.get_extra_state(),
+        "env_runner": algo.env_runner.get_state(),
+    }
+
+
+def set_algorithm_state(algo: "Algorithm", state: dict[str, Any]) -> None:
+    """Restore what `algorithm_state` returned into `algo`; RLlib's partial form
+    `{"learner_group": {"learner": {"rl_module": {module_id: weights}}}}` sets just those
+    modules' weights (and syncs the EnvRunners)."""
+    if "learner_group" in state and "iteration" not in state:
+        with state_field("learner_group.learner.rl_module"):
+            weights = dict(state["learner_group"]["learner"]["rl_module"])
+        algo.set_weights(weights)  # {module_id: weights}, or a single-agent run's plain weights
+        return
+    iteration = state_count(state, "iteration")
+    with state_field("time_total_s"):
+        time_total = float(state["time_total_s"])
+        if not math.isfinite(time_total) or time_total < 0:
+            raise ValueError(f"{time_total} is not a duration")
+    with state_field("counters"):
+        counters = {str(k): state_count(state["counters"], k) for k in dict(state["counters"])}
+    with state_field("episodes_window"):
+        window = [(float(e[0]), int(e[1]), tuple((str(pid), float(v)) for pid, v in (e[2] if len(e) > 2 else ())))
+                  for e in state["episodes_window"]]
+    algo.iteration = iteration
+    algo._time_total_s = time_total
+    algo._counters.update(counters)
+    algo._episodes_window.clear()
+    algo._episodes_window.extend(window)
+    if "metrics" in state:
+        with state_field("metrics"):
+            algo.metrics.set_state(state["metrics"])
+    with state_field("learner"):
+        algo.learner.set_extra_state(state["learner"])
+    with state_field("env_runner"):
+        algo.env_runner.set_state(state["env_runner"])
+    algo._iterations_since_restore = 0
+    algo._time_since_restore = 0.0

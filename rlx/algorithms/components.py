@@ -1,0 +1,110 @@
+"""Building an Algorithm's parts: its EnvRunnerGroups (training and evaluation), the learner
+container that trains the local EnvRunner's modules, with the checks that they fit, and the
+learner connector pipeline.
+
+`Algorithm.setup` calls these; a subclass's setup that builds its parts differently (DDPPO's
+learner group, ES's inference-only modules) overrides setup or the spec hook and calls them too.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+
+from rlx.connectors.learner.learner_connector_pipeline import build_learner_connector as build_pipeline
+from rlx.core.learner.container import build_learner
+from rlx.core.rl_module.multi_rl_module import MultiRLModule
+from rlx.env.env_runner import MultiAgentEnvFoundError, SingleAgentEnvRunner
+from rlx.env.env_runner_group import EnvRunnerGroup
+from rlx.env.multi_agent_env import env_class_is_multi_agent
+from rlx.env.multi_agent_env_runner import MultiAgentEnvRunner
+from rlx.utils.errors import NotSupportedYetError
+
+if TYPE_CHECKING:
+    from rlx.algorithms.algorithm import Algorithm
+    from rlx.algorithms.algorithm_config import AlgorithmConfig
+
+
+def detect_multi_agent(config: "AlgorithmConfig") -> bool:
+    """Whether the config or its env's class says multi-agent; an env creator that returns a
+    MultiAgentEnv is found when the first runner builds its env (see build_env_runner_group)."""
+    return bool(config.is_multi_agent) or env_class_is_multi_agent(config.env)
+
+
+def env_runner_cls(algo: "Algorithm") -> type:
+    """The EnvRunner class: the config's env_runner_cls, else the multi- or single-agent runner."""
+    if algo.config.env_runner_cls is not None:
+        return algo.config.env_runner_cls
+    return MultiAgentEnvRunner if getattr(algo, "is_multi_agent", False) else SingleAgentEnvRunner
+
+
+def make_env_runner_group(algo: "Algorithm", config: "AlgorithmConfig", **kwargs: Any) -> EnvRunnerGroup:
+    """An EnvRunnerGroup of `config` running `algo`'s modules (training or evaluation)."""
+    return EnvRunnerGroup(config, module_spec=algo._module_spec(), runner_cls=env_runner_cls(algo), **kwargs)
+
+
+def build_env_runner_group(algo: "Algorithm", config: "AlgorithmConfig") -> EnvRunnerGroup:
+    """The training EnvRunnerGroup; sets `algo.is_multi_agent` (also when only the env the
+    creator returns turns out to be a MultiAgentEnv)."""
+    algo.is_multi_agent = detect_multi_agent(config)
+    try:
+        group = make_env_runner_group(algo, config, remote_backend=None)
+    except MultiAgentEnvFoundError:
+        # An env creator returned a MultiAgentEnv: known only once one was built.
+        if algo.is_multi_agent or config.env_runner_cls is not None:
+            raise
+        algo.is_multi_agent = True
+        group = make_env_runner_group(algo, config, remote_backend=None)
+    # The runners resolved rlx's adaptive sub-env default (AlgorithmConfig.
+    # resolve_num_envs_per_env_runner); the frozen config reports what they use.
+    config._values["num_envs_per_env_runner"] = group.num_envs_per_env_runner
+    return group
+
+
+def build_learner_container(algo: "Algorithm", config: "AlgorithmConfig") -> Any:
+    """The learner container training the local EnvRunner's module(s): per module, a Learner
+    here or a group of num_learners learner processes."""
+    module = algo.env_runner_group.local_env_runner.module
+    learner_cls = algo._resolved_learner_class()
+    check_recurrent_support(module, learner_cls)
+    # (build_learner gives a GPU or compiled Learner its own copy of each module it trains.)
+    return build_learner(config, learner_cls, module)
+
+
+def build_learner_connector(algo: "Algorithm") -> Any:
+    """The config's learner connector pipeline (None when unset), built with the spaces of the
+    train batches (what the modules see: a Dict of them by module id in multi-agent runs)."""
+    if algo.config.learner_connector is None:
+        return None
+    runner = algo.env_runner
+    if algo.is_multi_agent:  # (the single-agent runner has no slots: its one module's spaces are its own)
+        obs_space = gym.spaces.Dict({pid: s.module_observation_space for pid, s in runner.slots.items()})
+        act_space = gym.spaces.Dict({pid: s.action_space for pid, s in runner.slots.items()})
+    else:
+        obs_space, act_space = runner.module_observation_space, runner.action_space
+    return build_pipeline(algo.config, obs_space, act_space)
+
+
+def check_recurrent_support(module: Any, learner_cls: type) -> None:
+    """NotSupportedYetError when a recurrent (stateful) module meets a Learner that cannot train it."""
+    modules = [module[mid] for mid in module.keys()] if isinstance(module, MultiRLModule) else [module]
+    if not any(getattr(m, "is_stateful", lambda: False)() for m in modules):
+        return
+    if not getattr(learner_cls, "supports_recurrent_modules", False):
+        raise NotSupportedYetError(f"a recurrent (stateful) RLModule with {learner_cls.__name__}",
+                                   "recurrent modules train with the Learners of PPO, IMPALA and APPO (and "
+                                   "others that set supports_recurrent_modules = True)")
+
+
+class LocalLearnerGroup:
+    """RLlib's local LearnerGroup: the driver's Learner as `_learner`, its methods forwarded."""
+
+    is_local = True
+
+    def __init__(self, learner: Any):
+        self._learner = learner
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_learner":
+            raise AttributeError(name)
+        return getattr(self._learner, name)

@@ -1,0 +1,159 @@
+"""An Algorithm's evaluations: its evaluation EnvRunnerGroup, giving that group the current
+weights, running one evaluation (the config's custom_evaluation_function, or the schedule of
+rlx.algorithms.evaluation), after the training step or on a thread beside it
+(`evaluation_parallel_to_training`), and compiling what it collected into the results train()
+reports under `result["evaluation"]`.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+from rlx.algorithms.evaluation import EvaluationPlan, add_off_policy_estimates, run_evaluation
+from rlx.algorithms.results import summarize_runner_metrics
+
+if TYPE_CHECKING:
+    from rlx.algorithms.algorithm import Algorithm
+    from rlx.algorithms.algorithm_config import AlgorithmConfig
+
+logger = logging.getLogger("rlx")
+
+
+def evaluation_config(algo: "Algorithm") -> "AlgorithmConfig":
+    """The frozen config of `algo`'s evaluation EnvRunners (`evaluation_config` applied to its
+    config, `in_evaluation=True`), made once."""
+    if getattr(algo, "_evaluation_config", None) is None:
+        eval_config = algo.config.get_evaluation_config_object()
+        eval_config.validate()
+        eval_config.freeze()
+        algo._evaluation_config = eval_config
+    return algo._evaluation_config
+
+
+def eval_env_runner_group(algo: "Algorithm") -> Any:
+    """`algo`'s evaluation EnvRunnerGroup, built on first use (a local runner when
+    evaluation_num_env_runners is 0)."""
+    if algo.eval_env_runner_group is None:
+        from rlx.algorithms.components import make_env_runner_group  # runner groups load torch
+
+        eval_config = evaluation_config(algo)
+        algo.eval_env_runner_group = make_env_runner_group(algo, eval_config,
+                                                           local_env_runner=eval_config.num_env_runners == 0)
+    return algo.eval_env_runner_group
+
+
+def sync_evaluation_runners(algo: "Algorithm") -> list[Any]:
+    """Give every idle evaluation runner the current weights (version = iteration),
+    observation filter and exploration state of the training runners; return the handles
+    of the runners synced.
+
+    A runner still busy (stuck in an earlier, timed-out evaluation; the driver's own
+    evaluation runner included) is left alone: its weights must not change under a
+    running episode. It is synced again once it is free, at the next evaluation.
+    """
+    group = eval_env_runner_group(algo)
+    handles = [h for h in group.runner_handles() if h.healthy and not h.busy]
+    if not handles:
+        return []
+    weights = algo.learner.get_weights()
+    source = algo.env_runner
+    filter_state = source.filter.get_state()
+    exploration_state = source.exploration.get_state()
+    for handle in handles:
+        runner = handle.runner
+        runner.set_weights(weights, weights_seq_no=algo.iteration)
+        runner.filter.set_state(filter_state)
+        if type(runner.exploration) is type(source.exploration):
+            runner.exploration.set_state(exploration_state)
+    return handles
+
+
+def evaluate(algo: "Algorithm") -> dict[str, Any]:
+    """One evaluation of `algo`'s current weights, now (see Algorithm.evaluate)."""
+    algo.callbacks.fire("on_evaluate_start", algorithm=algo, metrics_logger=algo.metrics)
+    synced = sync_evaluation_runners(algo)
+    return finish_evaluation(algo, *evaluation_results(algo, synced))
+
+
+def start_parallel_evaluation(algo: "Algorithm", training_done: threading.Event) -> Future:
+    """Sync the evaluation runners now (so they evaluate the weights from before the training
+    step) and run the evaluation on a thread; the Future holds `evaluation_results`' result,
+    to be passed to `finish_evaluation` once the training step is over.
+
+    Callbacks stay on the caller's thread (on_evaluate_end fires in `finish_evaluation`), so
+    they can use the Algorithm's MetricsLogger while nothing else does.
+    """
+    algo.callbacks.fire("on_evaluate_start", algorithm=algo, metrics_logger=algo.metrics)
+    synced = sync_evaluation_runners(algo)
+    future: Future = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(evaluation_results(algo, synced, training_done))
+        except BaseException as err:  # re-raised in train() by future.result()
+            future.set_exception(err)
+
+    threading.Thread(target=run, name="rlx-parallel-evaluation", daemon=True).start()
+    return future
+
+
+def evaluation_results(algo: "Algorithm", synced: list[Any],
+                       training_done: threading.Event | None = None) -> tuple[dict[str, Any], list[int]]:
+    """(results, indices of runners that failed) of one evaluation on the `synced` runners."""
+    cfg = algo.config
+    group = eval_env_runner_group(algo)
+    custom = cfg.custom_evaluation_function
+    if custom is not None:
+        logger.info("Running custom eval function %s", custom)
+        results = custom(algo, group)
+        if not isinstance(results, dict):
+            raise TypeError(
+                f"custom_evaluation_function {getattr(custom, '__qualname__', custom)} returned "
+                f"{type(results).__name__}; it must return a dict of metrics."
+            )
+        return results, []
+    eval_cfg = evaluation_config(algo)
+    plan = EvaluationPlan(
+        duration=cfg.evaluation_duration,
+        unit=cfg.evaluation_duration_unit,
+        num_envs_per_runner=int(eval_cfg.num_envs_per_env_runner),
+        auto_timesteps_per_unit=int(eval_cfg.get_rollout_fragment_length()) * int(eval_cfg.num_envs_per_env_runner),
+        timeout_s=float(cfg.evaluation_sample_timeout_s),
+        asynchronous=bool(cfg.enable_async_evaluation),
+        tolerate_failures=bool(cfg.ignore_env_runner_failures or cfg.restart_failed_env_runners),
+        stop_event=training_done,
+    )
+    outcome = run_evaluation(synced, plan)
+    results = compile_eval_results(algo, outcome.metrics)
+    add_off_policy_estimates(algo, results)
+    return results, outcome.failed_runner_indices
+
+
+def finish_evaluation(algo: "Algorithm", results: dict[str, Any], failed_runner_indices: list[int]) -> dict[str, Any]:
+    """Restart failed runners (if configured), fire on_evaluate_end and remember the results."""
+    if failed_runner_indices and algo.config.restart_failed_env_runners:
+        restart_eval_runners(algo, failed_runner_indices)
+    algo.callbacks.fire("on_evaluate_end", algorithm=algo, metrics_logger=algo.metrics,
+                        evaluation_metrics=results)
+    algo._last_eval_results = results
+    return results
+
+
+def compile_eval_results(algo: "Algorithm", runner_metrics: list[dict]) -> dict[str, Any]:
+    """The evaluation results of the evaluation runners' metrics (none: an empty evaluation)."""
+    results = summarize_runner_metrics(runner_metrics, algo.config.keep_per_episode_custom_metrics)
+    results["num_healthy_workers"] = eval_env_runner_group(algo).num_healthy_remote_workers()
+    return results
+
+
+def restart_eval_runners(algo: "Algorithm", indices: list[int]) -> None:
+    """Rebuild the evaluation runners at `indices` and tell the callbacks."""
+    group = algo.eval_env_runner_group
+    for index in indices:
+        group.recreate_runner(index)
+    algo.callbacks.fire(
+        "on_env_runners_recreated", algorithm=algo, env_runner_group=group, env_runner_indices=list(indices),
+        is_evaluation=True, worker_set=group, worker_ids=list(indices),
+    )

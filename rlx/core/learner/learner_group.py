@@ -1,0 +1,493 @@
+"""LearnerGroup: `num_learners` Learner processes that update one module data-parallel
+(RLlib's `ray.rllib.core.learner.learner_group`).
+
+`config.learners(num_learners=N)` (old name `num_learner_workers`) makes the Algorithm train
+each module with a LearnerGroup in place of a driver-side Learner. It offers the surface the Algorithm and
+checkpoints use (`update_from_batch`, `get_weights`/`set_weights`, `module`, `optimizers`,
+`get_extra_state`/`set_extra_state`, `get_extra_tensors`/`set_extra_tensors`) and
+`foreach_learner(fn)` to run code in every Learner.
+
+How an update works:
+
+* Each of the N worker processes (spawned, like ProcessEnvRunner's) builds the same
+  Learner class on a copy of the module (same weights), with `minibatch_size // N` as its
+  minibatch size, and joins a torch.distributed process group (gloo on CPU, NCCL when
+  GPU learners are asked for; rendezvous at 127.0.0.1 on a free port).
+* `update_from_batch` splits the batch into N shards along the batch axis: the env axis
+  B of time-major [T, B] batches from EnvRunners, axis 0 of flat (replay) batches. Rank r
+  gets indices r, r + N, r + 2N, ... (strided, so that without shuffling each rank's k-th
+  minibatch holds exactly its share of a single learner's k-th minibatch).
+* Every rank runs the Learner's own `update_from_batch` on its shard. Right before each
+  optimizer step, gradients are summed over the ranks with one all_reduce and divided by
+  the number of ranks taking that step; clipping then sees the averaged gradient, exactly
+  as one Learner on the whole batch would.
+* Metrics are averaged over ranks (per-sample arrays such as DQN's `td_error` are put back
+  in batch order); rank 0's weights are copied into the driver's module, which the local
+  EnvRunner shares, so sampling uses the new weights at once.
+
+The gradient averaging and the state that follows one rank are described in
+rlx.core.learner.learner_process (the process side), the sharding in rlx.core.learner.sharding.
+
+A learner process that dies, or any error during an update (the other ranks may be left
+waiting in an all_reduce), stops the whole group. After any other error later calls raise
+LearnerGroupError. After a death the driver still holds everything a restart needs: the
+module's weights (rank 0's after the last successful update) and a mirror of rank 0's
+`get_extra_state()` (refreshed with every update, at no extra round trip). So the calls that
+save or load state restart the learner processes from it (`restart()`: optimizer state and
+target networks start over as in a freshly built Learner) and answer, and `Algorithm.save()`
+keeps the progress made since the last checkpoint. `update_from_batch` raises the death once
+(that update is lost); the next call restarts the group and trains on.
+
+With `num_learners=0` (the default) the Algorithm keeps a plain Learner in the driver. The
+learner container (rlx.core.learner.container) makes that choice per module.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import copy
+import logging
+import threading
+import weakref
+from concurrent.futures import Future
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from rlx.core.learner.learner_process import (
+    LearnerDiedError,
+    LearnerGroupError,
+    _free_port,
+    _LearnerProcess,
+    _per_learner_config,
+    _shutdown,
+)
+from rlx.core.learner.sharding import merge_metrics, shard_batch
+
+__all__ = ["LearnerDiedError", "LearnerGroup", "LearnerGroupError", "merge_metrics", "shard_batch"]
+
+logger = logging.getLogger("rlx")
+
+_STARTUP_TIMEOUT_S = 300.0
+
+
+class _OptimizerProxy:
+    """Stands for one named optimizer of the learners: state_dict() comes from rank 0,
+    load_state_dict() goes to every rank (what checkpoints need)."""
+
+    def __init__(self, group: "LearnerGroup", name: str):
+        self._group = group
+        self.name = name
+
+    def state_dict(self) -> dict[str, Any]:
+        return self._group._call_rank0("optimizer_state", self.name)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._group._call_all("load_optimizer_state", self.name, state_dict)
+
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:
+        """Hyperparameters of rank 0's optimizer (a copy: changing it changes nothing)."""
+        return self.state_dict()["param_groups"]
+
+    def __repr__(self) -> str:
+        return f"_OptimizerProxy({self.name!r}, {self._group!r})"
+
+
+class LearnerGroup:
+    """`num_learners` Learner processes updating `module` data-parallel (see the module docstring).
+
+    Args:
+        config: the Algorithm's config (`num_learners`, `num_cpus_per_learner`,
+            `num_gpus_per_learner`, `seed` and the Learner's own settings).
+        learner_class: the Learner subclass every process builds.
+        module: the driver's module (shared with the local EnvRunner); it gets rank 0's
+            weights after every update.
+        num_learners: overrides `config.num_learners`.
+        timeout_s: how long a collective (or start-up) may wait for the other learners.
+        module_id: the id of the module the learners train (their Learner's `module_id`).
+    """
+
+    #: RLlib's LearnerGroup.is_local / is_remote: the learners are processes of their own.
+    is_local = False
+    is_remote = True
+
+    def __init__(self, config: Any, learner_class: type, module: Any, num_learners: int | None = None,
+                 timeout_s: float = 1800.0, module_id: str = "default_policy"):
+        module = getattr(module, "unwrapped_module", module)  # a Learner's module view: the module itself
+        self.config = config
+        self.learner_class = learner_class
+        self.module = module
+        self.module_id = module_id
+        self.num_learners = int(config.num_learners if num_learners is None else num_learners)
+        if self.num_learners < 1:
+            raise ValueError(f"A LearnerGroup needs num_learners >= 1, got {self.num_learners}.")
+        num_gpus = float(getattr(config, "num_gpus_per_learner", 0) or 0)
+        if num_gpus > 0 and not getattr(config, "_fake_gpus", False):
+            import torch
+
+            if not torch.cuda.is_available():
+                raise LearnerGroupError(f"num_gpus_per_learner={num_gpus}, but torch sees no CUDA device.")
+            self.backend = "nccl"
+        else:
+            self.backend = "gloo"
+        self._lock = threading.RLock()
+        #: Why the group cannot be used ("ErrorType: message"), None while it can.
+        self._broken: str | None = None
+        #: Whether `_broken` is a learner process that died: the next call restarts the group.
+        self._broken_by_death = False
+        self._stopped = False
+        self._handles: list[_LearnerProcess] = []
+        self._finalizer: weakref.finalize | None = None
+        self.pids: list[int] = []
+        self.optimizers: dict[str, _OptimizerProxy] = {}
+        #: The driver's copy of rank 0's Learner.get_extra_state() (update counts, PPO's
+        #: kl_coeff, RNG state), refreshed by every call that can change it; restart() loads it.
+        self._extra_state: dict[str, Any] | None = None
+        #: Everything the learner processes are built from but the weights and the port.
+        self._spec = {
+            "learner_class": learner_class,
+            "module_id": module_id,
+            "config": _per_learner_config(config, self.num_learners),
+            "module_spec": {
+                "module_class": type(module),
+                "observation_space": module.observation_space,
+                "action_space": module.action_space,
+                "model_config": dict(module.model_config),
+                "inference_only": bool(module.inference_only),
+                "catalog_class": getattr(module, "catalog_class", None),
+            },
+            "world_size": self.num_learners,
+            "backend": self.backend,
+            "master_addr": "127.0.0.1",
+            "timeout_s": timeout_s,
+            "num_threads": max(1, int(getattr(config, "num_cpus_per_learner", 1) or 1)),
+            "seed": getattr(config, "seed", None),
+        }
+        infos = self._start()
+        self._extra_state = infos[0]["extra_state"]
+
+    def _start(self) -> list[dict[str, Any]]:
+        """Start `num_learners` learner processes on the driver module's current weights and
+        make them the group's; returns their start-up answers. Every Learner is built fresh:
+        new optimizer state, target networks copied from the weights, initial extra state."""
+        import cloudpickle
+
+        spec = dict(self._spec, module_state=self.module.get_state())
+        for attempt in range(2):
+            spec["master_port"] = _free_port("127.0.0.1")
+            try:
+                payload = cloudpickle.dumps(spec)
+            except Exception as err:
+                raise LearnerGroupError(
+                    f"num_learners={self.num_learners} sends the config, the Learner class and the module to "
+                    f"the learner processes, but they do not pickle: {type(err).__name__}: {err}"
+                ) from err
+            handles = [_LearnerProcess(payload, rank) for rank in range(self.num_learners)]
+            finalizer = weakref.finalize(self, _shutdown, handles)
+            try:
+                infos = self._wait(handles, [h.ready for h in handles], "start", timeout=_STARTUP_TIMEOUT_S)
+            except BaseException as err:
+                finalizer()
+                if attempt == 0 and "address already in use" in str(err).lower():
+                    self._broken, self._broken_by_death = None, False
+                    continue  # another program took the free port between the check and the bind
+                raise
+            break
+        self._handles = handles
+        self._finalizer = finalizer
+        self.pids = [info["pid"] for info in infos]
+        names = list(infos[0]["optimizers"])
+        if list(self.optimizers) != names:  # proxies handed out before keep working after a restart
+            self.optimizers.clear()
+            self.optimizers.update({name: _OptimizerProxy(self, name) for name in names})
+        self._versions = self._module_versions()
+        return infos
+
+    def restart(self) -> None:
+        """Replace the learner processes by `num_learners` fresh ones built on the driver's state.
+
+        Stops whatever learner processes are left (e.g. after one was killed or ran out of
+        memory), starts new ones from the driver module's current weights (rank 0's after the
+        last successful update) and loads the driver's copy of the learners' extra state
+        (`get_extra_state()`: update counts, PPO's KL coefficient, RNG state) into them. What
+        only the lost processes held starts over as in a freshly built Learner: the optimizer
+        state (e.g. Adam moments) and the extra tensors, whose target networks then equal the
+        current weights (SAC's log-alpha is back at `initial_alpha`). The group is usable again.
+
+        The calls that save or load state (`get_extra_state`, `get_extra_tensors`, the optimizers'
+        `state_dict`, ...) restart the group by themselves when a learner process died, so
+        `Algorithm.save()` works after a learner death; `update_from_batch` raises the death
+        once (that update is lost) and restarts on the next call. Logs one warning.
+
+        Raises:
+            LearnerGroupError: the group was stopped (`stop()` is final).
+        """
+        with self._lock:
+            if self._stopped:
+                raise LearnerGroupError("The LearnerGroup is stopped: restart() cannot bring it back.")
+            reason = f'"{self._broken}"' if self._broken is not None else "a call to restart()"
+            # Every call that can change the learners' extra state refreshed the driver's copy.
+            old, self._handles = self._handles, []
+            finalizer, self._finalizer = self._finalizer, None
+            if finalizer is not None:
+                finalizer.detach()
+            _shutdown(old)
+            self._broken, self._broken_by_death = None, False
+            extra_state = self._extra_state
+            self._start()
+            if extra_state is not None:
+                self._extra_state = self._run_all("set_extra_state", extra_state)[0]
+            logger.warning(
+                "LearnerGroup: restarted the %d learner processes (%s) from the driver's weights after %s. "
+                "The optimizer state (e.g. Adam moments) restarted from scratch and target networks were "
+                "rebuilt from the current weights; update counts and other learner extra state were kept.",
+                self.num_learners, self.learner_class.__name__, reason)
+
+    # ---------------------------------------------------------------- plumbing
+
+    def _wait(self, handles: list[_LearnerProcess], futures: list[Future], what: str,
+              timeout: float | None = None, collective: bool = True) -> list[Any]:
+        """Results of `futures` (one per handle in `handles`).
+
+        A learner process that died stops the group (the others cannot go on without it).
+        So does any failure of a `collective` call (start-up, updates): the other ranks may
+        be left waiting in an all_reduce for the failed one. An exception raised by a plain
+        call (e.g. loading optimizer state that does not fit) is re-raised and the group
+        stays usable.
+        """
+        mode = cf.FIRST_EXCEPTION if collective else cf.ALL_COMPLETED
+        done, not_done = cf.wait(futures, timeout=timeout, return_when=mode)
+        errors = [f.exception() for f in futures if f in done and f.exception() is not None]
+        if not errors and not not_done:
+            return [f.result() for f in futures]
+        if errors and not_done and not any(isinstance(e, LearnerDiedError) for e in errors):
+            # A rank that failed leaves the others waiting in a collective, or makes them fail
+            # soon after (a dead peer closes their connections): a moment to find a dead one.
+            more, _ = cf.wait(not_done, timeout=3.0)
+            errors += [f.exception() for f in more if f.exception() is not None]
+        if errors and not collective and not any(isinstance(e, LearnerDiedError) for e in errors):
+            raise errors[0]
+        if not errors:
+            errors = [LearnerGroupError(f"The learners did not finish {what} within {timeout} s.")]
+        self._fail(errors, handles)
+
+    def _break(self, errors: list[BaseException], handles: list[_LearnerProcess] = ()) -> BaseException:
+        """Kill every learner process and mark the group broken; returns the most telling error."""
+        count = len(self._handles) or len(handles)
+        for handle in {id(h): h for h in list(handles) + list(self._handles)}.values():
+            handle.kill()
+        died = [e for e in errors if isinstance(e, LearnerDiedError)]
+        error = died[0] if died else errors[0]
+        self._broken = f"{type(error).__name__}: {error}"
+        self._broken_by_death = bool(died)
+        if hasattr(error, "add_note"):
+            if died:
+                error.add_note(
+                    f"The LearnerGroup ({count} learner processes) stopped its learners: the others cannot go on "
+                    "without the one that died. The next call restarts them from the driver's weights "
+                    "(LearnerGroup.restart()); Algorithm.save() works now and saves the driver's state."
+                )
+            else:
+                error.add_note(
+                    f"The LearnerGroup ({count} learner processes) is stopped: a learner that failed leaves the "
+                    "others unable to go on. Build a new Algorithm (e.g. with Algorithm.from_checkpoint) to "
+                    "continue."
+                )
+        return error
+
+    def _fail(self, errors: list[BaseException], handles: list[_LearnerProcess] = ()) -> None:
+        """Kill every learner process, mark the group unusable and raise the most telling error."""
+        raise self._break(errors, handles)
+
+    def _dead_handle(self) -> _LearnerProcess | None:
+        return next((h for h in self._handles if not h.healthy or not h.alive), None)
+
+    def _check_usable(self, restart_on_death: bool = True) -> None:
+        """Make sure the learners can take a call (lock held).
+
+        A group broken by a learner death restarts (`restart()`). A learner found dead now
+        restarts the group too, unless `restart_on_death` is False: then its death is raised
+        (LearnerDiedError) and the next call restarts. Other failures raise LearnerGroupError.
+        """
+        if self._stopped:
+            raise LearnerGroupError("The LearnerGroup is stopped.")
+        if self._broken is None:
+            dead = self._dead_handle()
+            if dead is not None:
+                error = self._break([dead._died_error(None)])
+                if not restart_on_death:
+                    raise error
+        if self._broken is not None:
+            if not self._broken_by_death:
+                raise LearnerGroupError(f"The LearnerGroup is stopped after an earlier failure ({self._broken}).")
+            self.restart()
+
+    def _module_versions(self) -> tuple[int, ...]:
+        # Every in-place change of a tensor (load_state_dict, an optimizer step, ...) bumps its version.
+        return tuple(t._version for t in self.module.state_dict(keep_vars=True).values())
+
+    def _push_driver_weights(self) -> None:
+        """Send the driver module's weights to every learner if they changed since the last
+        update (e.g. a checkpoint restore loaded weights straight into `module`)."""
+        versions = self._module_versions()
+        if versions != self._versions:
+            weights = self.module.get_state()
+            self._run_all("set_weights", weights)
+            self._versions = self._module_versions()
+
+    def _run_all(self, method: str, *args: Any) -> list[Any]:
+        futures = [h.submit(method, *args) for h in self._handles]
+        return self._wait(self._handles, futures, method, collective=False)
+
+    def _call(self, run: Callable[[], Any], push_weights: bool = True) -> Any:
+        """run() on usable learners (lock held by the caller); a learner that dies during it
+        restarts the group and run() goes again once. For calls that only read or set state."""
+        for attempt in range(2):
+            self._check_usable()
+            try:
+                if push_weights:
+                    self._push_driver_weights()
+                return run()
+            except LearnerDiedError:
+                if attempt or self._stopped or not self._broken_by_death:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _call_all(self, method: str, *args: Any) -> list[Any]:
+        with self._lock:
+            return self._call(lambda: self._run_all(method, *args))
+
+    def _call_rank0(self, method: str, *args: Any) -> Any:
+        with self._lock:
+            return self._call(lambda: self._wait(self._handles[:1], [self._handles[0].submit(method, *args)],
+                                                 method, collective=False)[0])
+
+    # ---------------------------------------------------------------- the Learner surface
+
+    def update_from_batch(self, batch: Mapping[str, Any], timestep: int) -> dict[str, Any]:
+        """One data-parallel update: each learner updates on its shard of `batch`; returns
+        the averaged metrics. The driver's module then holds the new weights.
+
+        A learner process that dies before or during the update raises LearnerDiedError (the
+        update is lost); the next call restarts the learners (see `restart()`) and goes on."""
+        with self._lock:
+            self._check_usable(restart_on_death=False)
+            self._push_driver_weights()
+            shards, axis = shard_batch(batch, self.num_learners)
+            futures = [h.submit("update_from_batch", shard, int(timestep), h.rank == 0)
+                       for h, shard in zip(self._handles, shards)]
+            results = self._wait(self._handles, futures, "update_from_batch")
+            _, weights, extra_state = results[0]
+            self.module.set_state(weights)
+            self._versions = self._module_versions()
+            self._extra_state = extra_state
+            return merge_metrics([m for m, _, _ in results if m is not None], axis, self.num_learners)
+
+    def run_update(self, batch: Mapping[str, Any], timestep: int) -> dict[str, Any]:
+        """`update_from_batch` (each learner process applies its own precision and compilation)."""
+        return self.update_from_batch(batch, timestep)
+
+    def update_from_own_batches(self, make_batch: Callable[[Any, int], tuple[Any, Any]], timestep: int,
+                                fetch_weights: bool = True) -> tuple[dict[str, Any], list[Any]]:
+        """A data-parallel update on batches the learners build themselves (decentralized
+        sampling, as DD-PPO's): each rank calls `make_batch(learner, rank) -> (batch, info)` in
+        its process (`make_batch` travels with cloudpickle), then updates on its batch with the
+        gradients all-reduced as in `update_from_batch`. Returns (averaged metrics, the ranks'
+        infos). With `fetch_weights=False` the driver's module keeps its weights (no copy from
+        rank 0); `pull_weights()` fetches them later."""
+        with self._lock:
+            self._check_usable(restart_on_death=False)
+            self._push_driver_weights()
+            futures = [h.submit("update_from_own_batch", make_batch, int(timestep), fetch_weights and h.rank == 0)
+                       for h in self._handles]
+            results = self._wait(self._handles, futures, "update_from_own_batch")
+            _, weights, extra_state, _ = results[0]
+            if weights is not None:
+                self.module.set_state(weights)
+                self._versions = self._module_versions()
+                self._extra_state = extra_state
+            # Batches from EnvRunners are time-major [T, B]: per-sample metrics follow the B axis.
+            metrics = merge_metrics([m for m, _, _, _ in results if m is not None], 1, self.num_learners)
+            return metrics, [info for _, _, _, info in results]
+
+    def pull_weights(self) -> None:
+        """Copy rank 0's weights into the driver's module (after updates made with
+        `fetch_weights=False`)."""
+        with self._lock:
+            weights = self._call_rank0("get_weights")
+            self.module.set_state(weights)
+            self._versions = self._module_versions()
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """The module's weights (the driver's copy, equal to the learners'). Restarts the
+        learners first when one died (see `restart()`)."""
+        with self._lock:
+            if not self._stopped and (self._broken_by_death or (self._broken is None and self._dead_handle())):
+                self._check_usable()
+        return self.module.get_state()
+
+    def set_weights(self, weights: dict[str, Any]) -> None:
+        """Load weights into the driver's module and every learner."""
+        with self._lock:
+            self.module.set_state(weights)
+            self._call(lambda: self._run_all("set_weights", self.module.get_state()), push_weights=False)
+            self._versions = self._module_versions()
+
+    def get_extra_state(self) -> dict[str, Any]:
+        """Rank 0's Learner.get_extra_state() (all ranks agree after each update)."""
+        with self._lock:
+            state = self._call(lambda: self._wait(self._handles[:1], [self._handles[0].submit("get_extra_state")],
+                                                  "get_extra_state", collective=False)[0])
+            self._extra_state = state
+            return copy.deepcopy(state)
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        """Learner.set_extra_state() on every learner."""
+        with self._lock:
+            self._extra_state = self._call(lambda: self._run_all("set_extra_state", state))[0]
+
+    def get_extra_tensors(self) -> dict[str, Any]:
+        """Rank 0's Learner.get_extra_tensors() (target networks, ...), as CPU tensors."""
+        return self._call_rank0("get_extra_tensors")
+
+    def set_extra_tensors(self, tensors: dict[str, Any]) -> None:
+        """Learner.set_extra_tensors() on every learner."""
+        self._call_all("set_extra_tensors", {k: v.detach().cpu() if hasattr(v, "detach") else v
+                                             for k, v in tensors.items()})
+
+    @property
+    def optimizer(self) -> _OptimizerProxy:
+        """The first optimizer."""
+        return next(iter(self.optimizers.values()))
+
+    def foreach_learner(self, fn: Callable[[Any], Any]) -> list[Any]:
+        """[fn(learner) for every learner], run in the learner processes (fn travels with
+        cloudpickle; its result must pickle). Restarts the learners first when one died."""
+        with self._lock:
+            self._check_usable()
+            self._push_driver_weights()
+            results = self._run_all("apply", fn)
+            self._extra_state = results[0][1]
+            return [result for result, _ in results]
+
+    @property
+    def is_healthy(self) -> bool:
+        """Whether every learner process is alive and the group can be used."""
+        return (not self._stopped and self._broken is None and bool(self._handles)
+                and all(h.alive and h.healthy for h in self._handles))
+
+    def stop(self) -> None:
+        """Stop the learner processes (idempotent)."""
+        with self._lock:
+            self._stopped = True
+            handles, self._handles = self._handles, []
+            finalizer, self._finalizer = self._finalizer, None
+        if finalizer is not None:
+            finalizer.detach()
+        if handles:
+            _shutdown(handles)
+
+    def __repr__(self) -> str:
+        state = "stopped" if self._stopped else ("broken" if self._broken else "running")
+        return (f"LearnerGroup({self.learner_class.__name__}, num_learners={self.num_learners}, "
+                f"backend={self.backend}, {state})")
