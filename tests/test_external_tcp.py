@@ -113,6 +113,7 @@ def test_episode_chunks_continue_across_messages_and_train_on_the_one_path():
                                   extra_model_outputs={"action_dist_inputs": np.zeros(2, np.float32),
                                                        "action_logp": float(np.log(0.5))})
             client.send_episodes([rest, _cartpole_episode(5, terminated=False, seed=1)])
+            client.ping()  # one connection's messages are handled in order: both chunks are in now
             deadline = time.monotonic() + 10
             batch = runner.sample()
             while batch["rewards"].size < 55 and time.monotonic() < deadline:
