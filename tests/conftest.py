@@ -11,6 +11,18 @@ from rlx.algorithms.ppo import PPOConfig
 BATCH = 256
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the `slow` mark (learning and tuned-example tests; `-m "not slow"` leaves them out)."""
+    config.addinivalue_line("markers", "slow: trains to a return threshold or runs for many seconds")
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the modules that hold slow tests first, so that pytest-xdist's workers start the long
+    tests early and finish together (a module stays in one piece: its fixtures are set up once)."""
+    slow_modules = {getattr(item, "module", None) for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: getattr(item, "module", None) not in slow_modules)
+
+
 @pytest.fixture(autouse=True)
 def results_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """RLX_RESULTS_DIR pointed at a per-test directory."""

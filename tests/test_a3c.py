@@ -9,6 +9,8 @@
 """
 from __future__ import annotations
 
+import pytest
+
 import math
 from pathlib import Path
 
@@ -95,6 +97,7 @@ def test_without_remote_runners_it_steps_synchronously_on_local_fragments():
         algo.stop()
 
 
+@pytest.mark.slow
 def test_tuned_example_learns_cartpole_with_two_remote_runners():
     """CI bar: 150 within 60k env steps (the tuned example's criterion is 150 within 200k)."""
     spec = next(iter(yaml.safe_load((ROOT / "tuned_examples" / "a3c" / "cartpole-a3c.yaml").read_text()).values()))

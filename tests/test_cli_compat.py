@@ -131,6 +131,7 @@ def test_env_from_a_python_experiment_file_evaluates_from_anywhere(project, else
     assert_one_line_error(gone, str(project / "my_exp.py"), "no longer exists")
 
 
+@pytest.mark.slow
 def test_env_module_of_the_current_directory_trains_and_evaluates_from_anywhere(project, elsewhere, tmp_path):
     proc = train("--algo", "PPO", "--env", "my_envs:TinyEnv", cwd=project, results=tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
@@ -174,6 +175,7 @@ def plugin(project: Path) -> Path:
     return project
 
 
+@pytest.mark.slow
 def test_gymnasium_module_prefix_imports_the_plugin_as_gymnasium_does(plugin, elsewhere, tmp_path):
     proc = train("--algo", "PPO", "--env", "fakens_plugin:FakeNS/Tiny-v0", cwd=plugin, results=tmp_path / "out")
     assert proc.returncode == 0, proc.stderr

@@ -173,6 +173,7 @@ def test_out_writes_json_consistent_with_the_printed_lines(checkpoint, results_d
         assert summary["reward_mean"] == pytest.approx(sum(complete) / len(complete))
 
 
+@pytest.mark.slow
 def test_same_seed_gives_the_same_output_and_another_seed_other_episodes(checkpoint, results_dir, tmp_path):
     def run(seed: str, name: str, *extra: str) -> tuple[str, dict]:
         out = tmp_path / name

@@ -199,6 +199,7 @@ def test_self_referencing_yaml_is_refused(tmp_path):
         _call_with_deadline(5, load_experiment_file, path)
 
 
+@pytest.mark.slow
 def test_deeply_nested_yaml_and_json_are_one_line_errors(tmp_path):
     deep_yaml = tmp_path / "deep.yaml"
     deep_yaml.write_text("[" * 50_000 + "]" * 50_000, encoding="utf-8")

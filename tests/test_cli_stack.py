@@ -50,6 +50,7 @@ def _rlx_stack(registry: Path, *args: str) -> subprocess.CompletedProcess:
                           env=_env(registry))
 
 
+@pytest.mark.slow
 def test_stack_prints_the_driver_and_its_env_runner_process(tmp_path):
     registry = tmp_path / "registry"
     driver = _start(

@@ -85,6 +85,7 @@ def test_train_writes_trial_dir_checkpoints_and_prints_the_evaluate_command(tmp_
     assert f"Final return: {last:.1f}" in proc.stdout
 
 
+@pytest.mark.slow
 def test_default_results_root_and_experiment_name(results_dir):
     proc = run_rlx("train", "--run", "PPO", "--env", "CartPole-v1", "--config", SMALL,
                    "--stop", '{"training_iteration": 1}', "--local-dir", str(results_dir / "local"),
@@ -116,6 +117,7 @@ def test_no_checkpoint_at_end_saves_nothing(tmp_path):
     assert "No checkpoint saved" in proc.stdout and "rlx evaluate" not in proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key, bound", [
     ("timesteps_total", 700),
     ("num_env_steps_sampled_lifetime", 700),
@@ -144,6 +146,7 @@ def test_stop_criteria_stop_at_the_first_iteration_that_reaches_them(tmp_path, k
     assert f"reached {key} >= " in proc.stdout
 
 
+@pytest.mark.slow
 def test_verbosity_flags_set_the_log_level(tmp_path):
     args = ("train", "--algo", "PPO", "--env", "CartPole-v1", "--config", SMALL, "--stop",
             '{"training_iteration": 1}', "--no-checkpoint-at-end")
@@ -157,6 +160,7 @@ def test_verbosity_flags_set_the_log_level(tmp_path):
     assert sorted(params) == ["DEBUG", "INFO", "WARN"]
 
 
+@pytest.mark.slow
 def test_restore_continues_from_the_checkpoint(tmp_path):
     first = run_rlx("train", "--algo", "PPO", "--env", "CartPole-v1", "--config", SMALL,
                     "--stop", '{"training_iteration": 2}', "--experiment-name", "a", results_dir=tmp_path)
@@ -312,6 +316,7 @@ def _ensure_offline_input(example: str) -> None:
     module.record_expert_data(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tuned_examples").rglob("*.yaml")))
 def test_every_tuned_example_runs_unchanged(tmp_path, example):
     _ensure_offline_input(example)
@@ -323,6 +328,7 @@ def test_every_tuned_example_runs_unchanged(tmp_path, example):
     assert len(results(trial)) == 1
 
 
+@pytest.mark.slow
 def test_ppo_tuned_example_reaches_its_return_through_the_cli(tmp_path):
     proc = run_rlx("train", "file", "tuned_examples/ppo/cartpole-ppo.yaml", "--seed", "0", results_dir=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -366,6 +372,7 @@ def _run_in_pty(args: list[str], env: dict, interrupt_after_iterations: int, tim
     return out.decode(errors="replace"), os.waitstatus_to_exitcode(status)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals are POSIX-only")
 def test_live_progress_redraws_in_place_and_ctrl_c_stops_with_a_checkpoint(tmp_path):
     env = {"RLX_RESULTS_DIR": str(tmp_path), "TERM": "xterm"}

@@ -171,6 +171,7 @@ def _train(env, iterations: int = 25):
     return algo
 
 
+@pytest.mark.slow
 def test_cnn_learns_an_image_task_that_a_flattened_mlp_does_not():
     cnn = _train(BarOrientation)
     assert isinstance(cnn.get_module().pi[0], ImageEncoder)

@@ -141,6 +141,7 @@ def test_a_bad_env_to_module_builder_gets_a_clear_error():
         config.build()
 
 
+@pytest.mark.slow
 def test_mean_std_filter_connector_state_reaches_remote_runners_and_checkpoints(tmp_path):
     config = (PPOConfig().environment("Pendulum-v1")
               .env_runners(num_env_runners=1, num_envs_per_env_runner=1,

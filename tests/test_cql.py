@@ -236,6 +236,7 @@ def expert_data(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_tuned_example_learns_pendulum_from_expert_files(expert_data):
     """The tuned example, on the files a trained SAC wrote: evaluation return >= -400 within its
     100 iterations."""

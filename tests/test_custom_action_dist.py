@@ -59,6 +59,7 @@ def test_ppo_samples_from_the_custom_distribution():
     algo.stop()
 
 
+@pytest.mark.slow
 def test_ppo_learns_cartpole_with_a_custom_categorical():
     ModelCatalog.register_custom_action_dist("torch_cat", TorchCategoricalDist)
     algo = PPOConfig().environment("CartPole-v1").training(model={"custom_action_dist": "torch_cat"}).debugging(

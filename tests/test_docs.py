@@ -123,6 +123,7 @@ def python_blocks(text: str) -> list[str]:
 PAGES_WITH_EXAMPLES = [p for p in PAGES if python_blocks((DOCS / p).read_text())]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES_WITH_EXAMPLES)
 def test_examples_run(page, tmp_path):
     blocks = python_blocks((DOCS / page).read_text())
@@ -208,6 +209,7 @@ def _read_by(name: str, sources: dict[str, str]) -> list[str]:
     return [f for f, text in sources.items() if any(p.search(text) for p in patterns)]
 
 
+@pytest.mark.slow
 def test_every_option_status_matches_what_the_code_reads(gen):
     """'supported' options are read somewhere in rlx; options marked not supported yet, TensorFlow-only
     or 'accepted, no effect' are read nowhere (outside their declaration). So the status column of

@@ -143,6 +143,7 @@ def test_process_env_runners_build_an_env_registered_in_the_test():
         algo.stop()
 
 
+@pytest.mark.slow
 def test_remote_worker_envs_build_an_env_registered_in_the_test():
     name = unique("sub-env")
     rlx.register_env(name, lambda ctx: StampedEnv(ctx, name))
@@ -267,6 +268,7 @@ def test_ray_actors_resolve_rlx_and_tune_registrations(ray_session):
         _global_registry.unregister(ENV_CREATOR, tune_name)
 
 
+@pytest.mark.slow
 def test_process_runners_reach_a_named_actor_of_the_driver(ray_session):
     ray = ray_session
 

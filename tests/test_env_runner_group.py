@@ -65,6 +65,7 @@ def config_for(backend: str, env=WhereAmIEnv, runners: int = 2, **training) -> P
             .training(**opts).debugging(seed=0))
 
 
+@pytest.mark.slow
 def test_runners_live_elsewhere_and_answer_foreach(backend):
     algo = config_for(backend).build()
     try:
@@ -78,6 +79,7 @@ def test_runners_live_elsewhere_and_answer_foreach(backend):
         algo.stop()
 
 
+@pytest.mark.slow
 def test_batches_of_runners_sit_side_by_side_one_trajectory_per_column(backend):
     algo = config_for(backend).build()
     try:
@@ -97,6 +99,7 @@ def test_batches_of_runners_sit_side_by_side_one_trajectory_per_column(backend):
         algo.stop()
 
 
+@pytest.mark.slow
 def test_training_merges_episode_and_callback_metrics_from_every_runner(backend):
     def on_episode_end(*, metrics_logger, env_runner, **kwargs):
         metrics_logger.log_value("episodes_seen", 1, reduce="sum", clear_on_reduce=True)
@@ -119,6 +122,7 @@ def test_training_merges_episode_and_callback_metrics_from_every_runner(backend)
         algo.stop()
 
 
+@pytest.mark.slow
 def test_weights_reach_the_runners_only_when_they_changed(backend):
     algo = config_for(backend).build()
     try:
@@ -141,6 +145,7 @@ def test_weights_reach_the_runners_only_when_they_changed(backend):
         algo.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("update_workers", [True, False])
 def test_observation_filters_merge_across_runners(backend, update_workers):
     algo = (config_for(backend, env="CartPole-v1")
@@ -167,6 +172,7 @@ def test_a_runner_that_cannot_be_built_fails_the_build_clearly(backend):
     assert "cannot be built on a remote runner" in str(info.value)
 
 
+@pytest.mark.slow
 def test_killed_runner_is_restarted_with_current_weights_and_nothing_double_counted(backend):
     recreated = []
     algo = (config_for(backend)
@@ -194,6 +200,7 @@ def test_killed_runner_is_restarted_with_current_weights_and_nothing_double_coun
         algo.stop()
 
 
+@pytest.mark.slow
 def test_killed_runner_without_fault_tolerance_raises(backend):
     from rlx.env.process_env_runner import EnvRunnerDiedError
 
@@ -208,6 +215,7 @@ def test_killed_runner_without_fault_tolerance_raises(backend):
         algo.stop()
 
 
+@pytest.mark.slow
 def test_ignore_failures_trains_on_with_the_healthy_runners(backend):
     algo = (config_for(backend, env=FailingEnv).environment(env_config={"fail_on": 1, "fail_at": 30})
             .fault_tolerance(ignore_env_runner_failures=True).build())
@@ -221,6 +229,7 @@ def test_ignore_failures_trains_on_with_the_healthy_runners(backend):
         algo.stop()
 
 
+@pytest.mark.slow
 def test_env_error_in_a_runner_surfaces_with_its_type(backend):
     algo = config_for(backend, env=FailingEnv).environment(env_config={"fail_on": 2, "fail_at": 5}).build()
     try:
@@ -230,6 +239,7 @@ def test_env_error_in_a_runner_surfaces_with_its_type(backend):
         algo.stop()
 
 
+@pytest.mark.slow
 def test_failed_sub_environment_is_restarted_alone(backend, tmp_path):
     flag = str(tmp_path / "failed_once")
     algo = (config_for(backend, env=FailingEnv)
@@ -247,6 +257,7 @@ def test_failed_sub_environment_is_restarted_alone(backend, tmp_path):
         algo.stop()
 
 
+@pytest.mark.slow
 def test_remote_worker_envs_step_each_sub_env_in_its_own_process():
     algo = (PPOConfig().environment(WhereAmIEnv)
             .env_runners(num_envs_per_env_runner=3, remote_worker_envs=True)
@@ -264,6 +275,7 @@ def test_remote_worker_envs_step_each_sub_env_in_its_own_process():
     assert not any(p.is_alive() for p in processes)
 
 
+@pytest.mark.slow
 def test_checkpoint_restores_into_remote_runners(backend, tmp_path):
     from rlx.algorithms.algorithm import Algorithm
 
@@ -285,6 +297,7 @@ def test_checkpoint_restores_into_remote_runners(backend, tmp_path):
         restored.stop()
 
 
+@pytest.mark.slow
 def test_a_restart_that_cannot_build_the_runner_is_retried_later(tmp_path):
     # The replacement of runner 1 fails to build while the flag file exists; training goes on
     # with runner 2, and once the file is gone the next restart succeeds.
@@ -310,6 +323,7 @@ def test_a_restart_that_cannot_build_the_runner_is_retried_later(tmp_path):
         algo.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("restart", [True, False])
 def test_a_runner_stuck_in_sample_times_out(backend, tmp_path, restart):
     flag = tmp_path / "hung"
@@ -334,6 +348,7 @@ def test_a_runner_stuck_in_sample_times_out(backend, tmp_path, restart):
         algo.stop()
 
 
+@pytest.mark.slow
 def test_a_build_that_fails_after_the_runners_started_stops_them():
     import multiprocessing
 

@@ -172,6 +172,7 @@ def _table_rows(indices, dim):
     return read
 
 
+@pytest.mark.slow
 def test_runners_in_other_processes_regenerate_the_same_noise():
     config = ESConfig().environment("CartPole-v1").env_runners(num_env_runners=2, env_runner_backend="process") \
         .training(noise_size=SMALL_NOISE)
@@ -238,6 +239,7 @@ def _tuned(relpath: str) -> dict:
     return next(iter(data.values()))
 
 
+@pytest.mark.slow
 def test_es_learns_cartpole_with_two_remote_runners_and_merged_filter_statistics():
     spec = _tuned("es/cartpole-es.yaml")
     config = get_algorithm_config("ES").update_from_dict(dict(spec["config"])).environment("CartPole-v1") \

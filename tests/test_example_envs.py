@@ -586,6 +586,7 @@ _TRAINABLE = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env, env_config, multi_agent", _TRAINABLE)
 def test_one_ppo_iteration(env, env_config, multi_agent):
     algo = _ppo(env, env_config, multi_agent).build()

@@ -237,6 +237,7 @@ def test_runner_fills_in_flags_a_scripts_own_parser_lacks():
 # ---------------------------------------------------------------------- Tune
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:fail_fast='raise' detected")  # RLlib's runner uses fail_fast="raise" too
 def test_tune_run_returns_the_result_grid_and_checks_the_success_metric(results_dir, monkeypatch):
     ray = pytest.importorskip("ray")

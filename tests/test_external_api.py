@@ -98,6 +98,7 @@ def post(port: int, body: bytes | dict, headers: dict | None = None, path: str =
 # ---------------------------------------------------------------------------------------- learning
 
 
+@pytest.mark.slow
 def test_cartpole_server_and_remote_clients_learn():
     """The seed's CartPole server + client pair: PPO trains from steps that arrive over HTTP, and
     the episodes' returns are reported under env_runners like sampled ones."""

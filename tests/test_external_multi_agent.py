@@ -92,6 +92,7 @@ class TwoCartPoles(ExternalMultiAgentEnv):
 # ---------------------------------------------------------------------------------------- learning
 
 
+@pytest.mark.slow
 def test_external_multi_agent_env_trains_two_policies_in_process():
     """The in-process ExternalMultiAgentEnv path: each agent's steps train its own policy, and
     both policies learn 2-agent CartPole (untrained: about 20 per agent)."""

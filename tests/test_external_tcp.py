@@ -191,6 +191,7 @@ def test_sample_without_a_client_times_out_naming_the_port():
         algo.stop()
 
 
+@pytest.mark.slow
 def test_external_cartpole_client_trains_ppo_over_tcp():
     from rlx.examples.envs.classes.utils.dummy_external_client import _dummy_external_client
 

@@ -48,6 +48,7 @@ def small_ppo(env, env_config: dict, runners: int = 2, backend: str = "process")
             .debugging(seed=0))
 
 
+@pytest.mark.slow
 def test_the_first_restart_of_a_runner_that_was_sampling_is_not_delayed(tmp_path):
     class CrashesOnceEnv(gym.Env):
         """Runner 1's env raises at its 30th step, once (a flag file remembers it)."""
@@ -86,6 +87,7 @@ def test_the_first_restart_of_a_runner_that_was_sampling_is_not_delayed(tmp_path
         algo.stop()
 
 
+@pytest.mark.slow
 def test_no_runner_left_sampling_restarts_at_once_without_the_backoff(tmp_path):
     class FailsTwiceEnv(gym.Env):
         """Each runner's env raises at its first step on the runner's first two starts."""
@@ -127,6 +129,7 @@ def test_no_runner_left_sampling_restarts_at_once_without_the_backoff(tmp_path):
         algo.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["process", "thread", "ray"])
 def test_rows_sampled_before_an_env_error_are_kept(tmp_path, backend, ray_cluster):
     if backend == "ray":
@@ -223,6 +226,7 @@ def test_every_step_the_envs_took_is_counted_once_despite_crashes():
         algo.stop()
 
 
+@pytest.mark.slow
 def test_a_multi_agent_runner_keeps_its_rows_the_same_way(tmp_path):
     from rlx.env.multi_agent_env import MultiAgentEnv
 
@@ -271,6 +275,7 @@ def test_a_multi_agent_runner_keeps_its_rows_the_same_way(tmp_path):
         algo.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["process", "ray"])
 def test_ignore_env_runner_failures_carries_on_with_the_runners_that_work(backend, ray_cluster):
     if backend == "ray":
@@ -308,6 +313,7 @@ def test_ignore_env_runner_failures_carries_on_with_the_runners_that_work(backen
         algo.stop()
 
 
+@pytest.mark.slow
 def test_an_env_that_fails_on_every_start_fails_train_quickly_with_its_error():
     class NeverConnects(gym.Env):
         observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
@@ -335,6 +341,7 @@ def test_an_env_that_fails_on_every_start_fails_train_quickly_with_its_error():
         algo.stop()
 
 
+@pytest.mark.slow
 def test_a_restart_happens_beside_training_not_inside_it(tmp_path):
     class SlowToRestartEnv(gym.Env):
         """Takes 4 s to build on runner 1 once the flag file exists (a restarted runner)."""

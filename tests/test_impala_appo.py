@@ -285,6 +285,7 @@ class _SlowLearner(IMPALALearner):
         return super().update_from_batch(batch, timestep)
 
 
+@pytest.mark.slow
 def test_learner_queue_stays_bounded_and_policy_lag_is_reported():
     # Runners that could run 8 fragments (4 train batches) ahead of a slow learner whose queue
     # holds 2 batches: the requests are throttled so that queued and pending data fit the queue.
@@ -453,6 +454,7 @@ def _tuned(relpath: str) -> dict:
     return next(iter(data.values()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("relpath", ["impala/cartpole-impala.yaml", "appo/cartpole-appo.yaml"])
 def test_tuned_example_learns_cartpole_with_two_remote_runners(relpath):
     """CI bar: 300 within 400k env steps (the full criterion, 450 within 500k, is the tuned

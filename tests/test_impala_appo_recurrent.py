@@ -58,6 +58,7 @@ def _best_return(algo, max_env_steps, target):
             return best
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config_cls,model,lr", [(IMPALAConfig, LSTM, 3e-3), (APPOConfig, LSTM, 3e-3),
                                                  (APPOConfig, ATTENTION, 1e-3)], ids=["impala-lstm", "appo-lstm",
                                                                                        "appo-attention"])
@@ -71,6 +72,7 @@ def test_recurrent_modules_learn_to_repeat_the_previous_observation(config_cls, 
         algo.stop()
 
 
+@pytest.mark.slow
 def test_a_feedforward_policy_cannot_learn_the_same_task_on_the_same_budget():
     algo = _repeat_config(IMPALAConfig, {"fcnet_hiddens": [32]}).build()
     try:

@@ -49,6 +49,7 @@ def crashing_config(runners: int = 2) -> PPOConfig:
             .debugging(seed=0))
 
 
+@pytest.mark.slow
 def test_a_restart_loop_returns_fds_and_child_processes_to_their_starting_counts():
     warm = crashing_config().build()
     warm.train()
@@ -77,6 +78,7 @@ def _count_children() -> int:
     return len(child_processes())
 
 
+@pytest.mark.slow
 def test_failed_checkpoint_loads_leave_no_processes_and_no_fds(tmp_path):
     algo = (PPOConfig().environment(WhereAmIEnv).env_runners(num_env_runners=2, num_envs_per_env_runner=1)
             .training(train_batch_size=120, minibatch_size=60, num_epochs=1).build())
@@ -100,6 +102,7 @@ def test_failed_checkpoint_loads_leave_no_processes_and_no_fds(tmp_path):
     assert settled(open_fds, fds_before) <= fds_before
 
 
+@pytest.mark.slow
 def test_a_failing_on_checkpoint_loaded_callback_stops_the_loaded_algorithm(tmp_path):
     algo = (PPOConfig().environment(WhereAmIEnv).env_runners(num_env_runners=2, num_envs_per_env_runner=1)
             .training(train_batch_size=120, minibatch_size=60, num_epochs=1).build())
@@ -227,6 +230,7 @@ def test_complete_episodes_that_never_end_are_explained_when_the_runner_times_ou
         algo.stop()
 
 
+@pytest.mark.slow
 def test_healthy_runners_keep_sampling_while_a_failed_one_waits_for_its_restart():
     # Runner 1 fails at its first sampled step (the env checker takes step 1), every time: its first
     # restart is at once, the next waits (a repeated failure backs off), and runner 2 samples meanwhile.

@@ -7,6 +7,8 @@ CartPole, round-trip a checkpoint, and check the per-module metrics and learner 
 """
 from __future__ import annotations
 
+import pytest
+
 import math
 
 import numpy as np
@@ -43,6 +45,7 @@ def assert_weights_equal(a: dict, b: dict) -> None:
         np.testing.assert_array_equal(np.asarray(a[name]), np.asarray(b[name]), err_msg=name)
 
 
+@pytest.mark.slow
 def test_multi_agent_ppo_with_two_learners_per_module_learns():
     algo = two_policy_cartpole().build()
     progress = []
@@ -66,6 +69,7 @@ def test_multi_agent_ppo_with_two_learners_per_module_learns():
         f"each agent's return did not reach {PER_AGENT_RETURN} in {ENV_STEP_BUDGET} env steps: {progress}"
 
 
+@pytest.mark.slow
 def test_two_learners_per_module_report_per_module_metrics_and_round_trip_a_checkpoint(tmp_path):
     algo = two_policy_cartpole(train_batch_size=400, minibatch_size=100, num_epochs=2).build()
     restored = None
@@ -123,6 +127,7 @@ def test_two_learners_per_module_report_per_module_metrics_and_round_trip_a_chec
     assert all(process_gone(pid) for pid in pids)
 
 
+@pytest.mark.slow
 def test_a_policy_added_to_a_run_with_learner_processes_gets_its_own_group():
     algo = two_policy_cartpole(train_batch_size=400, minibatch_size=100, num_epochs=1).build()
     try:

@@ -227,6 +227,7 @@ def test_ppo_update_with_two_learners_matches_one_learner():
 # ---------------------------------------------------------------------- inside an Algorithm
 
 
+@pytest.mark.slow
 def test_ppo_trains_with_two_learners_checkpoints_and_stops(tmp_path):
     config = small_config(train_batch_size=256, minibatch_size=64, num_epochs=2).learners(num_learners=2)
     algo = config.build()

@@ -223,6 +223,7 @@ def _train(config, iterations: int, watch: list | None = None):
         algo.stop()
 
 
+@pytest.mark.slow
 def test_policy_map_capacity_keeps_two_modules_and_trains_like_keeping_all():
     resident_counts: list[int] = []
 

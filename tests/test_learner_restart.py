@@ -52,6 +52,7 @@ def warnings_of_rlx(caplog):
     return lambda: [r for r in caplog.records if r.name == "rlx" and "restarted" in r.getMessage()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rank", [0, 1])
 def test_save_after_a_learner_death_saves_the_driver_state_and_training_goes_on(tmp_path, rank, warnings_of_rlx):
     algo = _config().build()
@@ -103,6 +104,7 @@ def test_save_after_a_learner_death_saves_the_driver_state_and_training_goes_on(
     assert _learner_children() == []
 
 
+@pytest.mark.slow
 def test_a_death_during_train_is_raised_once_then_save_and_train_work(tmp_path, warnings_of_rlx):
     algo = _config().build()
     try:
@@ -190,6 +192,7 @@ def test_restart_of_a_healthy_group_keeps_weights_and_extra_state_and_leaks_noth
     group.stop()  # idempotent
 
 
+@pytest.mark.slow
 def test_a_failure_that_is_no_death_still_stops_the_group_until_restart_is_called():
     algo = _config().build()
     try:

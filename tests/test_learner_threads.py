@@ -35,6 +35,7 @@ def test_users_and_remote_runners_and_gpus_keep_their_threads(two_cores, monkeyp
     assert threads.update_threads(SACConfig(), SAC_PARAMS) is None
 
 
+@pytest.mark.slow
 def test_the_update_runs_with_the_chosen_threads_and_restores_them(two_cores):
     algo = (SACConfig().environment("Pendulum-v1").debugging(seed=0)
             .training(num_steps_sampled_before_learning_starts=64)

@@ -125,6 +125,7 @@ def test_fp16_ppo_reports_the_loss_scale_and_learns():
         algo.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [
     lambda: DQNConfig().environment("CartPole-v1").training(num_steps_sampled_before_learning_starts=200),
     lambda: SACConfig().environment("Pendulum-v1").training(num_steps_sampled_before_learning_starts=200),

@@ -7,6 +7,8 @@ against a fixed opponent beats a uniformly random player in at least 80% of the 
 """
 from __future__ import annotations
 
+import pytest
+
 import math
 
 import numpy as np
@@ -44,6 +46,7 @@ def _train_until_solved(algo, per_agent_return: float = PER_AGENT_RETURN) -> tup
         algo.stop()
 
 
+@pytest.mark.slow
 def test_ppo_trains_two_policies_on_four_agent_cartpole():
     config = (PPOConfig().environment(MultiAgentCartPole, env_config={"num_agents": 4})
               .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=_two_policies)
@@ -52,6 +55,7 @@ def test_ppo_trains_two_policies_on_four_agent_cartpole():
     assert solved, f"per-agent return did not reach {PER_AGENT_RETURN} in {ENV_STEP_BUDGET} env steps: {progress}"
 
 
+@pytest.mark.slow
 def test_dqn_trains_two_policies_on_four_agent_cartpole():
     config = (DQNConfig().environment(MultiAgentCartPole, env_config={"num_agents": 4})
               .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=_two_policies)
@@ -86,6 +90,7 @@ def _win_rate_against_random(policy, games: int, seed: int) -> float:
     return wins / games
 
 
+@pytest.mark.slow
 def test_self_play_policy_beats_a_random_player_in_80_percent_of_games():
     config = (PPOConfig().environment(SimpleTicTacToe)
               .multi_agent(policies={"main", "opponent"}, policy_mapping_fn=_main_vs_opponent,

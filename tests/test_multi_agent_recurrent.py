@@ -3,6 +3,8 @@ resets it when an episode starts, hands each module's batch its state_in columns
 trains each policy's LSTM on its agents' sequences."""
 from __future__ import annotations
 
+import pytest
+
 from typing import Any
 
 import gymnasium as gym
@@ -108,6 +110,7 @@ def test_each_agent_carries_its_own_state_across_turns_and_episodes():
         algo.stop()
 
 
+@pytest.mark.slow
 def test_ppo_trains_an_lstm_per_policy_in_a_multi_agent_env():
     config = (PPOConfig().environment(TwoCues)
               .multi_agent(policies={"pa", "pb"}, policy_mapping_fn=lambda aid, *a, **k: "p" + aid)

@@ -263,6 +263,7 @@ def test_skip_nonfinite_updates_is_a_checked_training_option():
         PPOConfig().training(skip_nonfinite_updates=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("skip", [True, False])
 def test_learner_group_ranks_agree_on_a_nonfinite_update(skip):
     """The NaN is in one rank's shard only; the all-reduced gradient makes both ranks skip (or raise)."""

@@ -213,11 +213,13 @@ def test_tuned_examples_state_their_pass_criterion(relpath, criterion):
                             "num_env_steps_sampled_lifetime": criterion[1]}
 
 
+@pytest.mark.slow
 def test_pg_learns_cartpole():
     solved, progress = _learns("pg/cartpole-pg.yaml", 150.0, 100_000)
     assert solved, f"PG did not reach 150 within 100k env steps: {progress}"
 
 
+@pytest.mark.slow
 def test_a2c_learns_cartpole():
     solved, progress = _learns("a2c/cartpole-a2c.yaml", 300.0, 300_000)
     assert solved, f"A2C did not reach 300 within 300k env steps: {progress}"

@@ -156,6 +156,7 @@ def test_importing_the_group_does_not_import_ray():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@pytest.mark.slow
 def test_handle_answers_in_order_and_translates_errors():
     config = resource_config(0.5)
     a, b = (RayEnvRunner(EchoRunner, config, i, 2) for i in (1, 2))
@@ -261,6 +262,7 @@ def test_envs_reach_a_named_actor():
         ray.kill(counter)
 
 
+@pytest.mark.slow
 def test_killed_runner_is_restarted():
     RECREATED.clear()
     config = (
@@ -313,6 +315,7 @@ def test_env_error_in_a_ray_runner_keeps_its_type():
         algo.stop()
 
 
+@pytest.mark.slow
 def test_build_error_in_a_ray_runner_keeps_its_type():
     config = ray_config(env=RemoteOnlyFailingEnv)
     with pytest.raises(EnvError, match="no simulator licence"):
@@ -320,6 +323,7 @@ def test_build_error_in_a_ray_runner_keeps_its_type():
     assert not live_placement_groups()  # the runners that were built are gone with their placement group
 
 
+@pytest.mark.slow
 def test_multi_agent_training_and_add_policy_on_ray_runners():
     import rlx
     from rlx.examples.envs.classes.multi_agent import MultiAgentCartPole

@@ -23,6 +23,7 @@ def _lstm_config(**model):
             .debugging(seed=0))
 
 
+@pytest.mark.slow
 def test_use_lstm_learns_stateless_cartpole():
     # Without memory the pole's velocities are unobservable: a feed-forward policy stays far lower.
     algo = _lstm_config().build()
@@ -120,6 +121,7 @@ class HiddenBit(gym.Env):
         return np.zeros(1, np.float32), float(action == self.bit), False, self.t >= 10, {}
 
 
+@pytest.mark.slow
 def test_lstm_use_prev_action_and_reward_feed_the_previous_step_in():
     model = {"use_lstm": True, "lstm_cell_size": 32, "fcnet_hiddens": [32], "max_seq_len": 10,
              "lstm_use_prev_action": True, "lstm_use_prev_reward": True}
@@ -138,6 +140,7 @@ def test_lstm_use_prev_action_and_reward_feed_the_previous_step_in():
         algo.stop()
 
 
+@pytest.mark.slow
 def test_a_recurrent_module_written_rllibs_way_trains_with_ppo():
     # RLlib's example module: `_forward`, state {"h", "c"}, values from the train pass's embeddings.
     from rlx.core.rl_module import RLModuleSpec

@@ -204,6 +204,7 @@ def test_burn_in_steps_pass_no_gradient():
 # ----------------------------------------------------------------------------- training
 
 
+@pytest.mark.slow
 def test_recurrent_dqn_solves_the_cue_task_a_feed_forward_dqn_cannot():
     # A feed-forward Q-network averages 5.5 at best here (the bit is visible only at the first step).
     algo = _config(max_seq_len=6, burn_in_len=2).build()

@@ -101,6 +101,7 @@ def _train_until(algo, steps: int) -> None:
 # ----------------------------------------------------------------------------- learning
 
 
+@pytest.mark.slow
 def test_recurrent_sac_solves_the_continuous_cue_task_a_feed_forward_sac_cannot():
     algo = _sac_config().build()
     try:
@@ -118,6 +119,7 @@ def test_recurrent_sac_solves_the_continuous_cue_task_a_feed_forward_sac_cannot(
         feed_forward.stop()
 
 
+@pytest.mark.slow
 def test_recurrent_td3_solves_the_continuous_cue_task():
     algo = _td3_config().build()
     try:

@@ -160,6 +160,7 @@ def test_time_limit_of_a_registered_creator_is_found():
     algo.stop()
 
 
+@pytest.mark.slow
 def test_seed_log_acrobot_angle_example_runs_literally(capsys):
     config = (
         PPOConfig()

@@ -466,6 +466,7 @@ def test_checkpoint_round_trip_restores_alpha_targets_and_optimizers(built, tmp_
         restored.stop()
 
 
+@pytest.mark.slow
 def test_discrete_auto_entropy_target_keeps_alpha_bounded():
     """With the 'auto' target, alpha settles below its start instead of growing without bound
     (RLlib's 0.98 * log(n) target made alpha grow ~e^(steps * alpha_lr) on CartPole)."""

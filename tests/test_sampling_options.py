@@ -80,6 +80,7 @@ def _assert_columns_are_consecutive_steps(batch: dict, num_envs: int) -> list[in
 # --------------------------------------------------------------------------- remote_env_batch_wait_ms
 
 
+@pytest.mark.slow
 def test_partial_steps_let_fast_sub_envs_run_ahead_of_one_slow_at_random():
     env = _counter_env_class(slow_index=0, slow_s=0.03, slow_probability=0.5, episode_len=25)
     lockstep = _remote_env_config(env, wait_ms=0.0).build()  # the default: every row waits for every sub-env

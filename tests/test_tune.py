@@ -160,6 +160,7 @@ def run_script(code: str, *args: str) -> subprocess.CompletedProcess:
                           timeout=300, env=env)
 
 
+@pytest.mark.slow
 def test_tune_runs_rlx_without_importing_rlx_tune(tmp_path):
     """rlx.algorithms first, ray.tune later: the import of ray.tune registers rlx, and a
     Tuner("PPO") trial in a fresh driver runs rlx's PPO."""
@@ -276,6 +277,7 @@ def test_algorithm_from_checkpoint_takes_tunes_checkpoint_object(lr_sweep):
         algo.stop()
 
 
+@pytest.mark.slow
 def test_tune_run_with_a_flat_config_dict_as_in_the_seeds(tmp_path):
     analysis = tune.run(
         "PPO",
@@ -291,6 +293,7 @@ def test_tune_run_with_a_flat_config_dict_as_in_the_seeds(tmp_path):
     assert best is not None and best.last_result["info"]["learner"]["default_policy"]["learner_stats"]
 
 
+@pytest.mark.slow
 def test_tuner_accepts_algorithm_classes_and_rlx_registered_envs(tmp_path):
     import gymnasium as gym
 
@@ -319,6 +322,7 @@ def test_tuner_accepts_algorithm_classes_and_rlx_registered_envs(tmp_path):
     algo.stop()
 
 
+@pytest.mark.slow
 def test_tuner_and_tune_run_take_rlx_configs_themselves(tmp_path):
     """param_space=PPOConfig(...) / config=PPOConfig(...), search spaces included, as RLlib
     users write it; the checkpoints Tune reports restore into an Algorithm as objects."""
@@ -386,6 +390,7 @@ def test_a_tune_trial_and_a_plain_run_share_the_tensorboard_layout(lr_sweep, tmp
 # ------------------------------------------------------------------ rlx train sweeps
 
 
+@pytest.mark.slow
 def test_rlx_train_with_grid_search_runs_the_sweep_through_tune(tmp_path):
     storage = tmp_path / "store"
     config = {"lr": {"grid_search": [0.001, 0.0005, 0.0001]}, **SMALL}
@@ -446,6 +451,7 @@ def test_rlx_train_grid_search_without_ray_says_how_to_install_it(tmp_path, with
             "pip install -c constraints.txt -e '.[tune]' (in your rlx checkout)") in lines[0]
 
 
+@pytest.mark.slow
 def test_a_trial_with_remote_env_runners_places_them_in_its_own_reservation(tmp_path):
     # The 2-CPU cluster fits the trial (1 CPU) plus its runner (1 CPU) exactly once: the
     # Ray EnvRunner must use the trial's placement group, not reserve a second CPU (which

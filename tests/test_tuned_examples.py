@@ -50,6 +50,7 @@ def load_example(relpath: str) -> dict:
     return next(iter(data.values()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("relpath, criterion, threshold, budget", CASES, ids=[c[0].split("/")[0] for c in CASES])
 def test_tuned_example_learns(relpath, criterion, threshold, budget):
     spec = load_example(relpath)

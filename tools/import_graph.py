@@ -162,7 +162,7 @@ def strongly_connected(nodes: list[str], adjacency: dict[str, set[str]]) -> list
 #: The documented late bindings (DESIGN.md, "Turn 3 layout"): function-level imports that go up
 #: a layer on purpose, at most two. (source module, target module) -> why.
 LATE_BINDINGS: dict[tuple[str, str], str] = {
-    ("rlx.policy.policy", "rlx.algorithms.algorithm"):
+    ("rlx.env.policy_view", "rlx.algorithms.algorithm"):
         "Policy.from_checkpoint rebuilds the Algorithm of a checkpoint to take its policies",
     ("rlx.offline.io_context", "rlx.algorithms.algorithm_config"):
         "IOContext() without a config gets the default AlgorithmConfig, as in RLlib",

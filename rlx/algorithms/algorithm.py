@@ -40,6 +40,7 @@ from rlx.algorithms.curriculum import apply_env_task_fn, check_task_settable
 from rlx.algorithms.resources import check_gpu_request, trial_bundles
 from rlx.algorithms.results import add_algorithm_metrics, train_result
 from rlx.core import DEFAULT_POLICY_ID
+from rlx.core.sample_batch import as_multi_agent
 from rlx.offline.results import report_evaluation_returns
 from rlx.utils.errors import ConfigError
 from rlx.utils.metrics.metrics_logger import MetricsLogger
@@ -51,6 +52,9 @@ logger = logging.getLogger("rlx")
 
 class SaveResult(str):
     """The path of a saved checkpoint (a str), also offering `.checkpoint.path` as RLlib 2.x does."""
+
+    checkpoint: "SaveResult._Checkpoint"
+    metrics: dict
 
     class _Checkpoint:
         def __init__(self, path: str):
@@ -93,12 +97,13 @@ class Algorithm:
         from ray.tune import PlacementGroupFactory
 
         config_dict = config.to_dict() if isinstance(config, AlgorithmConfig) else dict(config)
-        trial_config: AlgorithmConfig | None = cls.get_default_config()
+        trial_config = cls.get_default_config()
         try:
             trial_config.update_from_dict(config_dict)
+            valid = True
         except Exception:  # noqa: BLE001 - building the Algorithm reports what is wrong with it
-            trial_config = None
-        bundles = None if trial_config is None else trial_bundles(trial_config)
+            valid = False
+        bundles = trial_bundles(trial_config) if valid else None
         if bundles is None:
             return PlacementGroupFactory([{"CPU": float(config_dict.get("num_cpus_for_main_process") or 1)}])
         return PlacementGroupFactory(bundles, strategy=trial_config.placement_strategy)
@@ -166,7 +171,7 @@ class Algorithm:
                     type(self).__name__, self.config.env, self.config.num_envs_per_env_runner,
                     self.config.num_env_runners, self.config.seed)
 
-    def _coerce_config(self, config: Any, env: Any) -> AlgorithmConfig:
+    def _coerce_config(self, config: AlgorithmConfig | dict | None, env: Any) -> AlgorithmConfig:
         if config is None:
             config = self.get_default_config()
         elif isinstance(config, dict):
@@ -264,11 +269,22 @@ class Algorithm:
 
         return LocalLearnerGroup(self.learner)
 
+    @property
+    def learners(self) -> Any:
+        """The learner container every core-path function goes through: {module_id: Learner or
+        group}. It is `learner` itself in multi-agent runs; a single-agent run's `learner` is its
+        one module's Learner (as RLlib code expects), viewed here as a one-module container."""
+        from rlx.core.learner.container import module_learners  # learners load torch
+
+        learner = self.learner
+        cached = self.__dict__.get("_learners_view")
+        if cached is None or cached[0] is not learner:  # (a subclass's setup may replace `learner`)
+            cached = self.__dict__["_learners_view"] = (learner, module_learners(learner))
+        return cached[1]
+
     def learner_by_module(self) -> dict[str, Any]:
         """{module_id: the Learner (or LearnerGroup) of that module}; one entry when single-agent."""
-        if self.is_multi_agent:  # (a single-agent learner is its one module's Learner, not a container)
-            return self.learner.by_module()
-        return {DEFAULT_POLICY_ID: self.learner}
+        return self.learners.by_module()
 
     # ------------------------------------------------------------------ modules and policies
 
@@ -309,7 +325,8 @@ class Algorithm:
         self.import_model(import_file, policy_id)
 
     def add_policy(self, policy_id: str, policy_cls: Any = None, policy: Any = None, *,
-                   observation_space: Any = None, action_space: Any = None, config: Any = None,
+                   observation_space: Any = None, action_space: Any = None,
+                   config: AlgorithmConfig | dict | None = None,
                    policy_state: dict | None = None, policy_mapping_fn: Any = None, policies_to_train: Any = None,
                    evaluation_workers: bool = True, module_spec: Any = None, **kwargs: Any) -> Any:
         """Add a policy to this (multi-agent) Algorithm and all its EnvRunners; return its Policy view.
@@ -441,28 +458,26 @@ class Algorithm:
         return learning.learn_on_batch(self, batch, timestep)
 
     def module_results(self, metrics: dict[str, Any]) -> dict[str, Any]:
-        """Learner metrics as {module_id: metrics}: a single-agent learner's metrics under
-        'default_policy', a multi-agent learner's as they are."""
-        return metrics if self.is_multi_agent else {DEFAULT_POLICY_ID: metrics}
+        """What `learn_on_batch` returned as {module_id: metrics}: a single-agent learner's
+        metrics under 'default_policy', a multi-agent learner's as they are."""
+        return self.learners.per_module(metrics)
 
     def count_sampled(self, batch: Any) -> int:
-        """Add a sampled batch to the lifetime counters; return its step count for train-batch
-        and reporting purposes (agent steps with count_steps_by='agent_steps')."""
-        from rlx.env.env_runner_group import num_sampled_steps  # the runner layer loads torch
-
-        env_steps = num_sampled_steps(batch)
+        """Add a sampled batch (any batch type: it carries its env and agent step counts) to the
+        lifetime counters; return its step count for train-batch and reporting purposes (agent
+        steps with count_steps_by='agent_steps')."""
+        batch = as_multi_agent(batch)
+        env_steps, agent_steps = batch.env_steps(), batch.agent_steps()
         self._counters["num_env_steps_sampled_lifetime"] += env_steps
-        agent_steps = batch.agent_steps() if self.is_multi_agent else env_steps  # (the batch types differ)
         self._counters["num_agent_steps_sampled_lifetime"] += agent_steps
-        if self.is_multi_agent and self.config.count_steps_by == "agent_steps":
-            return agent_steps
-        return env_steps
+        return agent_steps if self.config.count_steps_by == "agent_steps" else env_steps
 
-    def count_trained(self, batch: Any, steps: int) -> None:
-        """Add a trained batch (`steps` as count_sampled returned) to the lifetime counters."""
-        multi = self.is_multi_agent and hasattr(batch, "env_steps")
-        self._counters["num_env_steps_trained_lifetime"] += batch.env_steps() if multi else steps
-        self._counters["num_agent_steps_trained_lifetime"] += batch.agent_steps() if multi else steps
+    def count_trained(self, batch: Any, steps: int | None = None) -> None:
+        """Add a trained batch's env and agent steps to the lifetime counters (`steps`, what
+        count_sampled returned, is not needed: the batch carries its counts)."""
+        batch = as_multi_agent(batch)
+        self._counters["num_env_steps_trained_lifetime"] += batch.env_steps()
+        self._counters["num_agent_steps_trained_lifetime"] += batch.agent_steps()
 
     def sync_env_runner_weights(self) -> None:
         """Send the learner's weights (if they changed) and the global env-step count (for

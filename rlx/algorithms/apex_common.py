@@ -34,8 +34,9 @@ import numpy as np
 
 from rlx.algorithms.algorithm import state_count
 from rlx.algorithms.config_options import Option, integer, number
-from rlx.algorithms.off_policy import OffPolicyConfig
-from rlx.core.rl_module.agent_mapping import DEFAULT_POLICY_ID
+from rlx.algorithms.algorithm_config import AlgorithmConfig
+from rlx.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
+from rlx.core.sample_batch import MultiAgentBatch
 from rlx.env.env_runner_group import AsyncSample
 from rlx.utils.errors import ConfigError
 
@@ -180,19 +181,25 @@ class _LockedWeights:
     def __init__(self, learner: Any, lock: threading.Lock):
         self.learner, self.lock = learner, lock
         self.module = getattr(learner, "module", None)  # the local runner shares it: nothing to copy
-        self.is_multi_agent = getattr(learner, "is_multi_agent", False)
 
     def get_weights(self) -> Any:
         with self.lock:
             return self.learner.get_weights()
 
+    def __getattr__(self, name: str) -> Any:
+        # What else a weight source says about itself (e.g. whether it holds several modules).
+        if name.startswith("__") or name in ("learner", "lock", "module"):
+            raise AttributeError(name)
+        return getattr(self.learner, name)
 
-class ApexMixin:
-    """Ape-X's training step for an off-policy Algorithm (DQN, DDPG): put it first in the bases."""
 
-    def setup(self, config: Any) -> None:
+class ApexMixin(OffPolicyAlgorithm):
+    """Ape-X's training step for an off-policy Algorithm (DQN, DDPG): put it first in the bases
+    (`class ApexDQN(ApexMixin, DQN)`: the algorithm's own class comes next in the MRO)."""
+
+    def setup(self, config: AlgorithmConfig) -> None:
         """Build the off-policy parts, then the learner thread (started on the first training step)."""
-        super().setup(config)  # type: ignore[misc]
+        super().setup(config)
         self._buffer_lock = threading.Lock()
         self._learner_thread = ApexLearnerThread(self)
         self._replayed_steps = 0
@@ -211,12 +218,6 @@ class ApexMixin:
             return False
         return self._replayed_steps + cfg.total_train_batch_size <= since_start * float(cfg.training_intensity)
 
-    def _replay_buffers(self) -> dict[str, Any]:
-        """{module_id: its prioritized buffer} (single-agent: the one buffer, as 'default_policy')."""
-        if self.is_multi_agent:
-            return dict(self.local_replay_buffer.replay_buffers)
-        return {DEFAULT_POLICY_ID: self.local_replay_buffer}
-
     def apex_update(self) -> None:
         """Replay one prioritized train batch per trainable policy, update on them, write their
         new priorities back to their buffers."""
@@ -226,20 +227,18 @@ class ApexMixin:
         replays: dict[str, Any] = {}
         with self._buffer_lock:
             n = low if low == high else int(self._n_step_rng.integers(low, high + 1))
-            buffers = self._replay_buffers()
+            buffers = self.module_replay_buffers()
             for module_id, buffer in buffers.items():
-                if self.is_multi_agent and (not len(buffer) or not self.learner.is_trainable(module_id)):
+                if not len(buffer) or not self.learners.is_trainable(module_id):
                     continue
-                module_cfg = cfg.get_config_for_module(module_id) if self.is_multi_agent else cfg
+                module_cfg = cfg.get_config_for_module(module_id)
                 replays[module_id] = buffer.sample(module_cfg.total_train_batch_size, n_step=n, gamma=module_cfg.gamma)
         replays = {module_id: self._replay_hook(replay) for module_id, replay in replays.items()}
         metrics: dict[str, Any] = {}
         if replays:
             timestep = self._counters["num_env_steps_sampled_lifetime"]
-            if self.is_multi_agent:
-                metrics = self.learn_on_batch(replays, timestep=timestep)
-            else:
-                metrics = self.module_results(self.learn_on_batch(next(iter(replays.values())), timestep=timestep))
+            batch = MultiAgentBatch(replays, env_steps=batch_size)
+            metrics = self.module_results(self.learn_on_batch(batch, timestep=timestep))
         with self._buffer_lock:
             for module_id, module_metrics in metrics.items():
                 td_error = module_metrics.pop("td_error", None)
@@ -257,14 +256,14 @@ class ApexMixin:
     def train(self) -> dict[str, Any]:
         """One iteration (Algorithm.train), with the learner thread paused afterwards."""
         try:
-            return super().train()  # type: ignore[misc]
+            return super().train()
         finally:
             self._learner_thread.pause()
 
     def evaluate(self) -> dict[str, Any]:
         """Algorithm.evaluate, with the learner thread paused (the evaluated weights hold still)."""
         self._learner_thread.pause()
-        return super().evaluate()  # type: ignore[misc]
+        return super().evaluate()
 
     def training_step(self) -> dict[str, Any]:
         """Add the fragments the runners finished to the buffer; the learner thread trains on
@@ -332,7 +331,7 @@ class ApexMixin:
                                self.env_runner_group.num_sample_requests_in_flight(), window=1)
 
     def _build_result(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        result = super()._build_result(*args, **kwargs)  # type: ignore[misc]
+        result = super()._build_result(*args, **kwargs)
         thread = self._learner_thread
         self._apex_iteration_start = (time.perf_counter(), thread.num_updates, thread.update_time_s)
         return result

@@ -12,10 +12,13 @@ from __future__ import annotations
 import functools
 import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from rlx.utils.registry import get_registered_creator
 from rlx.utils.checkpoint_recipes import recipe_of
+
+if TYPE_CHECKING:
+    from rlx.algorithms.algorithm_config import AlgorithmConfig
 
 #: Module name of a `rlx train file` Python file's code (rlx.cli.experiments runs it so).
 EXPERIMENT_MODULE = "__rlx_experiment__"
@@ -43,7 +46,7 @@ def reset_env_source() -> None:
     _ENV_SOURCE["experiment_file"] = None
 
 
-def env_source(config: Any) -> dict[str, Any]:
+def env_source(config: AlgorithmConfig) -> dict[str, Any]:
     """The `env_source` entry of a checkpoint of `config` (see the module docstring)."""
     names = list(_ENV_SOURCE["imports"])
     for name in _env_modules(config.env):

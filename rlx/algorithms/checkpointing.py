@@ -137,9 +137,10 @@ def _policy_spaces(algo: Any, module_ids: Any) -> dict[str, Any]:
 
 
 def _learners_to_save(algo: Any) -> dict[str, Any]:
-    learners = algo.learner_by_module()
-    if algo.config.checkpoint_trainable_policies_only and algo.is_multi_agent:
-        learners = {mid: l for mid, l in learners.items() if algo.learner.is_trainable(mid)}
+    container = algo.learners
+    learners = container.by_module()
+    if algo.config.checkpoint_trainable_policies_only:
+        learners = {mid: l for mid, l in learners.items() if container.is_trainable(mid)}
     return learners
 
 

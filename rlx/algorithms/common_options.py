@@ -5,8 +5,26 @@ default, and any other value raises "not supported yet: <option>".
 """
 from __future__ import annotations
 
-from typing import Any
-
+from rlx.algorithms.common_option_checks import (
+    callbacks_class,
+    compress_observations,
+    dynamo_backend,
+    evaluation_config,
+    evaluation_interval,
+    event_callables,
+    exploration_config,
+    framework,
+    input_evaluation,
+    log_level,
+    must_be_true,
+    ope_methods,
+    replay_mode,
+    torch_device,
+    torch_lr_scheduler_classes,
+    vectorize_mode,
+    what_to_compile,
+    worker_dynamo_backend,
+)
 from rlx.algorithms.config_options import (
     Option,
     any_value,
@@ -25,165 +43,12 @@ from rlx.algorithms.config_options import (
     string,
 )
 from rlx.algorithms.multi_agent_options import check_overrides_per_module, check_policies, check_policies_to_train
-from rlx.callbacks.callbacks import CALLBACK_EVENTS, normalize_callbacks_class, normalize_event_callables
-from rlx.core.compile_options import check_backend_option, what_to_compile
-from rlx.core.rl_module.compiled_acting import check_worker_backend
+from rlx.callbacks.callbacks import CALLBACK_EVENTS
 from rlx.offline import options as offline_options
-from rlx.offline.estimators.methods import check_input_evaluation, check_methods
-from rlx.utils.errors import ConfigError, NotSupportedYetError
 
 EVAL = "evaluation during training (evaluation_interval and friends)"
 ONE_STACK = "a switch between RLlib's API stacks, and rlx has one"
 
-
-
-def _torch_device(name: str, value: Any) -> Any:
-    """None or a string torch accepts as a device ("cpu", "cuda", "cuda:1", "mps")."""
-    if value is None:
-        return None
-    import torch
-
-    try:
-        torch.device(value)
-    except (RuntimeError, TypeError) as err:
-        raise ConfigError(f"{name} must be a torch device such as 'cpu', 'cuda:0' or 'mps', got {value!r} ({err}).") \
-            from None
-    return str(value)
-
-
-def _ope_methods(name: str, value):
-    return check_methods(name, value)
-
-
-def _input_evaluation(name: str, value):
-    return check_input_evaluation(name, value)
-
-
-def _framework(name: str, value):
-    if value == "torch":
-        return value
-    if value in ("tf", "tf2", "tfe", "jax"):
-        raise ConfigError(
-            f"framework={value!r} is not available: rlx is PyTorch-only. "
-            "Use config.framework('torch') (the default) or drop the framework setting."
-        )
-    raise ConfigError(f"'{name}' must be 'torch' (rlx is PyTorch-only), got {value!r}.")
-
-
-def _must_be_true(what: str):
-    def check(name: str, value):
-        value = boolean(name, value)
-        if not value:
-            raise ConfigError(f"'{name}=False' is not available: {what}")
-        return value
-
-    return check
-
-
-def _exploration_config(name: str, value):
-    from rlx.utils.exploration import validate_exploration_config
-
-    value = dictionary()(name, value)
-    return validate_exploration_config(dict(value))
-
-
-def _dynamo_backend(name: str, value):
-    return check_backend_option(name, value)
-
-
-def _worker_dynamo_backend(name: str, value):
-    return check_worker_backend(name, value)
-
-
-def _compress_observations(name: str, value):
-    """True, False or RLlib's 'bulk' (one compressed block per column, what rlx always does)."""
-    if value == "bulk":
-        return value
-    try:
-        return boolean(name, value)
-    except ConfigError:
-        raise ConfigError(f"'{name}' must be True, False or 'bulk', got {value!r}.") from None
-
-
-def _replay_mode(name: str, value):
-    # The replay-buffer package costs 10 ms to import: only a config that sets replay_mode pays it.
-    from rlx.utils.replay_buffers.multi_agent_replay_buffer import check_replay_mode
-
-    return check_replay_mode(name, value)
-
-
-def _what_to_compile(name: str, value):
-    return what_to_compile(value)
-
-
-def _torch_lr_scheduler_classes(name: str, value):
-    """None, a list of lr-scheduler factories (fn(optimizer) -> torch LRScheduler, e.g. a class or a
-    functools.partial of one), or {module_id: such a list}."""
-    if value is None:
-        return None
-
-    def check_list(where: str, classes):
-        if not isinstance(classes, (list, tuple)):
-            raise ConfigError(f"'{where}' must be a list of torch lr scheduler classes (or functools.partial "
-                              f"objects of them), got {classes!r}.")
-        for cls in classes:
-            if not callable(cls):
-                raise ConfigError(f"'{where}' holds {cls!r}, which is not callable: give torch lr scheduler classes, "
-                                  "e.g. functools.partial(torch.optim.lr_scheduler.ExponentialLR, gamma=0.99).")
-        return list(classes)
-
-    if isinstance(value, dict):
-        return {mid: check_list(f"{name}[{mid!r}]", classes) for mid, classes in value.items()}
-    return check_list(name, value)
-
-
-def _callbacks_class(name: str, value):
-    normalize_callbacks_class(value)  # raises ConfigError for anything that is not a callbacks class
-    return value
-
-
-def _event_callables(event: str):
-    def check(name: str, value):
-        normalize_event_callables(event, value)
-        return value
-
-    return check
-
-
-def _evaluation_config(name: str, value):
-    if value is None:
-        return None
-    if hasattr(value, "to_dict") and not isinstance(value, dict):
-        value = value.to_dict()
-    if not isinstance(value, dict):
-        raise ConfigError(
-            f"'{name}' must be a dict of settings that override the main config for evaluation, "
-            f"e.g. {{'explore': False}}; got {value!r}."
-        )
-    return dict(value)
-
-
-def _evaluation_interval(name: str, value):
-    if value == 0:
-        return None
-    return integer(min_value=1, allow_none=True)(name, value)
-
-
-def _log_level(name: str, value):
-    if not isinstance(value, str):
-        raise ConfigError(f"'{name}' must be one of DEBUG, INFO, WARN, ERROR; got {value!r}.")
-    upper = value.upper()
-    if upper == "WARNING":
-        upper = "WARN"
-    return choice("DEBUG", "INFO", "WARN", "ERROR", "CRITICAL")(name, upper)
-
-
-def _vectorize_mode(name: str, value: Any) -> str:
-    """'sync' or 'async' (a string in any case, or a gymnasium.VectorizeMode)."""
-    text = str(getattr(value, "value", value)).lower()
-    if text == "vector_entry_point":
-        raise NotSupportedYetError(f"{name}='vector_entry_point'", "envs' own vectorized entry points")
-    return choice("sync", "async")(name, text)
 
 
 T = ("training",)
@@ -247,7 +112,7 @@ COMMON_OPTIONS: list[Option] = [
     Option("add_default_connectors_to_learner_pipeline", True, T, boolean,
            doc="Whether RLlib appends its default pieces to the learner pipeline.",
            no_effect="rlx's Learners build their train batches themselves, after your learner pieces"),
-    Option("_enable_learner_api", True, T + EXP, _must_be_true("rlx always uses the Learner API.")),
+    Option("_enable_learner_api", True, T + EXP, must_be_true("rlx always uses the Learner API.")),
     # --- environment
     Option("env", None, E, env_spec, doc="Env name, Gymnasium id, import path or class."),
     Option("env_config", {}, E, dictionary(), doc="Passed to the env creator as an EnvContext."),
@@ -264,7 +129,7 @@ COMMON_OPTIONS: list[Option] = [
     Option("auto_wrap_old_gym_envs", True, E, boolean),
     Option("action_mask_key", "action_mask", E, string()),
     # --- framework
-    Option("framework", "torch", F, _framework, aliases=("framework_str",)),
+    Option("framework", "torch", F, framework, aliases=("framework_str",)),
     Option("torch_num_threads", 1, F, integer(1, allow_none=True),
            doc="torch intra-op threads for the driver (None keeps torch's default)."),
     Option("eager_tracing", False, F, boolean, tf_only=True),
@@ -274,18 +139,18 @@ COMMON_OPTIONS: list[Option] = [
     Option("torch_compile_learner", False, F, boolean,
            doc="Compile the Learner's networks with torch.compile (the Learner then trains its own copy of the "
                "module; EnvRunners keep the eager one). Compiling costs seconds at the first update."),
-    Option("torch_compile_learner_what_to_compile", "forward_train", F, _what_to_compile,
+    Option("torch_compile_learner_what_to_compile", "forward_train", F, what_to_compile,
            doc="'forward_train' (the networks' forward passes) or 'complete_update' (the whole update: losses, "
                "backward passes and optimizer steps, compiled after the first update)."),
     Option("torch_compile_learner_dynamo_mode", None, F, choice(None, "default", "reduce-overhead", "max-autotune",
                                                                 "max-autotune-no-cudagraphs")),
-    Option("torch_compile_learner_dynamo_backend", "inductor", F, _dynamo_backend,
+    Option("torch_compile_learner_dynamo_backend", "inductor", F, dynamo_backend,
            doc="The torch.compile backend ('inductor', 'aot_eager', 'eager', ...) or a callable backend."),
     Option("torch_compile_worker", False, F, boolean,
            doc="Act on the EnvRunners through torch.compile'd forward_exploration/forward_inference (instead of "
                "the eager module or rlx's NumPy forward pass). Compiling costs seconds (inductor's first compile "
                "in a process up to a minute) at the first sample()."),
-    Option("torch_compile_worker_dynamo_backend", "onnxrt", F, _worker_dynamo_backend,
+    Option("torch_compile_worker_dynamo_backend", "onnxrt", F, worker_dynamo_backend,
            doc="The torch.compile backend on the EnvRunners, or a callable backend. Where RLlib's default "
                "'onnxrt' is not available (it needs onnxruntime and a torch that still has it; torch 2.11 and "
                "2.13 have none), the EnvRunners use 'inductor' and warn once."),
@@ -327,7 +192,7 @@ COMMON_OPTIONS: list[Option] = [
     Option("sample_timeout_s", 60.0, R, number(0.0, allow_none=True),
            doc="Seconds a remote EnvRunner may take to answer sample(); one that takes longer counts as failed."),
     Option("remote_worker_envs", False, R, boolean),
-    Option("gym_env_vectorize_mode", "sync", R, _vectorize_mode,
+    Option("gym_env_vectorize_mode", "sync", R, vectorize_mode,
            doc="'sync' steps the sub-envs one after the other in the EnvRunner; 'async' steps each in its own "
                "process, at the same time (as remote_worker_envs=True). A gymnasium.VectorizeMode is accepted."),
     Option("remote_env_batch_wait_ms", 0.0, R, number(0.0),
@@ -341,7 +206,7 @@ COMMON_OPTIONS: list[Option] = [
     Option("observation_filter", "NoFilter", R,
            choice("NoFilter", "MeanStdFilter", "ConcurrentMeanStdFilter")),
     Option("synchronize_filters", True, R, boolean, aliases=("synchronize_filter",)),
-    Option("compress_observations", False, R, _compress_observations,
+    Option("compress_observations", False, R, compress_observations,
            doc="Remote EnvRunners send their batches' observations compressed (LZ4 when the lz4 package is "
                "installed, else zlib); the driver decompresses them before learning. True or 'bulk' (the same "
                "in rlx: one compressed block per column)."),
@@ -350,7 +215,7 @@ COMMON_OPTIONS: list[Option] = [
            later="sampler performance statistics"),
     Option("sample_async", False, R, boolean, later="asynchronous sampling (removed in RLlib's new stack)"),
     # --- evaluation
-    Option("evaluation_interval", None, EV, _evaluation_interval,
+    Option("evaluation_interval", None, EV, evaluation_interval,
            doc="Evaluate every N train() calls; None (or 0) never evaluates during training."),
     Option("evaluation_duration", 10, EV, int_or_literal("auto", min_value=1),
            doc="Episodes or timesteps per evaluation; 'auto' (parallel evaluation only) lasts as long as the training step."),
@@ -359,9 +224,9 @@ COMMON_OPTIONS: list[Option] = [
            doc="Stop waiting for evaluation runners after this many seconds (with a warning)."),
     Option("evaluation_parallel_to_training", False, EV, boolean,
            doc="Run evaluation in a thread at the same time as the training step, on the previous weights."),
-    Option("evaluation_config", None, EV, _evaluation_config,
+    Option("evaluation_config", None, EV, evaluation_config,
            doc="Settings that override the main config on evaluation EnvRunners, e.g. {'explore': False}."),
-    Option("off_policy_estimation_methods", {}, EV, _ope_methods,
+    Option("off_policy_estimation_methods", {}, EV, ope_methods,
            doc="Off-policy estimators run at each evaluation on the evaluation input_'s offline data: {name: "
                "{'type': ImportanceSampling, ...}}; results under evaluation/off_policy_estimator/<name>."),
     Option("ope_split_batch_by_episode", True, EV, boolean,
@@ -377,7 +242,7 @@ COMMON_OPTIONS: list[Option] = [
     Option("in_evaluation", False, (), boolean, doc="True on evaluation EnvRunners only."),
     # --- exploration
     Option("explore", True, X + R, boolean, doc="Default of compute_single_action(explore=None)."),
-    Option("exploration_config", {"type": "StochasticSampling"}, X + R, _exploration_config),
+    Option("exploration_config", {"type": "StochasticSampling"}, X + R, exploration_config),
     # --- offline data
     Option("input_", "sampler", O, offline_options.check_input, aliases=("input",),
            doc="Where experiences come from: 'sampler' (the envs), a directory, file, glob or list of offline "
@@ -389,7 +254,7 @@ COMMON_OPTIONS: list[Option] = [
     Option("actions_in_input_normalized", False, O, boolean,
            doc="The offline Box actions are already in [-1, 1] (as rlx and RLlib write them with "
                "normalize_actions=True); when False and normalize_actions is True, the reader normalizes them."),
-    Option("input_evaluation", None, O, _input_evaluation,
+    Option("input_evaluation", None, O, input_evaluation,
            doc="Old form of off_policy_estimation_methods: a list of 'is', 'wis', 'dm', 'dr'."),
     Option("postprocess_inputs", False, O, boolean,
            doc="Let the Learner compute advantages and value targets of offline batches with the current policy; "
@@ -441,7 +306,7 @@ COMMON_OPTIONS: list[Option] = [
                "dict before the policies see it."),
     Option("count_steps_by", "env_steps", M, choice("env_steps", "agent_steps"),
            doc="What train_batch_size, rollout_fragment_length and the step counters count in multi-agent runs."),
-    Option("replay_mode", "independent", M, _replay_mode,
+    Option("replay_mode", "independent", M, replay_mode,
            doc="Multi-agent replay (replay-based algorithms): 'independent' (one buffer and train batch per policy) "
                "or 'lockstep' (env steps stored and sampled with every policy's rows at once, so all policies "
                "train on the same timesteps; uniform replay only). RLlib 2.x also reads "
@@ -466,7 +331,7 @@ COMMON_OPTIONS: list[Option] = [
     # --- debugging
     Option("logger_creator", None, D, callable_or_none),
     Option("logger_config", None, D, dictionary(allow_none=True)),
-    Option("log_level", "WARN", D, _log_level),
+    Option("log_level", "WARN", D, log_level),
     Option("log_sys_usage", True, D, boolean,
            doc="Put the machine's CPU and RAM use (and GPU use where available) over each iteration into "
                "result['perf'] (cpu_util_percent, ram_util_percent, gpu_util_percent<i>, vram_util_percent<i>). "
@@ -476,9 +341,9 @@ COMMON_OPTIONS: list[Option] = [
                "every time (evaluation EnvRunners sample as usual)."),
     Option("seed", None, D, integer(0, allow_none=True)),
     # --- callbacks
-    Option("callbacks_class", None, CB, _callbacks_class, aliases=("callbacks",),
+    Option("callbacks_class", None, CB, callbacks_class, aliases=("callbacks",),
            doc="An RLlibCallback subclass, a list of them, or the old dict form {'on_train_result': fn}."),
-    *[Option(f"callbacks_{event}", None, CB, _event_callables(event), doc=f"Callables run on {event}.")
+    *[Option(f"callbacks_{event}", None, CB, event_callables(event), doc=f"Callables run on {event}.")
       for event in CALLBACK_EVENTS],
     # --- resources
     Option("num_gpus", 0, RES, number(0.0)),
@@ -505,7 +370,7 @@ COMMON_OPTIONS: list[Option] = [
            doc="rlx: run every Learner update under torch.autocast with bfloat16 ('bf16') or float16 ('fp16', "
                "with torch's GradScaler unless _torch_grad_scaler_class names another); weights and optimizer "
                "state stay float32."),
-    Option("learner_device", None, L, _torch_device,
+    Option("learner_device", None, L, torch_device,
            doc="rlx: the torch device of the Learner, e.g. 'cuda:1', 'mps' or 'cpu' (None: from num_gpus_per_learner "
                "/ num_gpus). Set, the Learner trains a copy of the module and the EnvRunners keep theirs on the CPU."),
     # --- fault tolerance
@@ -530,7 +395,7 @@ COMMON_OPTIONS: list[Option] = [
     Option("_torch_grad_scaler_class", None, EXP, callable_or_none,
            doc="A loss scaler class for mixed precision (e.g. torch.amp.GradScaler): losses are scaled before "
                "backward, gradients unscaled before clipping, and overflowing steps skipped."),
-    Option("_torch_lr_scheduler_classes", None, EXP, _torch_lr_scheduler_classes,
+    Option("_torch_lr_scheduler_classes", None, EXP, torch_lr_scheduler_classes,
            doc="torch lr schedulers for every optimizer: a list of fn(optimizer) -> LRScheduler (e.g. "
                "functools.partial(torch.optim.lr_scheduler.ExponentialLR, gamma=0.99)), or {module_id: list}. "
                "They are applied in order and stepped after every Learner update (once per PPO iteration); "

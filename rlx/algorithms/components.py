@@ -44,17 +44,17 @@ def make_env_runner_group(algo: "Algorithm", config: "AlgorithmConfig", **kwargs
 
 
 def build_env_runner_group(algo: "Algorithm", config: "AlgorithmConfig") -> EnvRunnerGroup:
-    """The training EnvRunnerGroup; sets `algo.is_multi_agent` (also when only the env the
-    creator returns turns out to be a MultiAgentEnv)."""
-    algo.is_multi_agent = detect_multi_agent(config)
-    try:
-        group = make_env_runner_group(algo, config, remote_backend=None)
-    except MultiAgentEnvFoundError:
-        # An env creator returned a MultiAgentEnv: known only once one was built.
-        if algo.is_multi_agent or config.env_runner_cls is not None:
-            raise
-        algo.is_multi_agent = True
-        group = make_env_runner_group(algo, config, remote_backend=None)
+    """The training EnvRunnerGroup; sets the Algorithm's multi-agent attribute, the one place
+    that does (also when only the env the creator returns turns out to be a MultiAgentEnv)."""
+    for multi_agent in dict.fromkeys((detect_multi_agent(config), True)):
+        algo.is_multi_agent = multi_agent
+        try:
+            group = make_env_runner_group(algo, config, remote_backend=None)
+            break
+        except MultiAgentEnvFoundError:
+            # An env creator returned a MultiAgentEnv: known only once one was built.
+            if multi_agent or config.env_runner_cls is not None:
+                raise
     # The runners resolved rlx's adaptive sub-env default (AlgorithmConfig.
     # resolve_num_envs_per_env_runner); the frozen config reports what they use.
     config._values["num_envs_per_env_runner"] = group.num_envs_per_env_runner
@@ -64,7 +64,11 @@ def build_env_runner_group(algo: "Algorithm", config: "AlgorithmConfig") -> EnvR
 def build_learner_container(algo: "Algorithm", config: "AlgorithmConfig") -> Any:
     """The learner container training the local EnvRunner's module(s): per module, a Learner
     here or a group of num_learners learner processes."""
-    module = algo.env_runner_group.local_env_runner.module
+    local = algo.env_runner_group.local_env_runner
+    if local is None:
+        raise RuntimeError("The Algorithm's EnvRunnerGroup has no local EnvRunner; the learners are built for the "
+                           "module(s) of that runner.")
+    module = local.module
     learner_cls = algo._resolved_learner_class()
     check_recurrent_support(module, learner_cls)
     # (build_learner gives a GPU or compiled Learner its own copy of each module it trains.)
@@ -77,7 +81,7 @@ def build_learner_connector(algo: "Algorithm") -> Any:
     if algo.config.learner_connector is None:
         return None
     runner = algo.env_runner
-    if algo.is_multi_agent:  # (the single-agent runner has no slots: its one module's spaces are its own)
+    if algo.learners.sole_module_id is None:  # several modules (the single-agent runner's are its own spaces)
         obs_space = gym.spaces.Dict({pid: s.module_observation_space for pid, s in runner.slots.items()})
         act_space = gym.spaces.Dict({pid: s.action_space for pid, s in runner.slots.items()})
     else:

@@ -10,15 +10,18 @@ the env's action space and the model config.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlx.algorithms.registry import get_algorithm_class
 from rlx.core import DEFAULT_MODULE_ID
 from rlx.core.preprocessors import NoPreprocessor, get_preprocessor
 from rlx.utils.errors import ConfigError
 
+if TYPE_CHECKING:  # (algorithm_config imports this module)
+    from rlx.algorithms.algorithm_config import AlgorithmConfig
 
-def rl_module_spec_of(config: Any, spaces: dict | None = None, inference_only: bool | None = None) -> Any:
+
+def rl_module_spec_of(config: AlgorithmConfig, spaces: dict | None = None, inference_only: bool | None = None) -> Any:
     """The RLModuleSpec (a MultiRLModuleSpec for multi-agent configs) `config` builds its module
     from, with spaces and model config filled in.
 
@@ -35,7 +38,7 @@ def rl_module_spec_of(config: Any, spaces: dict | None = None, inference_only: b
     if algo_cls is None:
         raise ConfigError(f"{type(config).__name__}.get_rl_module_spec() needs the config's algorithm class: "
                           "build the config from an algorithm's config class (e.g. PPOConfig()).")
-    # Algorithm._module_spec and the methods it calls read only `config` and `is_multi_agent`.
+    # Algorithm._module_spec and the methods it calls read only `config` and the multi-agent attribute.
     view = object.__new__(algo_cls)
     view.config = config
     view.is_multi_agent = bool(config.is_multi_agent)
@@ -55,14 +58,14 @@ def rl_module_spec_of(config: Any, spaces: dict | None = None, inference_only: b
     return spec
 
 
-def _spaces(config: Any, spaces: dict | None) -> tuple[Any, Any]:
+def _spaces(config: AlgorithmConfig, spaces: dict | None) -> tuple[Any, Any]:
     if spaces:
         pair = spaces.get(DEFAULT_MODULE_ID) or spaces.get("__env__") or next(iter(spaces.values()))
         return pair[0], pair[1]
     return config.observation_space, config.action_space
 
 
-def _module_observation_space(config: Any, space: Any) -> Any:
+def _module_observation_space(config: AlgorithmConfig, space: Any) -> Any:
     """The observation space the module reads: the env's after rlx's preprocessor (one-hot, flattening)."""
     if config.preprocessor_pref is None or config._disable_preprocessor_api:
         return NoPreprocessor(space, config.model).observation_space

@@ -200,7 +200,7 @@ def validate_schedule(name: str, value: Sequence) -> list[list[float]]:
     if len(value) == 0:
         raise ConfigError(f"'{name}' schedule must not be empty; use [[0, value], ...].")
     out: list[list[float]] = []
-    last_t = -1
+    last_t: float = -1
     for i, entry in enumerate(value):
         if not isinstance(entry, (list, tuple)) or len(entry) != 2:
             raise ConfigError(
@@ -216,10 +216,11 @@ def validate_schedule(name: str, value: Sequence) -> list[list[float]]:
             raise ConfigError(
                 f"'{name}' schedule must start at timestep 0 (e.g. [[0, {v}], ...]); it starts at {t}."
             )
-        if t <= last_t:
+        t_num = int(t) if isinstance(t, numbers.Integral) else float(t)  # (integers kept exact)
+        if t_num <= last_t:
             raise ConfigError(f"'{name}' schedule timesteps must increase; entry {i} has {t} after {last_t}.")
-        last_t = t
-        out.append([int(t) if float(t).is_integer() else float(t), float(v)])
+        last_t = t_num
+        out.append([int(t_num) if float(t_num).is_integer() else t_num, float(v)])
     return out
 
 

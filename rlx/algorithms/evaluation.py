@@ -126,7 +126,7 @@ def _run_rounds(handles: list[Any], plan: EvaluationPlan) -> EvaluationOutcome:
         jobs: list[tuple[Any, int, Future]] = []
         remaining = None if total is None else total - out.units_done
         for h in idle:
-            if remaining is None:
+            if remaining is None or total is None:  # (both None together: duration="auto")
                 amount = _auto_amount(plan)
             elif plan.unit == "episodes":
                 amount = min(plan.num_envs_per_runner, remaining)

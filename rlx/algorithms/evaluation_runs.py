@@ -24,12 +24,13 @@ logger = logging.getLogger("rlx")
 def evaluation_config(algo: "Algorithm") -> "AlgorithmConfig":
     """The frozen config of `algo`'s evaluation EnvRunners (`evaluation_config` applied to its
     config, `in_evaluation=True`), made once."""
-    if getattr(algo, "_evaluation_config", None) is None:
+    eval_config = getattr(algo, "_evaluation_config", None)
+    if eval_config is None:
         eval_config = algo.config.get_evaluation_config_object()
         eval_config.validate()
         eval_config.freeze()
-        algo._evaluation_config = eval_config
-    return algo._evaluation_config
+        setattr(algo, "_evaluation_config", eval_config)  # cached on the Algorithm, made once
+    return eval_config
 
 
 def eval_env_runner_group(algo: "Algorithm") -> Any:

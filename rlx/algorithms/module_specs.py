@@ -1,7 +1,7 @@
 """The RLModuleSpec(s) an Algorithm builds its modules from: its default module, completed
 with the user's `rl_module_spec` and the config's model settings.
 
-These functions read only `algo.config`, `algo.is_multi_agent` and the Algorithm's
+These functions read only `algo.config`, whether `algo` is multi-agent, and the Algorithm's
 `get_default_rl_module_spec()` (which subclasses override), so `AlgorithmConfig.
 get_rl_module_spec()` can ask an Algorithm class for its spec without building one.
 
@@ -18,6 +18,7 @@ from rlx.core.attention_models import AttentionActorCriticModule
 from rlx.core.lstm_models import LSTMActorCriticModule
 from rlx.core.model_defaults import merge_model_config
 from rlx.core.models import ActorCriticModule
+from rlx.core.models.v2.modelv2_rl_module import ModelV2RLModule
 from rlx.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from rlx.core.rl_module.rl_module import RLModuleSpec
 from rlx.core.rl_module.default_model_config import DefaultModelConfig, model_dict
@@ -32,10 +33,6 @@ MEMORY_KEYS = ("use_lstm", "use_attention")
 
 def _modelv2_module_class() -> type:
     """The RLModule that runs an old-API ModelV2 (`model['custom_model']`)."""
-    # The old API's adapter lives with the old-API models (rlx.models, a layer above); it is
-    # imported only by configs that name a custom_model.
-    from rlx.models.modelv2_rl_module import ModelV2RLModule
-
     return ModelV2RLModule
 
 
@@ -60,8 +57,9 @@ def module_spec(algo: "Algorithm") -> RLModuleSpec | MultiRLModuleSpec:
     """The RLModuleSpec every module is built from, or (for a MultiRLModuleSpec in the config)
     a MultiRLModuleSpec of one completed spec per module id, with the default for others."""
     user = algo.config.rl_module_spec
+    multi_agent = algo.is_multi_agent
     if isinstance(user, MultiRLModuleSpec):
-        if not algo.is_multi_agent:
+        if not multi_agent:
             raise ConfigError("rl_module_spec is a MultiRLModuleSpec, but the env and config are single-agent; "
                               "give an RLModuleSpec, or configure policies with config.multi_agent(...).")
         specs = user.rl_module_specs
@@ -69,7 +67,7 @@ def module_spec(algo: "Algorithm") -> RLModuleSpec | MultiRLModuleSpec:
             return completed_spec(algo, specs)
         return MultiRLModuleSpec(rl_module_specs={mid: completed_spec(algo, s) for mid, s in (specs or {}).items()},
                                  default_spec=completed_spec(algo, None))
-    return with_action_mask_key(completed_spec(algo, user), algo.config, algo.is_multi_agent)
+    return with_action_mask_key(completed_spec(algo, user), algo.config, multi_agent)
 
 
 def _builds_memory(module_class: Any, memory_key: str) -> bool:

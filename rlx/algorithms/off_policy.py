@@ -18,6 +18,7 @@ from rlx.algorithms.algorithm import Algorithm
 from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.algorithm_state import state_field
 from rlx.algorithms.config_options import Option, boolean, dictionary, integer, number
+from rlx.core.sample_batch import MultiAgentBatch
 from rlx.utils.checkpoints import read_json, read_tensors, write_json
 from rlx.utils.errors import CheckpointError, ConfigError
 from rlx.utils.replay_buffers import make_replay_buffer
@@ -146,7 +147,9 @@ class OffPolicyAlgorithm(Algorithm):
             check_lockstep_settings(config, prioritized=hasattr(probe, "update_priorities"))
         super().setup(config)
         seed = None if config.seed is None else int(config.seed) + 17
-        if self.is_multi_agent and lockstep:
+        # A single-agent run (its learner container views one Learner) keeps one plain buffer.
+        several_modules = self.learners.sole_module_id is None
+        if several_modules and lockstep:
             def make_rows_buffer(policy_id: str, capacity: int) -> Any:
                 offset = sorted(self.policy_ids).index(policy_id) if policy_id in self.policy_ids else 0
                 return make_replay_buffer({**config.replay_buffer_config, "capacity": capacity},
@@ -154,7 +157,7 @@ class OffPolicyAlgorithm(Algorithm):
 
             self.local_replay_buffer: Any = LockstepReplayBuffer(make_rows_buffer, probe.capacity, seed=seed)
             self._prioritized = False
-        elif self.is_multi_agent:
+        elif several_modules:
             def make_buffer(policy_id: str) -> Any:
                 module_config = config.get_config_for_module(policy_id)
                 offset = sorted(self.policy_ids).index(policy_id) if policy_id in self.policy_ids else 0
@@ -167,7 +170,7 @@ class OffPolicyAlgorithm(Algorithm):
             self.local_replay_buffer = make_replay_buffer(config.replay_buffer_config, seed=seed)
             self._prioritized = hasattr(self.local_replay_buffer, "update_priorities")
         self._n_step_rng = np.random.default_rng(seed)
-        self._replayed_agent_steps = 0  # agent steps (rows) the last multi-agent update trained on
+        self._replayed_agent_steps = 0  # agent steps (rows) the last update trained on
         self._update_credit = 0.0
         self._runner_resets = 0
 
@@ -202,47 +205,53 @@ class OffPolicyAlgorithm(Algorithm):
         batch_size = cfg.total_train_batch_size
         for _ in range(num_updates):
             n = low if low == high else int(self._n_step_rng.integers(low, high + 1))
-            if self.is_multi_agent:
-                metrics = self._multi_agent_update(n, sampled)
-                self._counters["num_agent_steps_trained_lifetime"] += self._replayed_agent_steps
-            else:
-                replay = self._replay_hook(self.local_replay_buffer.sample(batch_size, n_step=n, gamma=cfg.gamma))
-                metrics = self.learn_on_batch(replay, timestep=sampled)
-                td_error = metrics.pop("td_error", None)
-                if self._prioritized and td_error is not None:
-                    self.local_replay_buffer.update_priorities(replay["batch_indexes"], td_error)
-                self._counters["num_agent_steps_trained_lifetime"] += batch_size
+            metrics = self._replay_update(n, sampled)
+            self._counters["num_agent_steps_trained_lifetime"] += self._replayed_agent_steps
             self._counters["num_env_steps_trained_lifetime"] += batch_size
         if num_updates:
             self.sync_env_runner_weights()
-            results = self.module_results(metrics)
-            results = {mid: {**{k: float(v) for k, v in m.items()}, "num_updates_this_step": num_updates}
-                       for mid, m in results.items()}
-            return results
+            return {mid: {**{k: float(v) for k, v in m.items()}, "num_updates_this_step": num_updates}
+                    for mid, m in metrics.items()}
         return {}
 
-    def _multi_agent_update(self, n_step: int, timestep: int) -> dict[str, Any]:
-        """One replayed train batch per trainable policy with data; {module_id: metrics}. With
-        replay_mode='lockstep' the batches hold the same train_batch_size env steps for every policy."""
-        if self.local_replay_buffer.replay_mode == "lockstep":
-            replays = self._lockstep_replays(n_step)
-        else:
-            replays = self._independent_replays(n_step)
-        metrics = self.learn_on_batch(replays, timestep=timestep) if replays else {}
-        self._replayed_agent_steps = sum(len(replays[mid][BATCH_INDEXES]) for mid in metrics if mid in replays)
+    def module_replay_buffers(self) -> dict[str, Any]:
+        """{module_id: its replay buffer}: a multi-agent buffer's per-module buffers, or the one
+        buffer of a single-agent run under its module id."""
+        per_module = getattr(self.local_replay_buffer, "replay_buffers", None)
+        if per_module is not None:
+            return dict(per_module)
+        return dict.fromkeys(self.learners.keys(), self.local_replay_buffer)
+
+    def _replay_update(self, n_step: int, timestep: int) -> dict[str, Any]:
+        """One replayed train batch per trainable module with data, one update on them, their new
+        priorities written back; {module_id: metrics}. With replay_mode='lockstep' the batches hold
+        the same train_batch_size env steps for every module."""
+        lockstep = getattr(self.local_replay_buffer, "replay_mode", None) == LOCKSTEP
+        replays = self._lockstep_replays(n_step) if lockstep else self._independent_replays(n_step)
+        if not replays:
+            self._replayed_agent_steps = 0
+            return {}
+        batch = MultiAgentBatch(replays, env_steps=self.config.total_train_batch_size)
+        metrics = self.module_results(self.learn_on_batch(batch, timestep=timestep))
+        # Agent steps trained: the rows of a lockstep replay, else the train batch size of each module.
+        self._replayed_agent_steps = sum(
+            len(replays[mid][BATCH_INDEXES]) if lockstep else self.config.get_config_for_module(mid).total_train_batch_size
+            for mid in metrics if mid in replays)
+        buffers = self.module_replay_buffers()
         for module_id, module_metrics in metrics.items():
             td_error = module_metrics.pop("td_error", None)
             if self._prioritized and td_error is not None:
-                self.local_replay_buffer.replay_buffers[module_id].update_priorities(
-                    replays[module_id]["batch_indexes"], td_error)
+                buffers[module_id].update_priorities(replays[module_id][BATCH_INDEXES], td_error)
         return metrics
 
     def _independent_replays(self, n_step: int) -> dict[str, dict[str, np.ndarray]]:
-        """Each trainable policy's own train batch from its own buffer (replay_mode='independent')."""
+        """Each trainable module's own train batch from its own buffer (replay_mode='independent';
+        a single-agent run's one buffer)."""
         replays = {}
+        buffers = self.module_replay_buffers()
         for module_id in self.policy_ids:
-            buf = self.local_replay_buffer.replay_buffers.get(module_id)
-            if buf is None or not len(buf) or not self.learner.is_trainable(module_id):
+            buf = buffers.get(module_id)
+            if buf is None or not len(buf) or not self.learners.is_trainable(module_id):
                 continue
             module_config = self.config.get_config_for_module(module_id)
             replays[module_id] = self._replay_hook(buf.sample(module_config.total_train_batch_size, n_step=n_step,
@@ -256,7 +265,7 @@ class OffPolicyAlgorithm(Algorithm):
         cfg = self.config
         batch = self.local_replay_buffer.sample(cfg.total_train_batch_size, n_step=n_step, gamma=cfg.gamma)
         return {module_id: self._replay_hook(rows) for module_id, rows in batch.items()
-                if self.learner.is_trainable(module_id)}
+                if self.learners.is_trainable(module_id)}
 
     def _replay_hook(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Transform a replayed batch before the update (DQN's before_learn_on_batch); identity here."""

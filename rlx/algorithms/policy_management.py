@@ -38,9 +38,7 @@ def check_policy_id(algo: "Algorithm", policy_id: str) -> None:
 def get_module(algo: "Algorithm", module_id: str) -> Any:
     """The RLModule of `module_id` that `algo`'s learner trains."""
     check_policy_id(algo, module_id)
-    if algo.is_multi_agent:  # (the learner containers differ)
-        return algo.learner.module[module_id]  # (indexing brings a swapped-out module into memory)
-    return getattr(algo.learner.module, "unwrapped_module", algo.learner.module)
+    return algo.learners.get_module(module_id)
 
 
 def get_weights(algo: "Algorithm", policies: list[str] | None) -> dict[str, dict[str, np.ndarray]]:
@@ -54,9 +52,9 @@ def get_weights(algo: "Algorithm", policies: list[str] | None) -> dict[str, dict
 def set_weights(algo: "Algorithm", weights: dict[str, Any]) -> None:
     """Load `weights` ({policy_id: weights}, or a single-agent run's plain weights) into `algo`'s
     learner and send them to the EnvRunners."""
-    if not algo.is_multi_agent:  # a single-agent run also takes its one module's plain weights
-        plain = not isinstance(weights.get(DEFAULT_POLICY_ID), dict)
-        weights = {DEFAULT_POLICY_ID: weights if plain else weights[DEFAULT_POLICY_ID]}
+    sole = algo.learners.sole_module_id
+    if sole is not None:  # a single-agent run also takes its one module's plain weights
+        weights = {sole: weights[sole] if isinstance(weights.get(sole), dict) else weights}
     for pid in weights:
         check_policy_id(algo, pid)
     learners = algo.learner_by_module()
@@ -67,7 +65,7 @@ def set_weights(algo: "Algorithm", weights: dict[str, Any]) -> None:
 
 
 def _require_multi_agent(algo: Any, what: str) -> None:
-    if not algo.is_multi_agent:
+    if algo.learners.sole_module_id is not None:  # a single-agent run trains one module
         raise ConfigError(f"{what} needs a multi-agent Algorithm: configure it with config.multi_agent(policies=...) "
                           "(or a MultiAgentEnv).")
 
@@ -101,7 +99,9 @@ def add_policy(algo: Any, policy_id: str, spec: Any, weights: dict | None,
         raise ValueError(f"Policy {policy_id!r} already exists; remove it first or pick another id.")
     policies = dict(algo.config.policies or {DEFAULT_POLICY_ID: None})
     policies[policy_id] = spec
-    policies = check_policies("policies", policies)
+    checked = check_policies("policies", policies)
+    assert checked is not None  # (check_policies returns None only for None)
+    policies = checked
     local = algo.env_runner
     values = algo.config._values
     saved = {key: values[key] for key in ("policies", "policy_mapping_fn", "policies_to_train")}
@@ -132,7 +132,7 @@ def add_policy(algo: Any, policy_id: str, spec: Any, weights: dict | None,
 
 
 def add_policy_from(algo: "Algorithm", policy_id: str, policy_cls: Any, policy: Any, observation_space: Any,
-                    action_space: Any, config: Any, policy_state: dict | None, policy_mapping_fn: Callable | None,
+                    action_space: Any, config: AlgorithmConfig | dict | None, policy_state: dict | None, policy_mapping_fn: Callable | None,
                     policies_to_train: Any, evaluation: bool, module_spec: Any) -> Any:
     """`Algorithm.add_policy`: the new policy's spec from its arguments, its weights from
     `policy` (an existing Policy), `policy_state` (a Policy's get_state() or plain weights) or a
@@ -179,11 +179,12 @@ def remove_policy(algo: Any, policy_id: str, policy_mapping_fn: Callable | None,
         group.foreach_env_runner(call)
     algo.learner.remove_module(policy_id)
     buffers = getattr(algo, "local_replay_buffer", None)
-    if hasattr(buffers, "remove"):
+    if buffers is not None and hasattr(buffers, "remove"):
         buffers.remove(policy_id)
 
 
-def policy_spec_from(policy_cls: Any, observation_space: Any, action_space: Any, config: Any,
+def policy_spec_from(policy_cls: Any, observation_space: Any, action_space: Any,
+                     config: AlgorithmConfig | dict | None,
                      module_spec: Any = None) -> Any:
     """The PolicySpec of add_policy's arguments (an AlgorithmConfig as `config` means: no overrides)."""
     if isinstance(config, AlgorithmConfig):

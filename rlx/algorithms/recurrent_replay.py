@@ -11,6 +11,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.config_options import Option, boolean, integer
 from rlx.core.columns import Columns
 from rlx.utils.errors import ConfigError, NotSupportedYetError
@@ -76,7 +77,7 @@ def fold_sequence_replay_settings(values: dict[str, Any], algo_name: str) -> Non
         raise ConfigError(f"model['max_seq_len'] must be a positive int, got {max_seq_len!r}.")
 
 
-def check_recurrent_setup(config: Any, algo_name: str, multi_agent: bool = False) -> None:
+def check_recurrent_setup(config: AlgorithmConfig, algo_name: str, multi_agent: bool = False) -> None:
     """NotSupportedYetError for a recurrent replay algorithm in a multi-agent setup (sequences
     replay one module)."""
     if config.model.get("use_lstm") and (multi_agent or config.is_multi_agent):
@@ -85,7 +86,7 @@ def check_recurrent_setup(config: Any, algo_name: str, multi_agent: bool = False
                                    fix="Use PPO for recurrent multi-agent policies, or leave use_lstm off.")
 
 
-def make_sequence_replay_buffer(config: Any) -> Any:
+def make_sequence_replay_buffer(config: AlgorithmConfig) -> SequenceReplayBuffer:
     """The SequenceReplayBuffer of a recurrent config: replay_buffer_config's type (uniform or
     prioritized) holding capacity // max_seq_len sequences of burn_in_len + model['max_seq_len']
     steps (RLlib's R2D2 replays max_seq_len trained steps after the burn-in)."""
@@ -97,13 +98,14 @@ def make_sequence_replay_buffer(config: Any) -> Any:
     return SequenceReplayBuffer(make_replay_buffer(rb, seed=seed), max_seq_len + burn_in, burn_in)
 
 
-def setup_sequence_replay(algo: Any, config: Any, algo_name: str, setup: Callable[[Any], None]) -> None:
+def setup_sequence_replay(algo: Any, config: AlgorithmConfig, algo_name: str,
+                          setup: Callable[[AlgorithmConfig], None]) -> None:
     """An OffPolicyAlgorithm's `setup` (the `setup` callable) for a config that may be recurrent:
     refuses multi-agent recurrent runs and, with model use_lstm, replays sequences."""
     check_recurrent_setup(config, algo_name)
     setup(config)
     if config.model.get("use_lstm"):
-        if algo.is_multi_agent:  # found only once the env was built
+        if algo.learners.sole_module_id is None:  # a multi-agent env, found only once it was built
             algo.stop()
             check_recurrent_setup(config, algo_name, multi_agent=True)
         algo.local_replay_buffer = make_sequence_replay_buffer(config)

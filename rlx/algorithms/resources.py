@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rlx.algorithms.algorithm_config import AlgorithmConfig
 
 
-def trial_bundles(config: Any) -> list[dict[str, float]] | None:
+def trial_bundles(config: AlgorithmConfig) -> list[dict[str, float]] | None:
     """The Ray placement bundles of one trial of `config` (an AlgorithmConfig): a bundle for the
     Algorithm (CPUs `num_cpus_for_main_process`, GPUs `num_gpus`, or `num_gpus_per_learner` for
     its own Learner), one per remote EnvRunner, training and evaluation (`num_cpus_per_env_runner`,
@@ -50,7 +53,7 @@ def available_gpus(backend: str = "process") -> float:
     return float(torch.cuda.device_count()) if torch.cuda.is_available() else 0.0
 
 
-def check_gpu_request(config: Any, backend: str = "process") -> None:
+def check_gpu_request(config: AlgorithmConfig, backend: str = "process") -> None:
     """Raise RuntimeError, naming the setting, when the config asks for more GPUs than exist;
     with `_fake_gpus` nothing is checked and everything runs on the CPU."""
     if config._fake_gpus:

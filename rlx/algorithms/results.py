@@ -77,7 +77,7 @@ def train_result(algo: "Algorithm", learner_results: dict[str, Any], sampled: in
     }
     for key in ("num_agent_steps_sampled_lifetime", "num_agent_steps_trained_lifetime"):
         result[key] = counters[key]
-    result.update(policy_reward_stats(env_runners["hist_stats"], algo.is_multi_agent))
+    result.update(policy_reward_stats(env_runners["hist_stats"], algo.learners.sole_module_id))
     return result
 
 
@@ -206,14 +206,14 @@ def legacy_episode_keys(env_runners: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def policy_reward_stats(hist_stats: dict[str, Any], multi_agent: bool) -> dict[str, dict[str, float]]:
+def policy_reward_stats(hist_stats: dict[str, Any], sole_policy_id: str | None = None) -> dict[str, dict[str, float]]:
     """The old API's `policy_reward_mean/min/max`: {policy_id: statistic} over the returns of each
     agent that used the policy (`hist_stats["policy_<id>_reward"]`); a single-agent run's one
-    policy has the episode returns."""
+    policy (`sole_policy_id`, its learner container's) has the episode returns."""
     per_policy = {key[len("policy_"):-len("_reward")]: list(values) for key, values in hist_stats.items()
                   if key.startswith("policy_") and key.endswith("_reward")}
-    if not multi_agent:
-        per_policy = {"default_policy": list(hist_stats.get("episode_reward", []))}
+    if sole_policy_id is not None:
+        per_policy = {sole_policy_id: list(hist_stats.get("episode_reward", []))}
     out: dict[str, dict[str, float]] = {"policy_reward_mean": {}, "policy_reward_min": {}, "policy_reward_max": {}}
     for policy_id, values in per_policy.items():
         if values:

@@ -12,65 +12,15 @@ import inspect
 import warnings
 from typing import Any, Callable, Iterable, Union
 
+from rlx.callbacks.dict_callbacks import dict_callbacks_class
+from rlx.callbacks.events import (ALGORITHM_EVENTS, CALLBACK_EVENTS, ENV_RUNNER_EVENTS, EPISODE_EVENTS, EVENT_KWARGS,
+                                  KWARG_ALIASES, OLD_API_EVENTS, RENAMED_EVENTS, check_event_name, event_hint)
+from rlx.callbacks.rllib_callback import DefaultCallbacks, RLlibCallback
 from rlx.utils.errors import ConfigError, did_you_mean
 
-ALGORITHM_EVENTS: tuple[str, ...] = (
-    "on_algorithm_init",
-    "on_train_result",
-    "on_evaluate_start",
-    "on_evaluate_end",
-    "on_env_runners_recreated",
-    "on_checkpoint_loaded",
-)
-EPISODE_EVENTS: tuple[str, ...] = (
-    "on_episode_created",
-    "on_episode_start",
-    "on_episode_step",
-    "on_episode_end",
-)
-ENV_RUNNER_EVENTS: tuple[str, ...] = (
-    "on_environment_created",
-    "on_sub_environment_created",
-    *EPISODE_EVENTS,
-    "on_sample_end",
-)
-OLD_API_EVENTS: tuple[str, ...] = ("on_postprocess_trajectory", "on_learn_on_batch")
-CALLBACK_EVENTS: tuple[str, ...] = ALGORITHM_EVENTS + ENV_RUNNER_EVENTS + OLD_API_EVENTS
-
-_EPISODE_KWARGS = (
-    "episode", "env_runner", "metrics_logger", "env", "env_index", "rl_module",
-    "worker", "base_env", "policies",
-)
-#: The keyword arguments the library passes to each event; handlers may name any subset of them.
-EVENT_KWARGS: dict[str, tuple[str, ...]] = {
-    "on_algorithm_init": ("algorithm", "metrics_logger"),
-    "on_train_result": ("algorithm", "metrics_logger", "result"),
-    "on_evaluate_start": ("algorithm", "metrics_logger"),
-    "on_evaluate_end": ("algorithm", "metrics_logger", "evaluation_metrics"),
-    "on_env_runners_recreated": (
-        "algorithm", "env_runner_group", "env_runner_indices", "is_evaluation", "worker_set", "worker_ids",
-    ),
-    "on_checkpoint_loaded": ("algorithm",),
-    "on_environment_created": ("env_runner", "metrics_logger", "env", "env_context"),
-    "on_sub_environment_created": ("worker", "sub_environment", "env_context", "env_index"),
-    **{event: _EPISODE_KWARGS for event in EPISODE_EVENTS},
-    "on_sample_end": ("env_runner", "metrics_logger", "samples", "worker"),
-    "on_postprocess_trajectory": (
-        "worker", "episode", "agent_id", "policy_id", "policies", "postprocessed_batch",
-        "original_batches", "env_runner", "metrics_logger",
-    ),
-    "on_learn_on_batch": ("policy", "train_batch", "result"),
-}
-
-# Old event names whose handlers would otherwise never run.
-_RENAMED_EVENTS = {
-    "on_trainer_init": "on_algorithm_init",
-    "on_workers_recreated": "on_env_runners_recreated",
-}
-# Old keyword names a handler may still declare; it gets the value of the current name.
-_KWARG_ALIASES = {"trainer": "algorithm"}
-# Event names of the oldest dict form ({"on_postprocess_traj": fn(info)}) and their current names.
-_DICT_EVENT_ALIASES = {"on_postprocess_traj": "on_postprocess_trajectory"}
+__all__ = ["ALGORITHM_EVENTS", "CALLBACK_EVENTS", "ENV_RUNNER_EVENTS", "EPISODE_EVENTS", "EVENT_KWARGS",
+           "OLD_API_EVENTS", "CallbackDispatcher", "DefaultCallbacks", "MultiCallbacks", "RLlibCallback",
+           "make_multi_callbacks", "normalize_callbacks_class", "normalize_event_callables"]
 
 _ACCEPTED = (
     "an RLlibCallback subclass, a list of them, MultiCallbacks([A, B]), a factory returning an "
@@ -78,140 +28,6 @@ _ACCEPTED = (
 )
 
 CallbackItem = Union[type, Callable[[], "RLlibCallback"]]
-
-
-class RLlibCallback:
-    """Base class of user callbacks: override the event methods you need; the rest cost nothing."""
-
-    def on_algorithm_init(self, *, algorithm: Any, metrics_logger: Any = None, **kwargs: Any) -> None:
-        """Called once at the end of Algorithm setup."""
-
-    def on_train_result(self, *, algorithm: Any, metrics_logger: Any = None, result: dict, **kwargs: Any) -> None:
-        """Called after each train() iteration with its result dict (which may be modified)."""
-
-    def on_evaluate_start(self, *, algorithm: Any, metrics_logger: Any = None, **kwargs: Any) -> None:
-        """Called before an evaluation round starts."""
-
-    def on_evaluate_end(
-        self, *, algorithm: Any, metrics_logger: Any = None, evaluation_metrics: dict, **kwargs: Any
-    ) -> None:
-        """Called after an evaluation round with its metrics dict."""
-
-    def on_env_runners_recreated(
-        self,
-        *,
-        algorithm: Any,
-        env_runner_group: Any,
-        env_runner_indices: list,
-        is_evaluation: bool,
-        **kwargs: Any,
-    ) -> None:
-        """Called after failed EnvRunners were recreated (also passed worker_set= and worker_ids=)."""
-
-    def on_checkpoint_loaded(self, *, algorithm: Any, **kwargs: Any) -> None:
-        """Called after an Algorithm restored its state from a checkpoint."""
-
-    def on_environment_created(
-        self, *, env_runner: Any, metrics_logger: Any = None, env: Any, env_context: Any, **kwargs: Any
-    ) -> None:
-        """Called when an EnvRunner has created its (vectorized) environment."""
-
-    def on_sub_environment_created(
-        self, *, worker: Any, sub_environment: Any, env_context: Any, env_index: int | None = None, **kwargs: Any
-    ) -> None:
-        """Old API: called for each sub-environment an EnvRunner created."""
-
-    def on_episode_created(
-        self,
-        *,
-        episode: Any,
-        env_runner: Any = None,
-        metrics_logger: Any = None,
-        env: Any = None,
-        env_index: int,
-        rl_module: Any = None,
-        worker: Any = None,
-        base_env: Any = None,
-        policies: Any = None,
-        **kwargs: Any,
-    ) -> None:
-        """Called when a new episode object is created, before the env reset."""
-
-    def on_episode_start(
-        self,
-        *,
-        episode: Any,
-        env_runner: Any = None,
-        metrics_logger: Any = None,
-        env: Any = None,
-        env_index: int,
-        rl_module: Any = None,
-        worker: Any = None,
-        base_env: Any = None,
-        policies: Any = None,
-        **kwargs: Any,
-    ) -> None:
-        """Called right after the env reset, with the first observation in the episode."""
-
-    def on_episode_step(
-        self,
-        *,
-        episode: Any,
-        env_runner: Any = None,
-        metrics_logger: Any = None,
-        env: Any = None,
-        env_index: int,
-        rl_module: Any = None,
-        worker: Any = None,
-        base_env: Any = None,
-        policies: Any = None,
-        **kwargs: Any,
-    ) -> None:
-        """Called after each env step of an episode (the step is logged), the last one included."""
-
-    def on_episode_end(
-        self,
-        *,
-        episode: Any,
-        env_runner: Any = None,
-        metrics_logger: Any = None,
-        env: Any = None,
-        env_index: int,
-        rl_module: Any = None,
-        worker: Any = None,
-        base_env: Any = None,
-        policies: Any = None,
-        **kwargs: Any,
-    ) -> None:
-        """Called when an episode terminated or was truncated."""
-
-    def on_sample_end(
-        self, *, env_runner: Any = None, metrics_logger: Any = None, samples: Any, worker: Any = None, **kwargs: Any
-    ) -> None:
-        """Called at the end of EnvRunner.sample() with the collected samples."""
-
-    def on_postprocess_trajectory(
-        self,
-        *,
-        worker: Any = None,
-        episode: Any,
-        agent_id: Any,
-        policy_id: Any,
-        policies: Any,
-        postprocessed_batch: Any,
-        original_batches: Any,
-        env_runner: Any = None,
-        metrics_logger: Any = None,
-        **kwargs: Any,
-    ) -> None:
-        """Old API: called after a trajectory was postprocessed (the batch may be modified)."""
-
-    def on_learn_on_batch(self, *, policy: Any, train_batch: Any, result: dict, **kwargs: Any) -> None:
-        """Old API: called before a policy learns on a train batch."""
-
-
-#: Old name of RLlibCallback.
-DefaultCallbacks = RLlibCallback
 
 
 # --------------------------------------------------------------------------- chaining classes
@@ -288,81 +104,7 @@ def make_multi_callbacks(callback_class_list: Iterable[Any]) -> type:
     )
 
 
-# --------------------------------------------------------------------------- old dict form
-
-
-def _old_info(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The `info` dict the old dict-form callbacks received: the keywords plus old names."""
-    info = dict(kwargs)
-    if "algorithm" in kwargs:
-        info["trainer"] = kwargs["algorithm"]
-    if "base_env" in kwargs and kwargs["base_env"] is not None:
-        info["env"] = kwargs["base_env"]
-    if "policies" in kwargs and "policy" not in kwargs:
-        info["policy"] = kwargs["policies"]
-    if "postprocessed_batch" in kwargs:
-        info["post_batch"] = kwargs["postprocessed_batch"]
-    if "original_batches" in kwargs:
-        originals = kwargs["original_batches"]
-        info["all_pre_batches"] = originals
-        pre = None
-        # Keyed by agent id in the old API; rlx's single-agent runners key it by policy id.
-        for key in (kwargs.get("agent_id"), kwargs.get("policy_id")):
-            try:
-                pre = originals[key]
-                break
-            except (KeyError, IndexError, TypeError):
-                continue
-        if pre is not None and not isinstance(pre, tuple):  # old form was (policy, batch)
-            try:
-                policy = kwargs["policies"][kwargs["policy_id"]]
-            except (KeyError, IndexError, TypeError):
-                policy = None
-            pre = (policy, pre)
-        info["pre_batch"] = pre
-    return info
-
-
-def _dict_callbacks_class(mapping: dict) -> type:
-    """A generated RLlibCallback subclass whose events call `fn(info)` for the old dict form."""
-    body: dict[str, Any] = {"__doc__": "Generated from an old-style {event: fn(info)} callbacks dict."}
-    for event, fn in mapping.items():
-        if not isinstance(event, str):
-            raise ConfigError(f"callbacks_class dict keys must be event names, got {event!r}.")
-        event = _DICT_EVENT_ALIASES.get(event, event)
-        _check_event_name(event, "callbacks_class dict")
-        if not callable(fn):
-            raise ConfigError(f"callbacks_class dict value for '{event}' must be a callable fn(info), got {fn!r}.")
-        if event in body:
-            raise ConfigError(f"callbacks_class dict sets '{event}' twice (once under its old name).")
-        body[event] = _make_info_method(event, fn)
-    return type("DictCallbacks", (RLlibCallback,), body)
-
-
-def _make_info_method(event: str, fn: Callable[[dict], Any]) -> Callable[..., None]:
-    def method(self: RLlibCallback, **kwargs: Any) -> None:
-        fn(_old_info(kwargs))
-
-    method.__name__ = method.__qualname__ = event
-    method.__doc__ = f"Call {getattr(fn, '__qualname__', fn)!s}(info) for {event}."
-    return method
-
-
 # --------------------------------------------------------------------------- validation
-
-
-def _check_event_name(name: str, where: str) -> None:
-    """Raise ConfigError when `name` is not a callback event."""
-    if name in EVENT_KWARGS:
-        return
-    raise ConfigError(f"{where}: '{name}' is not a callback event.{_event_hint(name)}")
-
-
-def _event_hint(name: str) -> str:
-    if name in _RENAMED_EVENTS:
-        return f" It was renamed to '{_RENAMED_EVENTS[name]}'."
-    hint = did_you_mean(name, CALLBACK_EVENTS)
-    return hint or " Valid events: " + ", ".join(CALLBACK_EVENTS) + "."
 
 
 def _check_callback_class(cls: type) -> None:
@@ -372,9 +114,9 @@ def _check_callback_class(cls: type) -> None:
     for name in dir(cls):
         if not name.startswith("on_") or name in EVENT_KWARGS or not callable(getattr(cls, name, None)):
             continue
-        if name in _RENAMED_EVENTS:
+        if name in RENAMED_EVENTS:
             raise ConfigError(
-                f"{cls.__name__}.{name} is not a callback event. It was renamed to '{_RENAMED_EVENTS[name]}'."
+                f"{cls.__name__}.{name} is not a callback event. It was renamed to '{RENAMED_EVENTS[name]}'."
             )
         hint = did_you_mean(name, CALLBACK_EVENTS)
         if hint:
@@ -398,7 +140,7 @@ def _needs_arguments(factory: Callable) -> bool:
 
 def _normalize_one(value: Any) -> list[CallbackItem]:
     if isinstance(value, dict):
-        return [_dict_callbacks_class(value)]
+        return [dict_callbacks_class(value)]
     if isinstance(value, type):
         if issubclass(value, MultiCallbacks):
             raise ConfigError("callbacks_class: pass MultiCallbacks([A, B]) (an instance), not the class.")
@@ -461,7 +203,7 @@ def normalize_callbacks_class(value: Any) -> list[CallbackItem]:
 
 def normalize_event_callables(event: str, value: Any) -> list[Callable[..., Any]]:
     """Validate a `config.callbacks(on_<event>=fn | [fn, ...] | None)` value; return its callables."""
-    _check_event_name(event, "config.callbacks()")
+    check_event_name(event, "config.callbacks()")
     if value is None:
         return []
     items = list(value) if isinstance(value, (list, tuple)) else [value]
@@ -522,7 +264,7 @@ def _adapt(handler: Callable[..., Any], event: str) -> Callable[..., Any]:
             continue
         if p.kind is p.VAR_POSITIONAL:
             continue
-        source = p.name if p.name in known else _KWARG_ALIASES.get(p.name)
+        source = p.name if p.name in known else KWARG_ALIASES.get(p.name)
         if source not in known:
             if p.default is p.empty:
                 raise ConfigError(
@@ -596,7 +338,7 @@ class CallbackDispatcher:
         try:
             return self._table[event]
         except KeyError:
-            raise ConfigError(f"'{event}' is not a callback event.{_event_hint(event)}") from None
+            raise ConfigError(f"'{event}' is not a callback event.{event_hint(event)}") from None
 
     def has(self, event: str) -> bool:
         """Whether any handler is registered for `event`."""

@@ -21,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlx.core.config_view import ResolvedConfig
 from rlx.core.preprocessors import get_preprocessor
 from rlx.utils.errors import ConfigError, NotSupportedYetError
 
@@ -109,7 +110,7 @@ def find_action_mask(observation_space: gym.Space, action_space: gym.Space,
             f"needs a mask of shape ({width},): one 0/1 entry per action"
             + (" (the per-component masks concatenated)." if width != getattr(action_space, "n", width) else "."))
     slices: dict[str, slice] = {}
-    preprocessed: dict[str, gym.Space] = {}
+    preprocessed: dict[str, gym.spaces.Box] = {}
     start = 0
     for k, space in original.spaces.items():
         prep = get_preprocessor(space)(space, model_config)
@@ -134,7 +135,7 @@ def random_valid_actions(logits: np.ndarray, rng: np.random.Generator) -> np.nda
 
 
 
-def with_action_mask_key(spec: Any, config: Any, multi_agent: bool = False) -> Any:
+def with_action_mask_key(spec: Any, config: ResolvedConfig, multi_agent: bool = False) -> Any:
     """`spec` (an RLModuleSpec) whose model_config carries the config's non-default
     `action_mask_key` (config.environment(action_mask_key=...)), so the default modules find
     the mask under it; `spec` unchanged for the default key."""

@@ -25,7 +25,7 @@ from rlx.core.cnn import CNN, default_conv_filters, is_image_space
 from rlx.core.columns import Columns
 from rlx.core.distributions import DiagGaussian, dist_class_for_space
 from rlx.core.models import flat_obs_dim, make_mlp
-from rlx.core.rl_module.rl_module import RLModule
+from rlx.core.rl_module.rl_module import RLModule, built_layer
 from rlx.utils.errors import ConfigError, NotSupportedYetError
 
 
@@ -205,20 +205,23 @@ class AttentionActorCriticModule(RLModule):
             raise NotSupportedYetError("model['no_final_linear'] with use_attention",
                                        "the attention module's policy and value heads keep their final linear layer",
                                        fix="Remove no_final_linear from the model config.")
-        self._image = is_image_space(self.observation_space, cfg)
-        self._obs_shape = tuple(self.observation_space.shape) if self._image else (-1,)
+        obs_space, action_space = self._spaces()
+        image_space = obs_space if is_image_space(obs_space, cfg) else None
+        self._image = image_space is not None
+        self._obs_shape = tuple(image_space.shape) if image_space is not None else (-1,)
         self.encoder, self.gtrxl = self._make_core()
         self.vf_share_layers = bool(cfg.get("vf_share_layers", False))
         if not self.vf_share_layers and not self.inference_only:
             self.vf_encoder, self.vf_gtrxl = self._make_core()
-        dist_cls, _ = dist_class_for_space(self.action_space, cfg)
-        out_dim = dist_cls.required_input_dim(self.action_space, cfg)
+        dist_cls, _ = dist_class_for_space(action_space, cfg)
+        out_dim = dist_cls.required_input_dim(action_space, cfg)
         self.free_log_std = bool(cfg.get("free_log_std", False)) and dist_cls is DiagGaussian
         pi_out = out_dim // 2 if self.free_log_std else out_dim
         post = list(cfg.get("post_fcnet_hiddens", []))
         post_act = cfg.get("post_fcnet_activation", "relu")
         self.pi = make_mlp(self.dim, post, post_act, pi_out, out_gain=0.01)
-        self.vf = None if self.inference_only else make_mlp(self.dim, post, post_act, 1, out_gain=1.0)
+        self.vf: nn.Module | None = (None if self.inference_only
+                                     else make_mlp(self.dim, post, post_act, 1, out_gain=1.0))
         if self.free_log_std:
             self.log_std = nn.Parameter(torch.zeros(pi_out))
 
@@ -238,7 +241,8 @@ class AttentionActorCriticModule(RLModule):
         names = self._memory_names()
         if not (self.vf_share_layers or self.inference_only):
             names += self._memory_names("vf_")
-        state = {name: np.zeros((self.memory_inference, self.dim), np.float32) for name in names}
+        state: dict[str, np.ndarray] = {name: np.zeros((self.memory_inference, self.dim), np.float32)
+                                        for name in names}
         state["seen"] = np.zeros(1, np.float32)
         return state
 
@@ -292,10 +296,10 @@ class AttentionActorCriticModule(RLModule):
 
     def forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         embeddings, state_out = self._embeddings(batch, self.memory_training)
-        values = self.vf(self._value_embeddings(batch, embeddings)).squeeze(-1)
+        values = built_layer(self, self.vf, "value head")(self._value_embeddings(batch, embeddings)).squeeze(-1)
         return {Columns.ACTION_DIST_INPUTS: self._logits(embeddings), Columns.STATE_OUT: state_out,
                 Columns.EMBEDDINGS: embeddings, Columns.VF_PREDS: values}
 
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
         """State values [B, T]."""
-        return self.vf(self._value_embeddings(batch, embeddings)).squeeze(-1)
+        return built_layer(self, self.vf, "value head")(self._value_embeddings(batch, embeddings)).squeeze(-1)

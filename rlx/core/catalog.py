@@ -80,7 +80,7 @@ class EncoderConfig:
     @property
     def output_dims(self) -> tuple[int, ...]:
         """Shape of one feature vector the encoder outputs."""
-        if self.is_image:
+        if is_image_space(self.input_space, self.model_config):  # self.is_image, narrowing the space to a Box
             # The CNN's width follows from its filters; build one on the side without consuming
             # the global RNG, so the real networks are initialized as without this query.
             with torch.random.fork_rng(devices=[]):
@@ -91,7 +91,7 @@ class EncoderConfig:
     def build(self, framework: str = "torch") -> nn.Module:
         """The encoder network."""
         check_framework(framework)
-        if self.is_image:
+        if is_image_space(self.input_space, self.model_config):  # self.is_image, narrowing the space to a Box
             return ImageEncoder(self.input_space, self.model_config)
 
         return make_mlp(self.input_dim, self.hiddens, self.activation, post_hiddens=self.post_hiddens,

@@ -9,7 +9,7 @@ observations (a uint8 Box, or a float32 one whose `original_space` is uint8) are
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeGuard
 
 import gymnasium as gym
 import numpy as np
@@ -31,7 +31,7 @@ DEFAULT_CONV_FILTERS: dict[tuple[int, int], list[list[Any]]] = {
 }
 
 
-def is_image_space(space: gym.Space, model_config: dict[str, Any]) -> bool:
+def is_image_space(space: gym.Space, model_config: dict[str, Any]) -> TypeGuard[gym.spaces.Box]:
     """Whether the default models read `space` with a CNN: [H, W, C] boxes always (as RLlib),
     [H, W] boxes when the model config sets `conv_filters`."""
     if not isinstance(space, gym.spaces.Box):
@@ -96,6 +96,7 @@ class CNN(nn.Module):
                     "kernels or strides, or fewer layers.")
             conv = nn.Conv2d(channels, out, kernel, stride)
             nn.init.orthogonal_(conv.weight, gain=math.sqrt(2.0))
+            assert conv.bias is not None  # Conv2d's default bias=True
             nn.init.zeros_(conv.bias)
             self.convs.append(conv)
             self._pads.append((left, right, top, bottom))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlx.core.config_view import ResolvedConfig
 from rlx.utils.errors import ConfigError, did_you_mean
 
 __all__ = ["COMMON_BACKENDS", "COMPLETE_UPDATE_OPTION", "WHAT_TO_COMPILE", "check_backend", "check_backend_option",
@@ -15,13 +16,13 @@ WHAT_TO_COMPILE = ("forward_train", "complete_update")
 COMPLETE_UPDATE_OPTION = "torch_compile_learner_what_to_compile='complete_update'"
 
 
-def compiles_complete_update(config: Any) -> bool:
+def compiles_complete_update(config: ResolvedConfig) -> bool:
     """Whether `config` asks for the Learner's whole update to be compiled."""
     return bool(getattr(config, "torch_compile_learner", False)) and \
         what_to_compile(getattr(config, "torch_compile_learner_what_to_compile", "forward_train")) == "complete_update"
 
 
-def check_compile_settings(config: Any) -> None:
+def check_compile_settings(config: ResolvedConfig) -> None:
     """Build-time check of the torch_compile_learner settings that depend on other options."""
     if compiles_complete_update(config) and int(getattr(config, "num_learners", 0) or 0) > 0:
         raise ConfigError(

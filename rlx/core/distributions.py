@@ -7,7 +7,7 @@ object churn beyond one instance), with the old-API methods the seeds use: `samp
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 import gymnasium as gym
 import numpy as np
@@ -93,6 +93,8 @@ class Categorical(Distribution):
 
     @staticmethod
     def required_input_dim(space: gym.Space, model_config: dict | None = None) -> int:
+        if not isinstance(space, gym.spaces.Discrete):
+            raise NotSupportedYetError(f"Categorical over {space}", "it reads Discrete action spaces")
         return int(space.n)
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -132,6 +134,9 @@ class MultiCategorical(Distribution):
     def required_input_dim(space: gym.Space, model_config: dict | None = None) -> int:
         if isinstance(space, gym.spaces.MultiBinary):
             return 2 * int(np.prod(space.shape))
+        if not isinstance(space, gym.spaces.MultiDiscrete):
+            raise NotSupportedYetError(f"MultiCategorical over {space}",
+                                       "it reads MultiDiscrete and MultiBinary spaces")
         return int(np.sum(space.nvec))
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -164,7 +169,7 @@ class DiagGaussian(Distribution):
 
     @staticmethod
     def required_input_dim(space: gym.Space, model_config: dict | None = None) -> int:
-        return 2 * int(np.prod(space.shape))
+        return 2 * _space_size(space)
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
         noise = torch.randn(self.mean.shape, generator=generator, device=self.mean.device)
@@ -220,7 +225,7 @@ class Deterministic(Distribution):
 
     @staticmethod
     def required_input_dim(space: gym.Space, model_config: dict | None = None) -> int:
-        return int(np.prod(space.shape))
+        return _space_size(space)
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
         self._last_sample = self.inputs
@@ -250,9 +255,16 @@ def action_space_leaves(space: gym.Space) -> list[gym.Space]:
     return [space]
 
 
-def is_structured_action_space(space: gym.Space) -> bool:
+def is_structured_action_space(space: gym.Space | None) -> TypeGuard[gym.spaces.Tuple | gym.spaces.Dict]:
     """Whether `space` is a Tuple or Dict action space (served by MultiDistribution)."""
     return isinstance(space, (gym.spaces.Tuple, gym.spaces.Dict))
+
+
+def _space_size(space: gym.Space) -> int:
+    """Components of one sample of `space` (a Box): the product of its shape."""
+    if space.shape is None:
+        raise NotSupportedYetError(f"action space {space}", "this distribution reads spaces with a shape (Box)")
+    return int(np.prod(space.shape))
 
 
 def flat_action_size(space: gym.Space) -> int:
@@ -395,8 +407,10 @@ def _leaf_dist_class(space: gym.Space, model_config: dict) -> tuple[type[Distrib
     raise AssertionError("unreachable")
 
 
-def dist_class_for_space(space: gym.Space, model_config: dict | None = None) -> tuple[type[Distribution], dict]:
-    """The default distribution class (and its extra constructor kwargs) for an action space."""
+def dist_class_for_space(space: gym.Space | None, model_config: dict | None = None
+                         ) -> tuple[type[Distribution], dict]:
+    """The default distribution class (and its extra constructor kwargs) for an action space
+    (NotSupportedYetError for spaces without one, None included)."""
     model_config = model_config or {}
     if model_config.get("custom_action_dist"):
         return custom_action_dist_class(model_config["custom_action_dist"]), {}

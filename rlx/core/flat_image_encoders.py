@@ -41,8 +41,9 @@ class ImageCriticEnsemble(nn.Module):
         super().__init__()
         self.num_members = num_members
         self.obs_dim = int(np.prod(space.shape))
-        self.encoders = nn.ModuleList(FlatImageEncoder(space, model_config) for _ in range(num_members))
-        self.mlp = EnsembleMLP(num_members, self.encoders[0].out_dim + extra_dim, hiddens, out_dim, activation)
+        encoders = [FlatImageEncoder(space, model_config) for _ in range(num_members)]
+        self.encoders = nn.ModuleList(encoders)
+        self.mlp = EnsembleMLP(num_members, encoders[0].out_dim + extra_dim, hiddens, out_dim, activation)
 
     @property
     def weights(self) -> nn.ParameterList:

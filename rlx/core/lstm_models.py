@@ -5,7 +5,9 @@ outputs are [B, T, ...] and `state_out` the state after the last step.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
+
+import gymnasium as gym
 
 import numpy as np
 import torch
@@ -16,7 +18,7 @@ from rlx.core.columns import Columns
 from rlx.core.distributions import DiagGaussian, dist_class_for_space
 from rlx.core.cnn import CNN, default_conv_filters, is_image_space
 from rlx.core.models import flat_obs_dim, make_mlp
-from rlx.core.rl_module.rl_module import RLModule
+from rlx.core.rl_module.rl_module import RLModule, built_layer
 
 
 class LSTMActorCriticModule(RLModule):
@@ -32,34 +34,38 @@ class LSTMActorCriticModule(RLModule):
     def setup(self) -> None:
         cfg = self.model_config
         self.cell_size = int(cfg.get("lstm_cell_size", 256))
+        obs_space, action_space = self._spaces()
         # With an action mask in the (Dict) observation, the networks read only the other keys.
-        self.action_mask = find_action_mask(self.observation_space, self.action_space, cfg)
-        self._space = self.action_mask.input_space if self.action_mask is not None else self.observation_space
-        self._image = is_image_space(self._space, cfg)
+        self.action_mask = find_action_mask(obs_space, action_space, cfg)
+        self._space = self.action_mask.input_space if self.action_mask is not None else obs_space
+        image_space = self._space if is_image_space(self._space, cfg) else None
+        self._image = image_space is not None
         # Image observations: a CNN (conv_filters) feeds the LSTM; others: the fcnet_hiddens MLP.
-        self._obs_shape = tuple(self._space.shape) if self._image else (-1,)
+        self._obs_shape = tuple(image_space.shape) if image_space is not None else (-1,)
         self.encoder, lstm_in = self._make_encoder()
         self.lstm = nn.LSTM(lstm_in, self.cell_size, batch_first=True)
         self.vf_share_layers = bool(cfg.get("vf_share_layers", False))
         if not self.vf_share_layers and not self.inference_only:
             self.vf_encoder, _ = self._make_encoder()
             self.vf_lstm = nn.LSTM(lstm_in, self.cell_size, batch_first=True)
-        dist_cls, _ = dist_class_for_space(self.action_space, cfg)
-        out_dim = dist_cls.required_input_dim(self.action_space, cfg)
+        dist_cls, _ = dist_class_for_space(action_space, cfg)
+        out_dim = dist_cls.required_input_dim(action_space, cfg)
         self.free_log_std = bool(cfg.get("free_log_std", False)) and dist_cls is DiagGaussian
         pi_out = out_dim // 2 if self.free_log_std else out_dim
         post = list(cfg.get("post_fcnet_hiddens", []))
         post_act = cfg.get("post_fcnet_activation", "relu")
         self.pi = make_mlp(self.cell_size, post, post_act, pi_out, out_gain=0.01)
-        self.vf = None if self.inference_only else make_mlp(self.cell_size, post, post_act, 1, out_gain=1.0)
+        self.vf: nn.Module | None = (None if self.inference_only
+                                     else make_mlp(self.cell_size, post, post_act, 1, out_gain=1.0))
         if self.free_log_std:
             self.log_std = nn.Parameter(torch.zeros(pi_out))
 
     def _make_encoder(self) -> tuple[nn.Module, int]:
         cfg = self.model_config
         if self._image:
-            filters = cfg.get("conv_filters") or default_conv_filters(self._space.shape)
-            cnn = CNN(self._space.shape, filters, cfg.get("conv_activation", "relu"),
+            space = cast(gym.spaces.Box, self._space)  # self._image: is_image_space found a Box
+            filters = cfg.get("conv_filters") or default_conv_filters(space.shape)
+            cnn = CNN(space.shape, filters, cfg.get("conv_activation", "relu"),
                       scale_uint8=getattr(self._space, "original_space", self._space).dtype == np.uint8)
             return cnn, cnn.out_dim
         in_dim = flat_obs_dim(self._space)
@@ -122,10 +128,10 @@ class LSTMActorCriticModule(RLModule):
 
     def forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         embeddings, state_out = self._embeddings(batch)
-        values = self.vf(self._value_embeddings(batch, embeddings)).squeeze(-1)
+        values = built_layer(self, self.vf, "value head")(self._value_embeddings(batch, embeddings)).squeeze(-1)
         return {Columns.ACTION_DIST_INPUTS: self._logits(embeddings, batch), Columns.STATE_OUT: state_out,
                 Columns.EMBEDDINGS: embeddings, Columns.VF_PREDS: values}
 
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
         """State values [B, T]."""
-        return self.vf(self._value_embeddings(batch, embeddings)).squeeze(-1)
+        return built_layer(self, self.vf, "value head")(self._value_embeddings(batch, embeddings)).squeeze(-1)

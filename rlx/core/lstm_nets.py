@@ -7,8 +7,8 @@ Tensors are batch-first with a time axis: observations [B, T, D]; states [B, cel
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -59,6 +59,11 @@ class LSTMCriticEnsemble(nn.Module):
             for _ in range(num_members))
 
     @property
+    def _members(self) -> Sequence[LSTMNet]:
+        """The critics' LSTMNets."""
+        return cast("Sequence[LSTMNet]", self.nets)  # a ModuleList of the LSTMNets built above
+
+    @property
     def num_members(self) -> int:
         """Critics in the ensemble."""
         return len(self.nets)
@@ -71,22 +76,23 @@ class LSTMCriticEnsemble(nn.Module):
     def features(self, obs: torch.Tensor, h: torch.Tensor, c: torch.Tensor
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(LSTM outputs [B, T, E, cell], h, c [B, E, cell] after the last step)."""
-        outs, hs, cs = zip(*(net.features(obs, h[:, i], c[:, i]) for i, net in enumerate(self.nets)))
+        outs, hs, cs = zip(*(net.features(obs, h[:, i], c[:, i]) for i, net in enumerate(self._members)))
         return torch.stack(outs, dim=2), torch.stack(hs, dim=1), torch.stack(cs, dim=1)
 
     def values(self, features: torch.Tensor, actions: torch.Tensor | None = None) -> torch.Tensor:
         """Critic outputs [E, B, T, out_dim] of features [B, T, E, cell] (and actions [B, T, A])."""
-        return torch.stack([net.head_out(features[:, :, i], actions) for i, net in enumerate(self.nets)])
+        return torch.stack([net.head_out(features[:, :, i], actions) for i, net in enumerate(self._members)])
 
 
 def refuse_unsupported_recurrent_inputs(module: RLModule, algorithm: str) -> None:
     """NotSupportedYetError for image observations and action masks in a recurrent replay module."""
     cfg = module.model_config
-    if is_image_space(module.observation_space, cfg):
+    obs_space, action_space = module._spaces()
+    if is_image_space(obs_space, cfg):
         raise NotSupportedYetError(f"image observations with model use_lstm in {algorithm}",
                                    f"recurrent {algorithm} encodes flat observations with an MLP",
                                    fix="Use PPO or DQN with use_lstm for image observations, or leave use_lstm off.")
-    if find_action_mask(module.observation_space, module.action_space, cfg) is not None:
+    if find_action_mask(obs_space, action_space, cfg) is not None:
         raise NotSupportedYetError(f"action masking with {algorithm}",
                                    "the default modules of PPO and DQN mask actions",
                                    fix="Use PPO or DQN for envs with an action mask in the observation.")
@@ -105,6 +111,13 @@ class LSTMReplayModule(RLModule):
 
     #: rlx.algorithms.module_specs: this is a default module for model use_lstm.
     builds_use_lstm = True
+    # Built by the subclass's `setup`.
+    pi: LSTMNet
+    qf: LSTMCriticEnsemble
+    cell_size: int
+    discrete: bool
+    #: policy_unroll(obs, state, pi=None) -> (policy outputs [B, T, ...], {"h", "c"} after the last step).
+    policy_unroll: Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]]
 
     def get_initial_state(self) -> dict[str, Any]:
         """Zero states: policy {"h", "c"} [cell], critics {"q_h", "q_c"} [E, cell]."""

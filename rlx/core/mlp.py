@@ -4,7 +4,7 @@ initializer settings), `EnsembleMLP` (several MLPs of one shape in batched matmu
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import gymnasium as gym
 import numpy as np
@@ -42,7 +42,7 @@ class MLP(nn.Module):
         self._acts = [ACTIVATION_FNS[a] for a in activations]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for lin, act in zip(self.linears, self._acts):
+        for lin, act in zip(cast("Sequence[nn.Linear]", self.linears), self._acts):  # built from `linears`
             x = F.linear(x, lin.weight, lin.bias)
             if act is not None:
                 x = act(x)

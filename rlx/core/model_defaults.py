@@ -92,6 +92,7 @@ def check_conv_filters(filters: Any) -> list[list[Any]]:
     """`conv_filters` checked: a non-empty list of [out_channels, [kernel_h, kernel_w] or k, stride] layers,
     optionally with a 4th item, the padding ("same" or "valid"), as the new API stack writes them."""
     layers = []
+    layer: Any  # the user's layer, checked below (None: no layers given)
     for layer in filters if isinstance(filters, (list, tuple)) and filters else [None]:
         ok = isinstance(layer, (list, tuple)) and len(layer) in (3, 4)
         if ok:

@@ -16,6 +16,9 @@ import torch
 
 from rlx.utils.errors import ConfigError
 
+#: A list of tensors as torch's foreach ops take and return it.
+TensorList = list[torch.Tensor] | tuple[torch.Tensor, ...]
+
 
 class _ForeachOptimizer:
     """Shared parts: one param group, torch.optim-style param_groups/state_dict."""
@@ -42,8 +45,10 @@ class _ForeachOptimizer:
             elif p.grad is not None:
                 p.grad.zero_()
 
-    def _grads(self) -> tuple[list[torch.Tensor], list[torch.Tensor], dict[str, list[torch.Tensor]]]:
-        params, grads, idx = [], [], []
+    def _grads(self) -> tuple[list[torch.Tensor], TensorList, dict[str, list[torch.Tensor]]]:
+        params: list[torch.Tensor] = []
+        grads: list[torch.Tensor] = []
+        idx: list[int] = []
         for i, p in enumerate(self.params):
             if p.grad is not None:
                 params.append(p)
@@ -150,7 +155,7 @@ _FUSED_DEVICES = ("cpu", "cuda")
 _FUSED_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
-def _fusable(params: list[torch.Tensor], grads: list[torch.Tensor]) -> bool:
+def _fusable(params: list[torch.Tensor], grads: TensorList) -> bool:
     """Whether torch's fused Adam kernel can step these tensors: dense, one CPU or CUDA device,
     floating dtypes matching their gradients."""
     if not hasattr(torch, "_fused_adam_"):

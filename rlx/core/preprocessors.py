@@ -8,7 +8,7 @@
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -23,8 +23,15 @@ ATARI_RAM_OBS_SHAPE = (128,)
 
 def _with_original(space: gym.spaces.Box, original: gym.Space) -> gym.spaces.Box:
     """`space` carrying `original_space` (as RLlib's preprocessed spaces do)."""
-    space.original_space = original
+    setattr(space, "original_space", original)  # an extra attribute gymnasium's Box does not declare
     return space
+
+
+def _shape(space: gym.Space, preprocessor: str) -> tuple[int, ...]:
+    """The shape of `space`; a TypeError naming `preprocessor` for spaces without one (Dict, Tuple)."""
+    if space.shape is None:
+        raise TypeError(f"{preprocessor} reads spaces with a shape; {space} has none.")
+    return space.shape
 
 
 class Preprocessor:
@@ -37,7 +44,7 @@ class Preprocessor:
         self._size = int(np.prod(self.shape))
 
     def _init_shape(self, obs_space: gym.Space, options: dict) -> tuple[int, ...]:
-        return tuple(obs_space.shape)
+        return tuple(_shape(obs_space, type(self).__name__))
 
     def transform(self, observation: Any) -> np.ndarray:
         """Return the preprocessed observation."""
@@ -88,6 +95,8 @@ class OneHotPreprocessor(Preprocessor):
     def _init_shape(self, obs_space: gym.Space, options: dict) -> tuple[int, ...]:
         if isinstance(obs_space, gym.spaces.Discrete):
             return (int(obs_space.n),)
+        if not isinstance(obs_space, gym.spaces.MultiDiscrete):
+            raise TypeError(f"OneHotPreprocessor reads Discrete and MultiDiscrete spaces, got {obs_space}.")
         return (int(np.sum(obs_space.nvec)),)
 
     def transform(self, observation: Any) -> np.ndarray:
@@ -96,8 +105,9 @@ class OneHotPreprocessor(Preprocessor):
         if isinstance(space, gym.spaces.Discrete):
             out[int(observation) - int(space.start)] = 1.0
         else:
+            nvec = cast(gym.spaces.MultiDiscrete, space).nvec  # _init_shape accepted Discrete or MultiDiscrete
             offset = 0
-            for n, v in zip(np.asarray(space.nvec).reshape(-1), np.asarray(observation).reshape(-1)):
+            for n, v in zip(np.asarray(nvec).reshape(-1), np.asarray(observation).reshape(-1)):
                 out[offset + int(v)] = 1.0
                 offset += int(n)
         return out
@@ -111,7 +121,7 @@ class MultiBinaryPreprocessor(Preprocessor):
     """MultiBinary observations as float32."""
 
     def _init_shape(self, obs_space: gym.Space, options: dict) -> tuple[int, ...]:
-        return (int(np.prod(obs_space.shape)),)
+        return (int(np.prod(_shape(obs_space, type(self).__name__))),)
 
     def transform(self, observation: Any) -> np.ndarray:
         return np.asarray(observation, dtype=np.float32).reshape(-1)
@@ -124,7 +134,7 @@ class GenericPixelPreprocessor(Preprocessor):
         self._dim = int(options.get("dim", 84))
         self._grayscale = bool(options.get("grayscale", False))
         self._zero_mean = bool(options.get("zero_mean", True))
-        channels = 1 if self._grayscale else int(obs_space.shape[-1])
+        channels = 1 if self._grayscale else int(_shape(obs_space, type(self).__name__)[-1])
         return (self._dim, self._dim, channels)
 
     def transform(self, observation: Any) -> np.ndarray:
@@ -153,6 +163,9 @@ class AtariRAMPreprocessor(Preprocessor):
 class _ConcatenatingPreprocessor(Preprocessor):
     """Preprocesses each component of a composite space and concatenates them into one vector."""
 
+    #: The components' preprocessors, in component order (built by `_init_shape`).
+    preprocessors: list[Preprocessor]
+
     def _components(self, observation: Any) -> list[Any]:
         raise TypeError("subclasses list the observation's components in space order")
 
@@ -171,6 +184,8 @@ class TupleFlatteningPreprocessor(_ConcatenatingPreprocessor):
     """Flattens a Tuple space, component by component."""
 
     def _init_shape(self, obs_space: gym.Space, options: dict) -> tuple[int, ...]:
+        if not isinstance(obs_space, gym.spaces.Tuple):
+            raise TypeError(f"TupleFlatteningPreprocessor reads Tuple spaces, got {obs_space}.")
         self.preprocessors = [get_preprocessor(s)(s, options) for s in obs_space.spaces]
         return (sum(p.size for p in self.preprocessors),)
 
@@ -182,6 +197,8 @@ class DictFlatteningPreprocessor(_ConcatenatingPreprocessor):
     """Flattens a Dict space, value by value in the space's key order."""
 
     def _init_shape(self, obs_space: gym.Space, options: dict) -> tuple[int, ...]:
+        if not isinstance(obs_space, gym.spaces.Dict):
+            raise TypeError(f"DictFlatteningPreprocessor reads Dict spaces, got {obs_space}.")
         self.keys = list(obs_space.spaces.keys())
         self.preprocessors = [get_preprocessor(obs_space.spaces[k])(obs_space.spaces[k], options) for k in self.keys]
         return (sum(p.size for p in self.preprocessors),)

@@ -4,10 +4,17 @@
 RLlib's path for them is `ray.rllib.policy.sample_batch`, which rlx keeps as an alias
 (`rlx.policy.sample_batch`). rlx trains on time-major dicts of arrays; a SampleBatch is what
 old-API callbacks such as `on_postprocess_trajectory` receive for one stretch of one episode.
+
+Both types answer the same questions, so the core path never asks which one it holds:
+`env_steps()`, `agent_steps()`, `as_multi_agent()` (the per-module view every consumer works
+on: a MultiAgentBatch is its own, a SampleBatch is the batch of one module), and the joins
+`concat_time` / `join_side_by_side`. What a single-agent EnvRunner samples is a plain dict of
+`[T, C]` columns; the module functions `as_multi_agent`, `concat_time` and `join_side_by_side`
+take it as well.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -15,7 +22,8 @@ from rlx.core.columns import Columns
 
 DEFAULT_POLICY_ID = "default_policy"
 
-__all__ = ["DEFAULT_POLICY_ID", "MultiAgentBatch", "SampleBatch", "concat_samples", "join_time_major"]
+__all__ = ["DEFAULT_POLICY_ID", "MultiAgentBatch", "SampleBatch", "as_multi_agent", "batch_kind", "concat_samples",
+           "concat_time", "join_side_by_side", "join_time_major", "map_modules"]
 
 
 class SampleBatch(dict):
@@ -56,6 +64,41 @@ class SampleBatch(dict):
         if shallow:
             return SampleBatch(dict(self))
         return SampleBatch({k: np.array(v, copy=True) for k, v in self.items()})
+
+    def env_steps(self) -> int:
+        """Env steps this batch holds: the valid rows of a time-major `[T, C]` batch (`valid.sum()`
+        with a `valid` column, else `rewards.size`), the rows of a flat one.
+
+        RLlib's SampleBatch is flat, so its `env_steps()` is `len(batch)`; rlx's time-major batch
+        counts `T * C` steps where `len(batch)` is `T`.
+        """
+        return _num_rows(self)
+
+    def agent_steps(self) -> int:
+        """Agent steps this batch holds: one agent acts per step, so the same as `env_steps()`."""
+        return _num_rows(self)
+
+    def as_multi_agent(self, module_id: str | None = None) -> "MultiAgentBatch":
+        """This batch as the one module's batch of a MultiAgentBatch (`module_id`, by default
+        'default_policy'); the columns are not copied."""
+        steps = _num_rows(self)  # (also called on a plain dict of columns, see `as_multi_agent`)
+        return MultiAgentBatch({module_id or DEFAULT_POLICY_ID: self}, steps, steps)
+
+    def map_modules(self, fn: Callable[[Any], Any]) -> Any:
+        """`fn(self)`: this batch is its one module's columns (see MultiAgentBatch.map_modules)."""
+        return fn(self)
+
+    @classmethod
+    def concat_time(cls, batches: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        """Join time-major batches of the same sub-envs along the time axis (`join_time_major`
+        axis 0); the result has the type of the first batch (a plain dict stays one)."""
+        return _like(batches[0], join_time_major(list(batches), axis=0))
+
+    @classmethod
+    def join_side_by_side(cls, batches: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        """Join time-major batches of different runners along the column axis (shorter ones are
+        padded with rows marked invalid); the result has the type of the first batch."""
+        return _like(batches[0], join_time_major(list(batches), axis=1))
 
     def rows(self) -> Any:
         """Iterate over rows as dicts {column: value}."""
@@ -118,14 +161,22 @@ class MultiAgentBatch:
         inner = ", ".join(f"{pid}: {_num_rows(b)} steps" for pid, b in self.policy_batches.items())
         return f"MultiAgentBatch({{{inner}}}, env_steps={self.count})"
 
-    @staticmethod
-    def concat_time(batches: list["MultiAgentBatch"]) -> "MultiAgentBatch":
+    def as_multi_agent(self, module_id: str | None = None) -> "MultiAgentBatch":
+        """This batch itself (already per module; `module_id` is for SampleBatch's signature)."""
+        return self
+
+    def map_modules(self, fn: Callable[[Any], Any]) -> "MultiAgentBatch":
+        """A MultiAgentBatch of `fn(columns)` for every module's columns, with this batch's step counts."""
+        return MultiAgentBatch({pid: fn(b) for pid, b in self.policy_batches.items()}, self.count, self._agent_steps)
+
+    @classmethod
+    def concat_time(cls, batches: list["MultiAgentBatch"]) -> "MultiAgentBatch":
         """Join batches of the same runner along the time axis (slots that appeared later pad the
         earlier batches with invalid columns)."""
         return MultiAgentBatch._join(batches, axis=0)
 
-    @staticmethod
-    def join_side_by_side(batches: list["MultiAgentBatch"]) -> "MultiAgentBatch":
+    @classmethod
+    def join_side_by_side(cls, batches: list["MultiAgentBatch"]) -> "MultiAgentBatch":
         """Join batches of different runners along the column axis."""
         return MultiAgentBatch._join(batches, axis=1)
 
@@ -136,6 +187,44 @@ class MultiAgentBatch:
         out = {pid: join_time_major([b.policy_batches[pid] for b in batches if pid in b.policy_batches], axis)
                for pid in dict.fromkeys(p for b in batches for p in b.policy_batches)}
         return MultiAgentBatch(out, sum(b.count for b in batches), sum(b.agent_steps() for b in batches))
+
+
+def as_multi_agent(batch: Any, module_id: str = DEFAULT_POLICY_ID) -> MultiAgentBatch:
+    """`batch` as per-module batches: a MultiAgentBatch itself, a SampleBatch or a plain dict of
+    time-major columns (what a single-agent EnvRunner samples) as the batch of `module_id`, with
+    its step counts. The columns are not copied."""
+    to_multi_agent = getattr(batch, "as_multi_agent", None)
+    if to_multi_agent is not None:
+        return to_multi_agent(module_id)
+    return SampleBatch.as_multi_agent(batch, module_id)  # (a plain dict: the same view)
+
+
+def batch_kind(batch: Any) -> type[SampleBatch] | type[MultiAgentBatch]:
+    """The batch type whose methods handle `batch`: MultiAgentBatch or SampleBatch (also for a
+    plain dict of columns)."""
+    kind: type[SampleBatch] | type[MultiAgentBatch] = type(batch)
+    return kind if hasattr(kind, "concat_time") else SampleBatch
+
+
+def map_modules(batch: Any, fn: Callable[[Any], Any]) -> Any:
+    """`batch` with every module's columns replaced by `fn(columns)`: a MultiAgentBatch stays one
+    (with its step counts), a single module's columns (SampleBatch or plain dict) become fn's result."""
+    return batch_kind(batch).map_modules(batch, fn)
+
+
+def concat_time(batches: list[Any]) -> Any:
+    """Join batches of the same runner along the time axis, whichever type they are."""
+    return batch_kind(batches[0]).concat_time(batches)
+
+
+def join_side_by_side(batches: list[Any]) -> Any:
+    """Join batches of different runners along the column axis, whichever type they are."""
+    return batch_kind(batches[0]).join_side_by_side(batches)
+
+
+def _like(template: Any, joined: dict[str, np.ndarray]) -> Any:
+    """`joined` as the type of `template` (a SampleBatch stays one, a plain dict stays a dict)."""
+    return joined if type(joined) is type(template) or type(template) is dict else type(template)(joined)
 
 
 def join_time_major(parts: list[dict[str, np.ndarray]], axis: int) -> dict[str, np.ndarray]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlx.core.columns import Columns
-from rlx.core.sample_batch import MultiAgentBatch
+from rlx.core.sample_batch import map_modules
 from rlx.utils.compression import is_compressed, pack, unpack
 
 #: The columns that travel compressed (RLlib's SampleBatch.compress default).
@@ -21,15 +21,11 @@ COMPRESSED_COLUMNS = (Columns.OBS, Columns.NEXT_OBS)
 
 def compress_observations(batch: Any) -> Any:
     """The batch (a dict of arrays or a MultiAgentBatch) with its observation columns packed."""
-    if isinstance(batch, MultiAgentBatch):
-        return MultiAgentBatch({pid: compress_observations(b) for pid, b in batch.policy_batches.items()},
-                               batch.env_steps(), batch.agent_steps())
-    return {k: pack(v) if k in COMPRESSED_COLUMNS else v for k, v in batch.items()}
+    return map_modules(batch, lambda columns: {k: pack(v) if k in COMPRESSED_COLUMNS else v
+                                               for k, v in columns.items()})
 
 
 def decompress_observations(batch: Any) -> Any:
     """The batch with the columns `compress_observations` packed unpacked again (others untouched)."""
-    if isinstance(batch, MultiAgentBatch):
-        return MultiAgentBatch({pid: decompress_observations(b) for pid, b in batch.policy_batches.items()},
-                               batch.env_steps(), batch.agent_steps())
-    return {k: unpack(v) if k in COMPRESSED_COLUMNS and is_compressed(v) else v for k, v in batch.items()}
+    return map_modules(batch, lambda columns: {k: unpack(v) if k in COMPRESSED_COLUMNS and is_compressed(v) else v
+                                               for k, v in columns.items()})

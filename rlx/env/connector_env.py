@@ -100,14 +100,20 @@ class ConnectorEnv(_Forwarding, gym.Env):
         """The innermost env."""
         return self.env.unwrapped
 
+    def _started(self) -> SingleAgentEpisode:
+        """The episode in progress (reset() starts one)."""
+        if self.episode is None:
+            raise RuntimeError(f"{type(self).__name__}: call reset() before step().")
+        return self.episode
+
     def _processed_obs(self) -> Any:
         pipeline = self.context.env_to_module
         if pipeline is None:
-            return self.episode.get_observations(-1)
+            return self._started().get_observations(-1)
         batch = self.context.call(pipeline, {}, [self.episode])
         if Columns.OBS in batch:
             return _single_item(batch[Columns.OBS])
-        return self.episode.get_observations(-1)
+        return self._started().get_observations(-1)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         obs, info = self.env.reset(seed=seed, options=options)
@@ -130,9 +136,11 @@ class ConnectorEnv(_Forwarding, gym.Env):
         return self._processed_obs(), reward, terminated, truncated, info
 
     def _record_step(self, obs: Any, action: Any, reward: Any, terminated: bool, truncated: bool, info: Any) -> None:
-        if self.episode.t >= _MAX_EPISODE_STEPS_KEPT:
-            self.episode = self.episode.cut(_LOOKBACK_KEPT)
-        self.episode.add_env_step(obs, action, float(reward) if np.isscalar(reward) else reward,
+        episode = self._started()
+        if episode.t >= _MAX_EPISODE_STEPS_KEPT:
+            self.episode = episode = episode.cut(_LOOKBACK_KEPT)
+        scalar = np.isscalar(reward)  # (a plain bool: np.isscalar's TypeGuard would narrow `reward` to str too)
+        episode.add_env_step(obs, action, float(reward) if scalar else reward,
                                   info if isinstance(info, dict) else {}, terminated=terminated, truncated=truncated)
 
     # Sub-envs stepped in their own processes (gym_env_vectorize_mode="async").
@@ -164,6 +172,12 @@ class MultiAgentConnectorEnv(_Forwarding, MultiAgentEnv):
         out_space = context.env_to_module.observation_space if context.env_to_module is not None else None
         self._obs_spaces = dict(out_space.spaces) if isinstance(out_space, gym.spaces.Dict) else {}
         self.episode: MultiAgentEpisode | None = None
+
+    def _started(self) -> MultiAgentEpisode:
+        """The episode in progress (reset() starts one)."""
+        if self.episode is None:
+            raise RuntimeError(f"{type(self).__name__}: call reset() before step().")
+        return self.episode
 
     @property
     def unwrapped(self) -> Any:
@@ -204,9 +218,10 @@ class MultiAgentConnectorEnv(_Forwarding, MultiAgentEnv):
         batch = self.context.call(pipeline, {}, [self.episode])
         column = batch.get(Columns.OBS)
         out = {}
+        current = self._started()
         for aid in obs:
-            episode = self.episode.agent_episodes.get(aid)
-            key = (self.episode.id_, aid, getattr(episode, "module_id", None))
+            episode = current.agent_episodes.get(aid)
+            key = (current.id_, aid, getattr(episode, "module_id", None))
             if isinstance(column, dict) and key in column:
                 out[aid] = _single_item(column[key])
             elif episode is not None:
@@ -222,7 +237,8 @@ class MultiAgentConnectorEnv(_Forwarding, MultiAgentEnv):
         self.episode.add_env_reset(obs, infos if isinstance(infos, dict) else {})
         return self._processed(obs), infos
 
-    def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:
+    # (type: ignore: a MultiAgentEnv's step differs from gymnasium.Env's; see MultiAgentEnv.step)
+    def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:  # type: ignore[override]
         actions = action_dict
         if self.context.module_to_env is not None:
             actions = {}
@@ -232,7 +248,7 @@ class MultiAgentConnectorEnv(_Forwarding, MultiAgentEnv):
                 actions[aid] = _single_item(batch.get(Columns.ACTIONS_FOR_ENV, batch.get(Columns.ACTIONS)))
         obs, rewards, terminateds, truncateds, infos = self.env.step(actions)
         self.agents = list(getattr(self.env, "agents", None) or self.agents)
-        self.episode.add_env_step(obs, action_dict, rewards, terminateds, truncateds,
+        self._started().add_env_step(obs, action_dict, rewards, terminateds, truncateds,
                                   infos if isinstance(infos, dict) else {})
         return self._processed(obs), rewards, terminateds, truncateds, infos
 

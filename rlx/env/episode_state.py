@@ -63,10 +63,9 @@ def episode_get_state(episode: Any) -> dict[str, Any]:
     }
 
 
-def episode_from_state(state: Any) -> Any:
-    """A SingleAgentEpisode from a state dict (RLlib's or rlx's get_state()), checked."""
-    from rlx.env.single_agent_episode import SingleAgentEpisode
-
+def episode_from_state(state: Any, episode_class: type) -> Any:
+    """An episode of `episode_class` (SingleAgentEpisode, which calls this from its `from_state`)
+    from a state dict (RLlib's or rlx's get_state()), checked."""
     if not isinstance(state, dict):
         raise EpisodeStateError(f"An episode state is a dict, got a {type(state).__name__}.")
     missing = [k for k in ("id_", "observations", "actions", "rewards") if k not in state]
@@ -105,7 +104,7 @@ def episode_from_state(state: Any) -> Any:
     terminated, truncated = state.get("is_terminated", False), state.get("is_truncated", False)
     if not isinstance(terminated, (bool, np.bool_)) or not isinstance(truncated, (bool, np.bool_)):
         raise EpisodeStateError(f"Episode {episode_id}: is_terminated and is_truncated must be booleans.")
-    episode = SingleAgentEpisode(episode_id)
+    episode = episode_class(episode_id)
     for name in ("agent_id", "module_id", "multi_agent_episode_id"):
         setattr(episode, name, state.get(name))
     episode._observations = observations

@@ -58,8 +58,9 @@ class ExternalMultiAgentEnv(ExternalEnv):
         observing agent, except agents marked done."""
         self._connected.log_action(episode_id, observation_dict, action_dict)
 
-    def log_returns(self, episode_id: str, reward_dict: dict, info_dict: dict | None = None,
-                    multiagent_done_dict: dict | None = None) -> None:
+    # RLlib's multi-agent signature (per-agent dicts) differs from ExternalEnv's on purpose.
+    def log_returns(self, episode_id: str, reward_dict: dict,  # type: ignore[override]
+                    info_dict: dict | None = None, multiagent_done_dict: dict | None = None) -> None:
         """Record rewards for the agents' last actions (they add up until an agent's next action);
         `multiagent_done_dict` marks agents done ({agent_id: True}; {"__all__": True}: all),
         which ends their last step as terminated at their next observation."""

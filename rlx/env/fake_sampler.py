@@ -13,15 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from rlx.core.sample_batch import MultiAgentBatch
+from rlx.core.sample_batch import map_modules
+from rlx.env.config_view import EnvConfig
 
 
 def copy_batch(batch: Any) -> Any:
     """A copy of a sampled batch (a dict of arrays or a MultiAgentBatch) that shares no array with it."""
-    if isinstance(batch, MultiAgentBatch):
-        return MultiAgentBatch({pid: copy_batch(b) for pid, b in batch.policy_batches.items()},
-                               batch.env_steps(), batch.agent_steps())
-    return {k: np.array(v, copy=True) for k, v in batch.items()}
+    return map_modules(batch, lambda columns: {k: np.array(v, copy=True) for k, v in columns.items()})
 
 
 class FakeSampler:
@@ -31,7 +29,7 @@ class FakeSampler:
         self._batch: Any = None
 
     @classmethod
-    def from_config(cls, config: Any) -> "FakeSampler | None":
+    def from_config(cls, config: EnvConfig) -> "FakeSampler | None":
         """A FakeSampler for an EnvRunner with this config; None unless fake_sampler is on and the
         runner trains (evaluation runners sample for real)."""
         if not getattr(config, "fake_sampler", False) or getattr(config, "in_evaluation", False):

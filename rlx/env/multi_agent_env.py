@@ -51,8 +51,11 @@ class MultiAgentEnv(gym.Env):
         """
         return super().reset(seed=seed, options=options)
 
-    def step(self, action_dict: MultiAgentDict) -> tuple[MultiAgentDict, MultiAgentDict, MultiAgentDict,
-                                                         MultiAgentDict, MultiAgentDict]:
+    # RLlib's MultiAgentEnv is a gymnasium.Env whose step returns per-agent dicts (rewards and
+    # flags included), which gymnasium's signature cannot say: hence the type: ignore here and on
+    # the subclasses' step.
+    def step(self, action_dict: MultiAgentDict) -> tuple[  # type: ignore[override]
+            MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict]:
         """Apply the actions of the agents that observed last; `(obs, rewards, terminateds,
         truncateds, infos)`, the flags with an `"__all__"` key."""
         raise TypeError(f"{type(self).__name__} must implement step(action_dict).")
@@ -67,7 +70,7 @@ class MultiAgentEnv(gym.Env):
 
     def get_agent_ids(self) -> set[AgentID]:
         """Every agent id that can appear (old API)."""
-        return set(self.possible_agents or self.agents or getattr(self, "_agent_ids", ()))
+        return set(self.possible_agents or self.agents or getattr(self, "_agent_ids", None) or ())
 
     @property
     def num_agents(self) -> int:
@@ -153,7 +156,8 @@ def make_multi_agent(env_name_or_creator: str | Callable[[Any], Any]) -> type[Mu
                 obs[i], infos[i] = env.reset(seed=None if seed is None else seed + i, options=options)
             return obs, infos
 
-        def step(self, action_dict: MultiAgentDict) -> tuple[MultiAgentDict, ...]:
+        def step(self, action_dict: MultiAgentDict) -> tuple[  # type: ignore[override]  # see MultiAgentEnv.step
+                MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict]:
             obs, rewards, terminateds, truncateds, infos = {}, {}, {}, {}, {}
             for i, action in action_dict.items():
                 obs[i], rewards[i], terminateds[i], truncateds[i], infos[i] = self.envs[i].step(action)

@@ -194,7 +194,7 @@ def _check_rewards(label: str, where: str, rewards: MultiAgentDict) -> None:
         if isinstance(reward, (bool, np.bool_)) or not isinstance(reward, (numbers.Real, np.integer, np.floating)):
             raise EnvError(f"{label}.{where} returned reward {describe_value(reward)} for agent {aid!r}; each "
                            f"agent's reward must be a single real number (int or float).{_DISABLE_HINT}")
-        if not np.isfinite(reward):
+        if not np.isfinite(float(reward)):
             raise EnvError(f"{label}.{where} returned reward {reward!r} for agent {aid!r}; rewards must be "
                            f"finite numbers.{_DISABLE_HINT}")
 

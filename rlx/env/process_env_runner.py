@@ -18,6 +18,7 @@ import weakref
 from concurrent.futures import Future
 from typing import Any, Callable
 
+from rlx.env.config_view import EnvConfig
 from rlx.env.runner_host import RunnerFactory, RunnerHost
 from rlx.utils.errors import RLXError
 from rlx.utils.spawn import describe_exit, raise_startup_error, send_reply, serve_calls
@@ -70,7 +71,7 @@ class ProcessEnvRunner(WorkerProcess):
     runner is built (or raises what building it raised). Calls queue behind each other.
     """
 
-    def __init__(self, runner_cls: type, config: Any, index: int, num_workers: int, module_spec: Any = None,
+    def __init__(self, runner_cls: type, config: EnvConfig, index: int, num_workers: int, module_spec: Any = None,
                  num_threads: int = 1):
         import cloudpickle
 

@@ -25,7 +25,10 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any, Callable
 
+from rlx.env.config_view import EnvConfig
 from rlx.env.process_env_runner import EnvRunnerDiedError
+from rlx.env.ray_placement import (SharedPlacementGroup, acquire_placement_group, enclosing_placement_group,
+                                   release_placement_group)
 from rlx.env.runner_host import RunnerFactory, RunnerHost
 from rlx.utils.registry import registry_snapshot, restore_registry
 from rlx.utils.stack_dump import install as install_stack_dumps
@@ -63,7 +66,7 @@ class _EnvRunnerActor:
         """The EnvRunner this actor holds (None before it is built, after a failed build or a stop)."""
         return self.host.runner
 
-    def build(self, runner_cls: type, config: Any, index: int, num_workers: int, module_spec: Any) -> dict:
+    def build(self, runner_cls: type, config: EnvConfig, index: int, num_workers: int, module_spec: Any) -> dict:
         """Build the runner; answer where it lives. A failure reaches the driver with its own
         type (e.g. rlx's EnvError for an env that cannot be created)."""
         self.host.rebuild(RunnerFactory(runner_cls, config, index, num_workers, module_spec))
@@ -106,85 +109,6 @@ def _ensure_ray() -> Any:
                     "(call ray.init(...) yourself first to join a cluster or set its options).")
         ray.init()
     return ray
-
-
-# ---------------------------------------------------------------- placement groups
-
-
-class _SharedPlacementGroup:
-    """One placement group for the remote runners of one EnvRunnerGroup: bundle i-1 holds
-    runner i, so a restarted runner takes its predecessor's place. Removed once the last
-    runner placed in it has stopped."""
-
-    def __init__(self, pg: Any, num_bundles: int):
-        self.pg = pg
-        self.num_bundles = num_bundles
-        self.occupied: set[int] = set()
-
-
-#: id(config) -> the placement groups of the runners built from that config object. A group
-#: holds each runner index once; a second group built from the same config gets its own.
-_placement_groups: dict[int, list[_SharedPlacementGroup]] = {}
-_placement_groups_lock = threading.Lock()
-
-
-def _runner_bundle(config: Any) -> dict[str, float]:
-    bundle = {"CPU": float(config.num_cpus_per_env_runner or 0), "GPU": float(config.num_gpus_per_env_runner or 0)}
-    bundle.update({k: float(v) for k, v in (config.custom_resources_per_env_runner or {}).items()})
-    return {k: v for k, v in bundle.items() if v > 0}
-
-
-def _acquire_placement_group(config: Any, index: int, num_workers: int) -> _SharedPlacementGroup | None:
-    """The placement group for runner `index` built from `config` (created on first use), or
-    None when the runners ask for no resources (Ray refuses empty bundles)."""
-    bundle = _runner_bundle(config)
-    if not bundle or not 1 <= index <= num_workers:
-        return None
-    from ray.util.placement_group import placement_group
-
-    with _placement_groups_lock:
-        shared_list = _placement_groups.setdefault(id(config), [])
-        for shared in shared_list:
-            if index <= shared.num_bundles and index not in shared.occupied:
-                break
-        else:
-            strategy = str(config.placement_strategy or "PACK")
-            pg = placement_group([dict(bundle) for _ in range(num_workers)], strategy=strategy)
-            logger.info("Reserved a %s placement group of %d bundle(s) %s for the Ray EnvRunners.",
-                        strategy, num_workers, bundle)
-            shared = _SharedPlacementGroup(pg, num_workers)
-            shared_list.append(shared)
-        shared.occupied.add(index)
-        return shared
-
-
-def _enclosing_placement_group(index: int) -> Any:
-    """The placement group this process runs in (a Tune trial's), when it has a bundle for
-    runner `index` (bundle 0 being the trial's own); else None."""
-    from ray.util import get_current_placement_group
-
-    pg = get_current_placement_group()
-    if pg is None or len(pg.bundle_specs) <= index:
-        return None
-    return pg
-
-
-def _release_placement_group(config: Any, index: int, shared: _SharedPlacementGroup) -> None:
-    with _placement_groups_lock:
-        shared.occupied.discard(index)
-        if shared.occupied:
-            return
-        shared_list = _placement_groups.get(id(config), [])
-        if shared in shared_list:
-            shared_list.remove(shared)
-        if not shared_list:
-            _placement_groups.pop(id(config), None)
-    try:
-        from ray.util.placement_group import remove_placement_group
-
-        remove_placement_group(shared.pg)
-    except Exception:  # Ray already shut down: the placement group went with it
-        pass
 
 
 # ---------------------------------------------------------------- results
@@ -273,7 +197,7 @@ class RayEnvRunner:
     where Ray handed out read-only zero-copy views, as with the other backends.
     """
 
-    def __init__(self, runner_cls: type, config: Any, index: int, num_workers: int, module_spec: Any = None):
+    def __init__(self, runner_cls: type, config: EnvConfig, index: int, num_workers: int, module_spec: Any = None):
         ray = _ensure_ray()
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -288,7 +212,7 @@ class RayEnvRunner:
         self._pending = 0
         self._dead = False
         self._stopped = False
-        self._placement: _SharedPlacementGroup | None = None
+        self._placement: SharedPlacementGroup | None = None
 
         num_cpus = float(config.num_cpus_per_env_runner or 0)
         options: dict[str, Any] = {
@@ -298,7 +222,7 @@ class RayEnvRunner:
             "max_concurrency": 1,
             "max_restarts": 0,  # EnvRunnerGroup decides about restarts (restart_failed_env_runners)
         }
-        enclosing = _enclosing_placement_group(index)
+        enclosing = enclosing_placement_group(index)
         if enclosing is not None:
             # Inside a Ray Tune trial, whose placement group already holds a bundle per runner
             # (rlx.tune asks for them after the trial's own bundle 0): use it, reserving nothing
@@ -307,7 +231,7 @@ class RayEnvRunner:
                 enclosing, placement_group_bundle_index=index, placement_group_capture_child_tasks=False,
             )
         else:
-            self._placement = _acquire_placement_group(config, index, num_workers)
+            self._placement = acquire_placement_group(config, index, num_workers)
         if enclosing is None and self._placement is not None:
             options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                 self._placement.pg, placement_group_bundle_index=index - 1, placement_group_capture_child_tasks=False,
@@ -506,7 +430,7 @@ class RayEnvRunner:
     def _release_placement(self) -> None:
         placement, self._placement = self._placement, None
         if placement is not None:
-            _release_placement_group(self._config, self.index, placement)
+            release_placement_group(self._config, self.index, placement)
 
     def __repr__(self) -> str:
         state = "busy" if self.busy else "idle"

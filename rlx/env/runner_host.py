@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
+from rlx.env.config_view import EnvConfig
+
 logger = logging.getLogger("rlx")
 
 
@@ -22,7 +24,7 @@ class RunnerFactory:
     actors inside a RebuildRunner call.
     """
 
-    def __init__(self, runner_cls: type, config: Any, index: int, num_workers: int, module_spec: Any = None):
+    def __init__(self, runner_cls: type, config: EnvConfig, index: int, num_workers: int, module_spec: Any = None):
         self.runner_cls, self.config, self.index = runner_cls, config, index
         self.num_workers, self.module_spec = num_workers, module_spec
 
@@ -43,6 +45,10 @@ class RebuildRunner:
         self.factory = factory
 
 
+#: A call a RunnerHost applies: `fn(runner)`, or a RebuildRunner.
+RunnerCall = Callable[[Any], Any] | RebuildRunner
+
+
 class RunnerHost:
     """Holds the runner a worker serves and applies calls to it (see the module docstring)."""
 
@@ -50,7 +56,7 @@ class RunnerHost:
         self.runner = runner
         self._missing = missing
 
-    def apply(self, fn: Callable[[Any], Any]) -> Any:
+    def apply(self, fn: RunnerCall) -> Any:
         """`fn(runner)`, or for a RebuildRunner the runner replaced (returns None)."""
         if isinstance(fn, RebuildRunner):
             self.rebuild(fn.factory)

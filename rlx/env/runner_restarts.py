@@ -29,6 +29,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait as wait_futures
 from dataclasses import dataclass
 from typing import Any
 
+from rlx.env.config_view import EnvConfig
 from rlx.utils.errors import RLXError
 
 logger = logging.getLogger("rlx")
@@ -47,7 +48,7 @@ class EnvRunnerFailureError(RLXError, RuntimeError):
 class RestartPolicy:
     """What the fault-tolerance settings of a config allow (see the module docstring)."""
 
-    def __init__(self, config: Any):
+    def __init__(self, config: EnvConfig):
         self.restart = bool(config.restart_failed_env_runners)
         self.ignore = bool(config.ignore_env_runner_failures)
         self.max_restarts = int(config.max_num_env_runner_restarts)
@@ -293,6 +294,8 @@ class RunnerSupervisor:
         """A restarted runner that could not take the current weights and state (in
         env_runner_restore_timeout_s) fails like any other."""
         restore = slot.restore
+        if restore is None:
+            return
         if restore.done():
             slot.restore = None
             err = restore.exception()
@@ -312,13 +315,14 @@ class RunnerSupervisor:
         """Wait until one (or every) restart in progress has finished, at most until the
         earliest start deadline or `timeout_s`."""
         starting = [s for s in self.slots.values() if s.state == STARTING and s.started is not None]
+        started = [s.started for s in starting if s.started is not None]
         if not starting:
             return
         limits = [s.deadline for s in starting if s.deadline is not None]
         if timeout_s is not None:
             limits.append(time.monotonic() + timeout_s)
         timeout = None if not limits else max(0.0, min(limits) - time.monotonic()) + 0.01
-        wait_futures([s.started for s in starting], timeout=timeout,
+        wait_futures(started, timeout=timeout,
                      return_when=FIRST_COMPLETED if first_only else "ALL_COMPLETED")
 
     def _handle(self, index: int) -> Any:

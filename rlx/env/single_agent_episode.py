@@ -57,14 +57,13 @@ def _set(items: list[Any], new_data: Any, at_indices: Any, what: str) -> None:
         items[:] = list(new_data)
         return
     if isinstance(at_indices, slice):
-        positions = range(*at_indices.indices(len(items)))
+        positions = list(range(*at_indices.indices(len(items))))
     elif isinstance(at_indices, (list, tuple)):
         positions = [operator.index(i) for i in at_indices]
     else:
         _one(items, at_indices, what)  # the index error names the episode's length
         items[operator.index(at_indices)] = new_data
         return
-    positions = list(positions)
     if len(positions) != len(new_data):
         raise ValueError(f"set_{what.split()[0]}: {len(positions)} indices but {len(new_data)} items in new_data.")
     for i, value in zip(positions, new_data):
@@ -373,7 +372,7 @@ class SingleAgentEpisode:
     @staticmethod
     def from_state(state: dict[str, Any]) -> "SingleAgentEpisode":
         """The episode of a `get_state()` dict (rlx's or RLlib's); EpisodeStateError when malformed."""
-        return episode_from_state(state)
+        return episode_from_state(state, SingleAgentEpisode)
 
     def __repr__(self) -> str:
         state = "terminated" if self.is_terminated else "truncated" if self.is_truncated else "running"

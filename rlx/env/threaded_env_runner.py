@@ -13,7 +13,7 @@ import threading
 from concurrent.futures import Future
 from typing import Any, Callable
 
-from rlx.env.runner_host import RebuildRunner, RunnerHost
+from rlx.env.runner_host import RebuildRunner, RunnerCall, RunnerHost
 
 _STOP = object()
 
@@ -54,7 +54,7 @@ class ThreadedEnvRunner:
         """Block until the runner is built; re-raise whatever building it raised."""
         self.ready.result(timeout=timeout)
 
-    def submit(self, fn: Callable[[Any], Any]) -> Future:
+    def submit(self, fn: RunnerCall) -> Future:
         """Queue `fn(runner)`; the Future holds its result or exception."""
         future: Future = Future()
         with self._lock:

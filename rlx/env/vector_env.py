@@ -46,8 +46,8 @@ class VectorEnv(gym.vector.VectorEnv):
         """Apply `func` to every sub-environment and return the results."""
         return [func(e) for e in self.envs]
 
-    def close(self) -> None:
-        """Close every sub-environment."""
+    def close(self, **kwargs: Any) -> None:
+        """Close every sub-environment (gymnasium's keyword arguments are accepted and unused)."""
         for e in self.envs:
             close = getattr(e, "close", None)
             if close is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
+from rlx.env.config_view import EnvConfig
 from rlx.env.env_checker import OldGymEnvCompatibility, check_env, looks_like_old_gym_api
 from rlx.env.env_context import EnvContext
 from rlx.env.multi_agent_env import MultiAgentEnv
@@ -100,7 +101,7 @@ def record_videos(env: Any, video_dir: str, episode_trigger: Callable[[int], boo
                        name_prefix=VIDEO_NAME_PREFIX)
 
 
-def make_env(config: Any, render_mode: str | None = None, feature: str = "") -> Any:
+def make_env(config: EnvConfig, render_mode: str | None = None, feature: str = "") -> Any:
     """A fresh env as `config` describes it (env, env_config), checked and old-API-wrapped as
     an EnvRunner's, for acting outside an EnvRunner (rlx evaluate).
 
@@ -109,7 +110,7 @@ def make_env(config: Any, render_mode: str | None = None, feature: str = "") -> 
     """
     ctx = EnvContext(config.env_config)
     env_id = gymnasium_id(config.env) if render_mode is not None else None
-    if env_id is not None:
+    if env_id is not None and render_mode is not None:  # (env_id is only set with a render_mode)
         env = make_gymnasium_env(env_id, ctx, render_mode)
     else:
         creator, name = make_env_creator(config.env)

@@ -25,39 +25,23 @@ Algorithm is stopped before the function returns.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import math
-import os
-import re
-import sys
-import time
-import uuid
 from typing import Any, Callable
 
 # Registers rlx's algorithms with Ray Tune as soon as a script imports ray.tune (e.g. for
 # `get_trainable_cls("PPO")`); never imports Ray itself.
 import rlx.algorithms  # noqa: F401
-from rlx.cli.stop import StopCriteria, canonical_key, lookup
-from rlx.loggers.creation import results_root
-from rlx.utils.errors import ConfigError, install_hint
-from rlx.utils.metrics import (
-    ENV_RUNNER_RESULTS,
-    EPISODE_RETURN_MEAN,
-    EVALUATION_RESULTS,
-    MODULE_EPISODE_RETURNS_MEAN,
-    NUM_ENV_STEPS_SAMPLED_LIFETIME,
-)
+from rlx.cli.stop import canonical_key, lookup
+from rlx.examples.script_runs import (TRAINING_ITERATION, WANDB_ENV_VAR, run_with_tune, run_without_tune,
+                                      shutdown_ray)
+from rlx.examples.success_metric import RETURN_KEY, reaches, success_metric_for
+from rlx.utils.errors import ConfigError
+from rlx.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
 
-__all__ = ["add_rllib_example_script_args", "run_rllib_example_script_experiment", "should_stop"]
+__all__ = ["TRAINING_ITERATION", "WANDB_ENV_VAR", "add_rllib_example_script_args", "apply_args_to_config",
+           "run_rllib_example_script_experiment", "should_stop"]
 
 logger = logging.getLogger(__name__)
-
-TRAINING_ITERATION = "training_iteration"
-#: The environment variable WandB (and RLlib) read the API key from.
-WANDB_ENV_VAR = "WANDB_API_KEY"
-_RETURN = f"{ENV_RUNNER_RESULTS}/{EPISODE_RETURN_MEAN}"
-_EVAL_RETURN = f"{EVALUATION_RESULTS}/{ENV_RUNNER_RESULTS}/{EPISODE_RETURN_MEAN}"
 
 
 def add_rllib_example_script_args(
@@ -164,10 +148,10 @@ def should_stop(stop: dict[str, Any], results: dict[str, Any], keep_ray_up: bool
         value = _lookup(results, key)
         if value is None:
             value = lookup(results, canonical_key(key))
-        if _reaches(value, threshold):
+        if reaches(value, threshold):
             print(f"Stop criterion ({key}={threshold}) fulfilled!")
             if not keep_ray_up:
-                _shutdown_ray()
+                shutdown_ray()
             return True
     return False
 
@@ -234,21 +218,21 @@ def run_rllib_example_script_experiment(
 
     if stop is None:
         stop = {
-            _RETURN: args.stop_reward,
+            RETURN_KEY: args.stop_reward,
             f"{ENV_RUNNER_RESULTS}/{NUM_ENV_STEPS_SAMPLED_LIFETIME}": args.stop_timesteps,
             TRAINING_ITERATION: args.stop_iters,
         }
     if args.as_test:
-        success_metric = _success_metric(success_metric, stop, args)
+        success_metric = success_metric_for(success_metric, stop, args)
 
     config = base_config
     if not keep_config:
         apply_args_to_config(config, args)
 
     if args.no_tune:
-        return _run_without_tune(config, args, stop, success_metric, keep_ray_up)
-    return _run_with_tune(config, args, stop, success_metric, trainable, tune_callbacks, keep_ray_up, scheduler,
-                          progress_reporter)
+        return run_without_tune(config, args, stop, success_metric, keep_ray_up)
+    return run_with_tune(config, args, stop, success_metric, trainable, tune_callbacks, keep_ray_up, scheduler,
+                         progress_reporter)
 
 
 def apply_args_to_config(config: Any, args: argparse.Namespace) -> Any:
@@ -329,123 +313,6 @@ def _dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
-# ---------------------------------------------------------------------- running
-
-
-def _run_without_tune(config: Any, args: argparse.Namespace, stop: dict[str, Any],
-                      success_metric: dict[str, float] | None, keep_ray_up: bool) -> dict[str, Any]:
-    if args.wandb_key is not None:
-        raise ConfigError("--wandb-key: rlx logs to WandB through Ray Tune's WandbLoggerCallback, which --no-tune "
-                          "does not use. Drop --no-tune, or drop --wandb-key.")
-    if not isinstance(stop, dict):
-        raise ConfigError(f"With --no-tune, stop must be a dict {{result key: minimum}}, got {stop!r}; Tune's "
-                          "Stoppers only work in Tune runs (drop --no-tune).")
-    criteria = StopCriteria(stop)
-    criteria.check_before_training(config)
-    start = time.time()
-    results: dict[str, Any] = {}
-    best = math.nan
-    algo = config.build()
-    try:
-        iterations = int(stop.get(TRAINING_ITERATION, args.stop_iters))
-        for i in range(iterations):
-            results = algo.train()
-            _print_iteration(i, results)
-            if success_metric:
-                key = next(iter(success_metric))
-                value = criteria.value(results, key)
-                if _is_number(value):
-                    best = float(value) if math.isnan(best) else max(best, float(value))
-            if args.checkpoint_freq and (i + 1) % args.checkpoint_freq == 0:
-                print(f"Checkpoint saved in {_checkpoint_path(algo.save())}")
-            reached = criteria.met(results)
-            for note in criteria.notes:
-                logger.warning(note)
-            criteria.notes.clear()
-            if reached:
-                key = next(k for k, bound in criteria.criteria.items() if _reaches(criteria.value(results, k), bound))
-                print(f"Stop criterion ({key}={stop[key]}) fulfilled!")
-                break
-        if args.checkpoint_at_end:
-            print(f"Checkpoint saved in {_checkpoint_path(algo.save())}")
-    finally:
-        algo.stop()
-        if not keep_ray_up:
-            _shutdown_ray()
-
-    if args.as_test and success_metric:
-        _report_success(success_metric, best, args, time.time() - start, results, "TERMINATED")
-    return results
-
-
-def _run_with_tune(config: Any, args: argparse.Namespace, stop: dict[str, Any],
-                   success_metric: dict[str, float] | None, trainable: Any, tune_callbacks: list | None,
-                   keep_ray_up: bool, scheduler: Any, progress_reporter: Any) -> Any:
-    try:
-        import ray
-        from ray import tune
-    except ImportError as err:
-        raise ImportError("run_rllib_example_script_experiment runs the experiment through Ray Tune, which is not "
-                          f"installed: {install_hint('tune')} Or pass --no-tune to train in a plain loop.") from err
-    import rlx.tune  # noqa: F401 - registers rlx's algorithms, envs and configs with Tune (before ray.init)
-
-    if not ray.is_initialized():
-        ray.init(num_cpus=args.num_cpus or None, ignore_reinit_error=True)
-
-    callbacks = list(tune_callbacks or [])
-    wandb_callback = _wandb_callback(args, config)
-    if wandb_callback is not None:
-        callbacks.append(wandb_callback)
-
-    if progress_reporter is None:
-        columns = {
-            TRAINING_ITERATION: "iter",
-            "time_total_s": "total time (s)",
-            NUM_ENV_STEPS_SAMPLED_LIFETIME: "ts",
-            _RETURN: "episode return mean" if args.num_agents == 0 else "combined return",
-        }
-        if args.num_agents > 0:
-            for pid in config.policies or {}:
-                columns[f"{ENV_RUNNER_RESULTS}/{MODULE_EPISODE_RETURNS_MEAN}/{pid}"] = f"return {pid}"
-        progress_reporter = tune.CLIReporter(metric_columns=columns, max_report_frequency=args.tune_max_report_freq)
-    # Tune's newer console output ignores a custom CLIReporter (as in RLlib).
-    os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
-
-    storage = results_root().resolve()
-    start = time.time()
-    try:
-        results = tune.Tuner(
-            trainable or config.algo_class,
-            param_space=config,
-            run_config=tune.RunConfig(
-                storage_path=str(storage),
-                failure_config=tune.FailureConfig(max_failures=0, fail_fast="raise"),
-                # rlx's names for RLlib's older keys (episode_reward_mean, timesteps_total, ...).
-                stop={canonical_key(k): v for k, v in stop.items()} if isinstance(stop, dict) else stop,
-                verbose=args.verbose,
-                callbacks=callbacks,
-                checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=args.checkpoint_freq,
-                                                        checkpoint_at_end=args.checkpoint_at_end),
-                progress_reporter=progress_reporter,
-            ),
-            tune_config=tune.TuneConfig(num_samples=args.num_samples,
-                                        max_concurrent_trials=args.max_concurrent_trials, scheduler=scheduler),
-        ).fit()
-    finally:
-        if not keep_ray_up:
-            ray.shutdown()
-    taken = time.time() - start
-
-    if args.as_test and success_metric:
-        key = next(iter(success_metric))
-        best = _best_in_result_grid(results, key)
-        first = results[0] if len(results) else None
-        stats = dict(first.metrics or {}) if first is not None else {}
-        status = "ERROR" if first is None or first.error is not None else "TERMINATED"
-        _report_success(success_metric, best, args, taken, stats, status)
-    return results
-
-
 # ---------------------------------------------------------------------- helpers
 
 
@@ -466,110 +333,6 @@ def _apply(flag: str, value: Any, method: Callable[..., Any], *posargs: Any, **k
         raise ConfigError(f"{flag}={value}: {err}") from err
 
 
-def _success_metric(success_metric: dict[str, float] | None, stop: dict[str, Any],
-                    args: argparse.Namespace) -> dict[str, float]:
-    if success_metric is None:
-        for key in (_EVAL_RETURN, _RETURN):
-            if isinstance(stop, dict) and key in stop:
-                return {key: stop[key]}
-        return {_RETURN: args.stop_reward}
-    if not isinstance(success_metric, dict) or len(success_metric) != 1:
-        raise ConfigError(f"success_metric must be a dict of one result key and its minimum, e.g. "
-                          f"{{'{_RETURN}': 150.0}}; got {success_metric!r}.")
-    return success_metric
-
-
-def _report_success(success_metric: dict[str, float], best: float, args: argparse.Namespace, taken: float,
-                    stats: dict[str, Any], status: str) -> None:
-    key, target = next(iter(success_metric.items()))
-    passed = _is_number(best) and best >= target
-    if passed:
-        print(f"`{key}` of {target} reached! ok")
-    if args.as_release_test:
-        stats = {k: v for k, v in stats.items() if k != "config"}
-        _write_release_summary({
-            "time_taken": float(taken),
-            "trial_states": [status],
-            "last_update": float(time.time()),
-            "stats": stats,
-            "passed": [passed],
-            "not_passed": [not passed],
-            "failures": {} if passed else {status: 1},
-            "success_metric": key,
-            "best_value": float(best),
-            "target_value": float(target),
-        })
-    if not passed:
-        message = f"`{key}` of {target} not reached! Best value reached is {best}"
-        if args.as_release_test:
-            print(message)
-        else:
-            raise ValueError(message)
-
-
-def _write_release_summary(summary: dict[str, Any]) -> None:
-    """Write the --as-release-test summary atomically to $TEST_OUTPUT_JSON (as RLlib's
-    release tests: /tmp/release_test_output.json when unset)."""
-    path = os.environ.get("TEST_OUTPUT_JSON", "/tmp/release_test_output.json")
-    tmp = f"{path}.tmp.{uuid.uuid4()}"
-    with open(tmp, "w") as f:
-        json.dump(summary, f, default=_json_default)
-    os.replace(tmp, path)
-    logger.info("Wrote the release test summary to %s", path)
-
-
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    if hasattr(value, "item"):
-        return value.item()
-    return repr(value)
-
-
-def _best_in_result_grid(results: Any, key: str) -> float:
-    frame = results.get_dataframe()
-    if key not in frame.columns:
-        raise ValueError(f"`{key}` is not a result key of any trial, so the success metric cannot be checked. "
-                         f"Result keys: {', '.join(sorted(map(str, frame.columns)))}.")
-    values = [float(v) for v in frame[key] if _is_number(v)]
-    return max(values) if values else math.nan
-
-
-def _wandb_callback(args: argparse.Namespace, config: Any) -> Any:
-    key = args.wandb_key or os.environ.get(WANDB_ENV_VAR)
-    if not key:
-        return None
-    try:
-        import wandb  # noqa: F401
-    except ImportError:
-        if args.wandb_key is None:  # only the environment variable: nothing was asked on the command line
-            logger.warning("%s is set, but the wandb package is not installed: not logging to WandB.",
-                           WANDB_ENV_VAR)
-            return None
-        raise ConfigError("--wandb-key: logging to WandB needs the wandb package (pip install wandb).") from None
-    from ray.air.integrations.wandb import WandbLoggerCallback
-
-    project = args.wandb_project or (args.algo.lower() + "-" + re.sub("\\W+", "-", str(config.env).lower()))
-    return WandbLoggerCallback(api_key=key, project=project, upload_checkpoints=True,
-                               **({"name": args.wandb_run_name} if args.wandb_run_name else {}))
-
-
-def _print_iteration(i: int, results: dict[str, Any]) -> None:
-    line = f"iter={i}"
-    runners = results.get(ENV_RUNNER_RESULTS)
-    if isinstance(runners, dict):
-        line += f" R={runners.get(EPISODE_RETURN_MEAN, math.nan)}"
-    evaluation = results.get(EVALUATION_RESULTS)
-    if isinstance(evaluation, dict) and isinstance(evaluation.get(ENV_RUNNER_RESULTS), dict):
-        line += f" R(eval)={evaluation[ENV_RUNNER_RESULTS].get(EPISODE_RETURN_MEAN, math.nan)}"
-    print(line)
-
-
-def _checkpoint_path(saved: Any) -> str:
-    checkpoint = getattr(saved, "checkpoint", saved)
-    return str(getattr(checkpoint, "path", checkpoint))
-
-
 def _lookup(results: dict[str, Any], key: str) -> Any:
     node: Any = results
     for part in key.split("/"):
@@ -580,21 +343,3 @@ def _lookup(results: dict[str, Any], key: str) -> Any:
     return node
 
 
-def _is_number(value: Any) -> bool:
-    try:
-        return not isinstance(value, (bool, str)) and not math.isnan(float(value))
-    except (TypeError, ValueError):
-        return False
-
-
-def _reaches(value: Any, threshold: Any) -> bool:
-    try:
-        return _is_number(value) and float(value) >= threshold
-    except TypeError:
-        return False
-
-
-def _shutdown_ray() -> None:
-    ray = sys.modules.get("ray")
-    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
-        ray.shutdown()

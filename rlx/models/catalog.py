@@ -10,6 +10,9 @@ RLlib's `ray.rllib.models.ModelCatalog`, for the old API's custom models:
 the actor-critic one (PPO) then run the model inside
 `rlx.models.modelv2_rl_module.ModelV2RLModule`.
 
+This class is the old API's facade: building models (`get_model_v2`, `get_custom_model_class`)
+is done by `rlx.core.models.v2.model_builder`, which the algorithm base runs.
+
 Registrations live in the name registry (`rlx.utils.registry`'s `CUSTOM_MODELS` and
 `CUSTOM_ACTION_DISTS`); when Ray Tune is imported they also go into Tune's registry (as
 RLlib's do), so trials running in Ray workers find them too.
@@ -20,16 +23,12 @@ from typing import Any
 
 import gymnasium as gym
 
-from rlx.core.cnn import is_image_space
 from rlx.core.distributions import (BoundDistribution, check_action_dist_class, custom_action_dist_class,
                                     dist_class_for_space)
-from rlx.core.model_defaults import MODEL_DEFAULTS
+from rlx.core.models.v2.model_builder import build_model_v2, custom_model_class
 from rlx.core.preprocessors import get_preprocessor
-from rlx.models.torch.fcnet import FullyConnectedNetwork
-from rlx.models.torch.recurrent_net import LSTMWrapper
-from rlx.models.torch.visionnet import VisionNetwork
 from rlx.utils import registry
-from rlx.utils.errors import ConfigError, NotSupportedYetError, did_you_mean
+from rlx.utils.errors import ConfigError
 from rlx.utils.import_hooks import install as _install_tune_hook
 
 __all__ = ["ModelCatalog"]
@@ -87,27 +86,7 @@ class ModelCatalog:
     @staticmethod
     def get_custom_model_class(custom_model: Any) -> type:
         """The class a `custom_model` setting names (a class, a registered name, an import path)."""
-        if isinstance(custom_model, type):
-            return custom_model
-        if not isinstance(custom_model, str) or not custom_model:
-            raise ConfigError(f"model['custom_model'] must be a registered name or a model class, got {custom_model!r}.")
-        cls = registry.find_custom_class("custom_models", custom_model)
-        if cls is None and ("." in custom_model or ":" in custom_model):
-            try:
-                cls = registry.import_object(custom_model)
-            except Exception as err:  # noqa: BLE001 - reported below with the name
-                raise ConfigError(f"model['custom_model']={custom_model!r} could not be imported: {err}") from err
-        if cls is None:
-            known = ModelCatalog.registered_custom_models()
-            raise ConfigError(
-                f"Unknown custom model '{custom_model}'.{did_you_mean(custom_model, known)} Register it first with "
-                "ModelCatalog.register_custom_model(name, ModelClass)"
-                + (f" (registered: {', '.join(known)})." if known else ".")
-                + " Names registered in the driver reach the processes and Ray actors rlx starts (registered before "
-                "the Algorithm is built) and Ray Tune trials; a class that cannot be pickled does not: give an "
-                "import path 'package.module:ModelClass' then."
-            )
-        return cls
+        return custom_model_class(custom_model)
 
     # ------------------------------------------------------------------ building
 
@@ -118,47 +97,10 @@ class ModelCatalog:
         """Build the model of `model_config`: its `custom_model` (called as
         `cls(obs_space, action_space, num_outputs, model_config, name, **kwargs)` with
         `custom_model_config` merged into `model_kwargs`), else `default_model`, else the
-        FullyConnectedNetwork. `model_interface` adds a mix-in class to the model's class."""
-        if framework not in ("torch", None):
-            raise ConfigError(f"framework={framework!r}: rlx is PyTorch-only; use framework='torch'.")
-        config = {**MODEL_DEFAULTS, **(model_config or {})}
-        custom = config.get("custom_model")
-        if custom:
-            cls = ModelCatalog.get_custom_model_class(custom)
-            kwargs = {**model_kwargs, **(config.get("custom_model_config") or {})}
-        else:
-            if default_model is not None:
-                cls = default_model
-            elif is_image_space(obs_space, config):
-                cls = VisionNetwork
-            else:
-                cls = FullyConnectedNetwork
-            kwargs = dict(model_kwargs)
-        if config.get("use_attention"):
-            raise NotSupportedYetError("use_attention with ModelV2 models", "attention around old-API ModelV2s",
-                                       fix="Leave custom_model unset to get the default attention module, or use "
-                                           "use_lstm=True.")
-        if model_interface is not None and not issubclass(cls, model_interface):
-            cls = type(f"{cls.__name__}_as_{model_interface.__name__}", (cls, model_interface), {})
-        if config.get("use_lstm"):
-            # The wrapped model outputs its features (num_outputs=None); the LSTM's branches the outputs.
-            wrapped = ModelCatalog._construct(cls, obs_space, action_space, None, config, name, kwargs)
-            return LSTMWrapper(wrapped, obs_space, action_space, num_outputs, config, f"{name}_lstm")
-        return ModelCatalog._construct(cls, obs_space, action_space, num_outputs, config, name, kwargs)
-
-    @staticmethod
-    def _construct(cls: type, obs_space: gym.Space, action_space: gym.Space, num_outputs: int | None,
-                   config: dict, name: str, kwargs: dict[str, Any]) -> Any:
-        try:
-            model = cls(obs_space, action_space, num_outputs, config, name, **kwargs)
-        except TypeError as err:
-            if kwargs and ("unexpected keyword" in str(err) or "positional argument" in str(err)):
-                raise ConfigError(
-                    f"{cls.__name__}(obs_space, action_space, num_outputs, model_config, name, **{sorted(kwargs)}) "
-                    f"failed: {err}. Keys of model['custom_model_config'] are passed to the model's constructor."
-                ) from err
-            raise
-        return model
+        FullyConnectedNetwork (VisionNetwork for images). `model_interface` adds a mix-in class
+        to the model's class. See `rlx.core.models.v2.model_builder.build_model_v2`."""
+        return build_model_v2(obs_space, action_space, num_outputs, model_config, framework=framework, name=name,
+                              model_interface=model_interface, default_model=default_model, **model_kwargs)
 
     @staticmethod
     def get_action_dist(action_space: gym.Space, config: dict | None = None, dist_type: Any = None,
@@ -168,8 +110,8 @@ class ModelCatalog:
             raise ConfigError(f"framework={framework!r}: rlx is PyTorch-only; use framework='torch'.")
         config = config or {}
         if dist_type is not None:
-            cls = ModelCatalog.get_custom_action_dist_class(dist_type)
-            return cls, int(cls.required_input_dim(action_space, config))
+            custom: Any = ModelCatalog.get_custom_action_dist_class(dist_type)
+            return custom, int(custom.required_input_dim(action_space, config))
         cls, dist_kwargs = dist_class_for_space(action_space, config)
         return BoundDistribution(cls, **dist_kwargs), int(cls.required_input_dim(action_space, config))
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from rlx.core.columns import Columns
 from rlx.offline.compression import CompressedColumnError, pack, unpack_if_needed
-from rlx.core.sample_batch import MultiAgentBatch, SampleBatch
+from rlx.core.sample_batch import MultiAgentBatch, SampleBatch, batch_kind
 
 
 class BatchFormatError(ValueError):
@@ -27,7 +27,7 @@ def to_json(batch: Any, compress_columns: Iterable[str] = ()) -> str:
     columns are written with the 9 significant digits float32 needs to read back exactly (not
     the 17 digits of the float64 they would become)."""
     compress = frozenset(compress_columns)
-    if isinstance(batch, MultiAgentBatch):
+    if batch_kind(batch) is MultiAgentBatch:  # the record's "type"
         inner = ", ".join(f"{json.dumps(str(pid))}: {_columns_text(b, compress)}"
                           for pid, b in batch.policy_batches.items())
         return f'{{"type": "MultiAgentBatch", "count": {int(batch.env_steps())}, "policy_batches": {{{inner}}}}}'

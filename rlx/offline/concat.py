@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlx.core.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
+from rlx.core.sample_batch import MultiAgentBatch, SampleBatch, as_multi_agent, batch_kind, concat_samples
 
 
 def concat_flat(batches: list[Any]) -> Any:
@@ -11,14 +11,14 @@ def concat_flat(batches: list[Any]) -> Any:
     MultiAgentBatches; a single-agent SampleBatch among them counts as policy 'default_policy')."""
     if len(batches) == 1:
         return batches[0]
-    if not any(isinstance(b, MultiAgentBatch) for b in batches):
+    if all(batch_kind(b) is SampleBatch for b in batches):
         return _concat_columns(batches)
     per_policy: dict[str, list[Any]] = {}
-    for batch in batches:
-        parts = batch.policy_batches if isinstance(batch, MultiAgentBatch) else {"default_policy": batch}
-        for pid, part in parts.items():
+    per_module = [as_multi_agent(b) for b in batches]
+    for batch in per_module:
+        for pid, part in batch.policy_batches.items():
             per_policy.setdefault(pid, []).append(part)
-    count = sum(b.env_steps() if isinstance(b, MultiAgentBatch) else len(b) for b in batches)
+    count = sum(b.env_steps() for b in per_module)
     return MultiAgentBatch({pid: _concat_columns(parts) for pid, parts in per_policy.items()}, count)
 
 
@@ -29,9 +29,6 @@ def _concat_columns(batches: list[Any]) -> SampleBatch:
 
 
 def num_rows(batch: Any, count_steps_by: str = "env_steps") -> int:
-    """Env steps of a flat batch (agent steps of a MultiAgentBatch with count_steps_by='agent_steps')."""
-    if isinstance(batch, MultiAgentBatch):
-        if count_steps_by == "agent_steps":
-            return sum(len(b[next(iter(b))]) if len(b) else 0 for b in batch.policy_batches.values())
-        return batch.env_steps()
-    return len(batch)
+    """Env steps of a flat batch (its agent steps with count_steps_by='agent_steps')."""
+    batch = as_multi_agent(batch)
+    return batch.agent_steps() if count_steps_by == "agent_steps" else batch.env_steps()

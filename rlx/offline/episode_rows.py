@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from rlx.core.columns import Columns
-from rlx.core.sample_batch import MultiAgentBatch, SampleBatch
+from rlx.core.sample_batch import MultiAgentBatch, SampleBatch, batch_kind
 
 EPS_ID = "eps_id"
 T = "t"
@@ -69,11 +69,11 @@ def to_sample_batch(batch: Any, tracker: EpisodeTracker, key: str = "") -> Any:
     """
     unroll_id = tracker.unroll_id
     tracker.unroll_id += 1
-    if isinstance(batch, MultiAgentBatch):
-        policy_batches = {pid: _flatten(dict(b), tracker, f"{key}policy:{pid}", unroll_id, per_column_agents=True)
-                          for pid, b in batch.policy_batches.items()}
-        return MultiAgentBatch(policy_batches, batch.env_steps(), batch.agent_steps())
-    return _flatten(dict(batch), tracker, f"{key}default_policy", unroll_id, per_column_agents=False)
+    if batch_kind(batch) is SampleBatch:  # a single-agent runner's [T, B] columns: one agent per column
+        return _flatten(dict(batch), tracker, f"{key}default_policy", unroll_id, per_column_agents=False)
+    policy_batches = {pid: _flatten(dict(b), tracker, f"{key}policy:{pid}", unroll_id, per_column_agents=True)
+                      for pid, b in batch.policy_batches.items()}
+    return MultiAgentBatch(policy_batches, batch.env_steps(), batch.agent_steps())
 
 
 def _flatten(batch: dict[str, np.ndarray], tracker: EpisodeTracker, key: str, unroll_id: int,

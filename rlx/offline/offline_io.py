@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
-from rlx.core.sample_batch import MultiAgentBatch
+from rlx.core.sample_batch import SampleBatch, as_multi_agent, batch_kind
 from rlx.offline.behaviour import fill_behaviour_columns
 from rlx.offline.concat import concat_flat, num_rows
 from rlx.offline.episode_rows import EpisodeTracker, to_sample_batch
@@ -115,9 +115,9 @@ class OfflineIO:
     def _fill_behaviour_columns(self, batch: Any) -> None:
         """Compute action_logp / action_dist_inputs the records lack with the current policy."""
         module = self._group.local_env_runner.module
-        parts = batch.policy_batches.items() if isinstance(batch, MultiAgentBatch) else [(None, batch)]
-        for pid, columns in parts:
-            added = fill_behaviour_columns(columns, module if pid is None else module[pid])
+        one_module = batch_kind(batch) is SampleBatch  # a single-agent run's: its runner's one module
+        for pid, columns in as_multi_agent(batch).policy_batches.items():
+            added = fill_behaviour_columns(columns, module if one_module else module[pid])
             if added and not self._warned_behaviour:
                 self._warned_behaviour = True
                 logger.warning("The offline input has no %s column(s): they are computed with the current policy "
@@ -178,9 +178,7 @@ class OfflineIO:
 
 
 def _has_rows(batch: Any) -> bool:
-    if isinstance(batch, MultiAgentBatch):
-        return any(len(b) for b in batch.policy_batches.values())
-    return len(batch) > 0
+    return any(len(b) for b in as_multi_agent(batch).policy_batches.values())
 
 
 def attach_offline_io(algorithm: Any) -> OfflineIO | None:

@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from rlx.core.sample_batch import MultiAgentBatch, SampleBatch
+from rlx.core.sample_batch import MultiAgentBatch, SampleBatch, batch_kind
 from rlx.offline.concat import concat_flat, num_rows
 from rlx.offline.files import resolve_input_files
 from rlx.offline.input_reader import InputReader
@@ -131,7 +131,7 @@ def _close_parquet(handles: list) -> None:
 def batch_to_table(batch: Any) -> Any:
     """The pyarrow Table of a flat SampleBatch or MultiAgentBatch."""
     pa, _ = import_pyarrow()
-    if isinstance(batch, MultiAgentBatch):
+    if batch_kind(batch) is MultiAgentBatch:  # rows carry their policy id and the batch's env steps
         parts = []
         for pid, columns in batch.policy_batches.items():
             n = num_rows(SampleBatch(columns))

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx.core.sample_batch import MultiAgentBatch, SampleBatch
+from rlx.core.sample_batch import MultiAgentBatch, SampleBatch, batch_kind
 from rlx.offline.output_writer import OutputWriter
 from rlx.utils.errors import NotSupportedYetError
 
@@ -80,7 +80,7 @@ def episode_records(batch: Any) -> list[SampleBatch]:
     Raises NotSupportedYetError for a MultiAgentBatch, and ValueError for a batch that says
     neither where episodes change nor where they end (no eps_id and no terminateds column).
     """
-    if isinstance(batch, MultiAgentBatch):
+    if batch_kind(batch) is MultiAgentBatch:
         raise multi_agent_refusal("output_write_episodes=True")
     if not any(key in batch for key in _EPISODE_KEYS + _DONE_KEYS):
         raise ValueError("output_write_episodes=True splits batches into episodes by their 'eps_id' and "
@@ -98,7 +98,7 @@ def records_of(batch: Any, episodes: bool) -> list[Any]:
     """The records a sampled batch makes: its episode chunks (`episodes`), or the batch itself."""
     if episodes:
         return episode_records(batch)
-    if isinstance(batch, MultiAgentBatch) or len(batch):
+    if batch_kind(batch) is MultiAgentBatch or len(batch):
         return [batch]
     return []
 
@@ -126,7 +126,7 @@ class RecordBuffer:
     def add(self, records: list[Any]) -> list[list[Any]]:
         """Buffer `records`; returns the files (lists of records) that are now full, in order."""
         for record in records:
-            if isinstance(record, MultiAgentBatch):
+            if batch_kind(record) is MultiAgentBatch:
                 raise multi_agent_refusal("output_max_rows_per_file")
             self._pending.append(record)
             self.rows += record_rows(record, self.episodes)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from rlx.core.columns import Columns
-from rlx.core.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from rlx.core.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch, batch_kind
 from rlx.utils.errors import RLXError
 
 #: Columns every offline record needs to train on.
@@ -45,7 +45,7 @@ def spaces_of(worker: Any) -> dict[str, PolicySpaces]:
 
 def policy_batches(batch: Any, spaces: dict[str, PolicySpaces], where: str) -> dict[str, SampleBatch]:
     """{policy id: SampleBatch} of a record, its policies matched against the Algorithm's."""
-    if isinstance(batch, MultiAgentBatch):
+    if batch_kind(batch) is MultiAgentBatch:
         out = {str(pid): b for pid, b in batch.policy_batches.items()}
         unknown = [pid for pid in out if pid not in spaces]
         if unknown:

@@ -17,7 +17,7 @@ import numpy as np
 from rlx.core.columns import Columns
 from rlx.offline.episode_rows import ACTION_PROB, AGENT_INDEX, EPS_ID
 from rlx.offline.spaces import PolicySpaces, policy_batches
-from rlx.core.sample_batch import MultiAgentBatch
+from rlx.core.sample_batch import MultiAgentBatch, as_multi_agent
 
 #: Columns of rlx's sampled batches that offline records carry over (when present).
 TRAIN_COLUMNS = (Columns.OBS, Columns.NEXT_OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS,
@@ -41,7 +41,7 @@ def to_training_batch(batch: Any, spaces: dict[str, PolicySpaces], where: str, *
            for pid, columns in per_policy.items()}
     if multi_agent:
         agent_steps = sum(_rows(b) for b in out.values())
-        env_steps = batch.env_steps() if isinstance(batch, MultiAgentBatch) else agent_steps
+        env_steps = as_multi_agent(batch).env_steps()  # (a single-agent record: its rows)
         return MultiAgentBatch(out, env_steps, agent_steps)
     return next(iter(out.values()))
 

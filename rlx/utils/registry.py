@@ -321,7 +321,7 @@ def _from_tune(category: str, name: str) -> Any:
 # ---------------------------------------------------------------- Algorithms of this process
 
 #: Every Algorithm built in this process (weakly: a dropped one is forgotten). The old API's
-#: `Policy.learn_on_batch` finds the one whose Learner trains its module (rlx.policy.policy_learning).
+#: `Policy.learn_on_batch` finds the one whose Learner trains its module (rlx.env.policy_learning).
 LIVE_ALGORITHMS: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 

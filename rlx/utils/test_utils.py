@@ -203,7 +203,7 @@ def check_train_results_new_api_stack(train_results: dict[str, Any]) -> dict[str
         assert key in train_results, f"'{key}' not found in `train_results` ({train_results})!"
     _check_config(train_results)
     learner_results = train_results[LEARNER_RESULTS]
-    if not _is_multi_agent(train_results, learner_results):
+    if not _reports_several_modules(train_results, learner_results):
         assert len(learner_results) == 0 or _DEFAULT_POLICY in learner_results, (
             f"'{_DEFAULT_POLICY}' not found in train_results['{LEARNER_RESULTS}']!"
         )
@@ -238,7 +238,7 @@ def check_train_results(train_results: dict[str, Any]) -> dict[str, Any]:
         f"'num_(env_)?steps_trained' not in train_results['info'] ({info})!"
     )
     learner_info = info["learner"]
-    if not _is_multi_agent(train_results, learner_info):
+    if not _reports_several_modules(train_results, learner_info):
         assert len(learner_info) == 0 or _DEFAULT_POLICY in learner_info, (
             f"'{_DEFAULT_POLICY}' not found in train_results['info']['learner'] ({learner_info})!"
         )
@@ -258,7 +258,7 @@ def _check_config(train_results: dict[str, Any]) -> None:
         assert isinstance(config, dict), "`config` in results not a python dict!"
 
 
-def _is_multi_agent(train_results: dict[str, Any], per_module: dict[str, Any]) -> bool:
+def _reports_several_modules(train_results: dict[str, Any], per_module: dict[str, Any]) -> bool:
     config = train_results.get("config")
     if isinstance(config, dict) and "policies" in config:
         return config["policies"] is not None and set(config["policies"]) != {_DEFAULT_POLICY}

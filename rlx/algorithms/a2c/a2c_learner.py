@@ -9,7 +9,9 @@ import torch
 from rlx.algorithms.pg.pg_learner import PGLearner
 from rlx.algorithms.ppo.ppo_learner import compute_advantages
 from rlx.core.columns import Columns
+from rlx.core.config_view import ResolvedConfig
 from rlx.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
+from rlx.core.rl_module.apis import value_function
 from rlx.utils.schedules import PiecewiseSchedule
 
 
@@ -26,7 +28,7 @@ class A2CLearner(PGLearner):
     them, so the learning rate does not scale with the batch size.
     """
 
-    def __init__(self, config: Any, module: Any):
+    def __init__(self, config: ResolvedConfig, module: Any):
         super().__init__(config, module)
         self.entropy_schedule = PiecewiseSchedule(config.entropy_coeff)
         self._curr_entropy_coeff = 0.0
@@ -49,7 +51,7 @@ class A2CLearner(PGLearner):
         metrics["curr_entropy_coeff"] = self._curr_entropy_coeff
         return metrics
 
-    def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
+    def compute_loss_for_module(self, *, module_id: str, config: ResolvedConfig, batch: dict[str, Any],
                                 fwd_out: dict[str, Any]) -> torch.Tensor:
         """A2C's loss on a flat batch (see the class docstring)."""
         dist = self.dist_cls.from_logits(fwd_out[Columns.ACTION_DIST_INPUTS])
@@ -60,7 +62,7 @@ class A2CLearner(PGLearner):
         if config.use_critic:
             values = fwd_out.get(Columns.VF_PREDS)
             if values is None:
-                values = self.rl_module.compute_values(batch)
+                values = value_function(self.rl_module, "A2C's value loss")(batch)
             vf_loss = 0.5 * (values - batch[Columns.VALUE_TARGETS]).pow(2).mean()
             total = total + config.vf_loss_coeff * vf_loss
             stats[VF_LOSS_KEY] = vf_loss.detach()

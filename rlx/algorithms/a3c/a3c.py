@@ -74,12 +74,13 @@ class A3C(A2C):
                                        clear_on_reduce=True)
                 update = self.learn_on_batch(sample.batch, timestep=self._counters["num_env_steps_sampled_lifetime"])
                 # The latest metrics of each module (a multi-agent fragment may hold some policies only).
-                metrics = {**metrics, **update} if self.is_multi_agent else update
+                if update:
+                    metrics = {**metrics, **self.module_results(update)}
                 self.count_trained(sample.batch, steps)
                 applied += 1
         self.metrics.log_value(("async_sampling", "num_gradients_applied"), applied, reduce="sum",
                                clear_on_reduce=True)
-        return self.module_results(metrics) if metrics else {}
+        return metrics
 
     def _free_request_slots(self) -> int | None:
         """Sample requests the remote runners can take now (each may have

@@ -10,6 +10,7 @@ from rlx.algorithms.impala.impala_learner import IMPALALearner, flat
 from rlx.algorithms.ppo.ppo_learner import compute_advantages
 from rlx.algorithms.ppo.recurrent import recurrent_advantages
 from rlx.core.columns import Columns
+from rlx.core.config_view import ResolvedConfig
 from rlx.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY, make_target_network, \
     update_target_network
 from rlx.core.learner.sequences import SequenceLayout
@@ -38,7 +39,7 @@ class APPOLearner(IMPALALearner):
     same sequences as the module, from the same stored states (`forward_minibatch`).
     """
 
-    def __init__(self, config: Any, module: Any):
+    def __init__(self, config: ResolvedConfig, module: Any):
         super().__init__(config, module)
         self.kl_coeff = float(config.kl_coeff)
         module = self.rl_module
@@ -52,9 +53,10 @@ class APPOLearner(IMPALALearner):
 
     def target_network_pairs(self) -> list[tuple[Any, Any]]:
         """[(online, target), ...] (RLlib's order): the module's own pairs, or (module, frozen copy)."""
-        if self.target is None:
-            return list(self.rl_module.get_target_network_pairs())
-        return [(self.rl_module, self.target)]
+        module = self.rl_module
+        if isinstance(module, TargetNetworkAPI):  # (then self.target is None)
+            return list(module.get_target_network_pairs())
+        return [(module, self.target)]
 
     @torch.no_grad()
     def target_action_dist_inputs(self, batch: dict[str, Any], layout: SequenceLayout | None = None) -> torch.Tensor:
@@ -64,9 +66,11 @@ class APPOLearner(IMPALALearner):
             raise ValueError("APPO's target policy of a recurrent module runs over sequences: pass the minibatch's "
                              "SequenceLayout (forward_minibatch puts the result into fwd_out).")
         inputs = {Columns.OBS: flat(batch[Columns.OBS])} if layout is None else layout.inputs(batch[Columns.OBS])
-        if self.target is None:
-            out = self.rl_module.forward_target(inputs)[TARGET_NETWORK_ACTION_DIST_INPUTS]
+        module = self.rl_module
+        if isinstance(module, TargetNetworkAPI):  # (then self.target is None)
+            out = module.forward_target(inputs)[TARGET_NETWORK_ACTION_DIST_INPUTS]
         else:
+            assert self.target is not None  # __init__ copies the modules without TargetNetworkAPI
             out = self.target.forward_train(inputs)[Columns.ACTION_DIST_INPUTS]
         return out if layout is None else layout.to_time_major(out, batch[Columns.REWARDS].shape[0])
 
@@ -122,7 +126,7 @@ class APPOLearner(IMPALALearner):
 
     # ------------------------------------------------------------ loss
 
-    def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
+    def compute_loss_for_module(self, *, module_id: str, config: ResolvedConfig, batch: dict[str, Any],
                                 fwd_out: dict[str, Any]) -> torch.Tensor:
         """APPO's loss on one time-major minibatch (see the class docstring)."""
         T, B = batch[Columns.REWARDS].shape

@@ -1,12 +1,11 @@
 """ARS's Learner: the augmented-random-search step on the flat parameters."""
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from rlx.algorithms.es.es_learner import ESLearner
 from rlx.algorithms.es.perturbations import policy_parameters
+from rlx.core.config_view import ResolvedConfig
 from rlx.core.learner.learner import build_optimizer
 
 
@@ -33,7 +32,7 @@ class ARSLearner(ESLearner):
     """Augmented random search: the ES learner's flow with ARS's direction (`ars_gradient`) and a
     plain SGD step theta <- theta + sgd_stepsize * g (no L2 penalty)."""
 
-    def configure_optimizers_for_module(self, module_id: str, config: Any = None) -> None:
+    def configure_optimizers_for_module(self, module_id: str, config: ResolvedConfig | None = None) -> None:
         """Plain SGD over the policy's parameters with lr=sgd_stepsize."""
         config = self.config if config is None else config
         params = policy_parameters(self.rl_module)

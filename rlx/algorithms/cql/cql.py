@@ -13,6 +13,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.config_options import Option, boolean, integer, number
 from rlx.algorithms.cql.cql_learner import CQLLearner
 from rlx.algorithms.sac.sac import SAC, SACConfig
@@ -75,11 +76,11 @@ class CQL(SAC):
 
         return CQLLearner
 
-    def setup(self, config: Any) -> None:
+    def setup(self, config: AlgorithmConfig) -> None:
         """SAC's setup, for one policy with Box actions."""
         super().setup(config)
         error = None
-        if self.is_multi_agent:
+        if self.learners.sole_module_id is None:  # a multi-agent run's container of several Learners
             error = NotSupportedYetError("CQL with several policies", fix="Train one policy (no multi_agent()).")
         elif not isinstance(self.env_runner.action_space, gym.spaces.Box):
             error = NotSupportedYetError(f"CQL with the action space {self.env_runner.action_space}",

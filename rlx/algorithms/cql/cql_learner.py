@@ -53,7 +53,8 @@ class CQLLearner(SACLearner):
             self.add_optimizer("alpha_prime", [self.log_alpha_prime], self.config.critic_lr)
 
     def _sampled_q_values(self, flat_obs: torch.Tensor, pi_out: torch.Tensor,
-                          next_pi_out: torch.Tensor) -> tuple[torch.Tensor, ...]:
+                          next_pi_out: torch.Tensor
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """(q_rand, q_curr, q_next) [E, N, B] and (logp_curr, logp_next) [N, B] of the penalty's
         sampled actions; only the Q-values carry gradients (to the critics)."""
         module, n = self.module, int(self.config.num_actions)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.config_options import Option, boolean, choice, integer, number, schedule_or_number
 from rlx.algorithms.ddpg.ddpg_learner import DDPGLearner
 from rlx.algorithms.ddpg.ddpg_rl_module import DDPGRLModule
@@ -96,7 +97,7 @@ class DDPG(OffPolicyAlgorithm):
             return RecurrentDDPGLearner
         return DDPGLearner
 
-    def setup(self, config: Any) -> None:
+    def setup(self, config: AlgorithmConfig) -> None:
         """OffPolicyAlgorithm's setup; a recurrent module (model use_lstm) replays sequences instead."""
         if config.model.get("use_lstm") and hasattr(self, "apex_update_due"):
             raise NotSupportedYetError(f"model use_lstm with {type(self).__name__}",

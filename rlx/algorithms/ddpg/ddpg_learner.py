@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from rlx.core.columns import Columns
+from rlx.core.config_view import ResolvedConfig
 from rlx.core.learner import Learner, make_target_network
 
 
@@ -28,7 +29,7 @@ class DDPGLearner(Learner):
         self.add_optimizer("actor", self.actor_params, cfg.actor_lr)
         self.add_optimizer("critic", self.critic_params, cfg.critic_lr)
 
-    def __init__(self, config: Any, module: Any):
+    def __init__(self, config: ResolvedConfig, module: Any):
         super().__init__(config, module)
         self.target_pi = make_target_network(module.pi)
         self.target_qf = make_target_network(module.qf)

@@ -34,24 +34,27 @@ class DDPGRLModule(RLModule):
     def setup(self) -> None:
         cfg = self.model_config
         refuse_no_final_linear(cfg, "DDPG and TD3")
-        space = self.action_space
+        obs_space, space = self._spaces()
         if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1):
             raise ConfigError(
                 f"DDPG and TD3 need a 1-D Box (continuous) action space, got {space}. "
                 "For discrete actions use DQN or SAC."
             )
-        obs_dim = flat_obs_dim(self.observation_space)
-        self._flatten = len(self.observation_space.shape) != 1
+        obs_dim = flat_obs_dim(obs_space)
+        self._flatten = len(obs_space.shape or ()) != 1
         self.action_dim = int(np.prod(space.shape))
         self.twin_q = bool(cfg.get("twin_q", False))
         actor_hiddens, actor_act = cfg.get("actor_hiddens", [400, 300]), cfg.get("actor_hidden_activation", "relu")
-        if is_image_space(self.observation_space, cfg):
+        #: The actor and the critic ensemble (None in an inference-only module).
+        self.pi: nn.Module
+        self.qf: nn.Module | None
+        if is_image_space(obs_space, cfg):
             # Image observations: a CNN (conv_filters, post_fcnet_hiddens) in front of the actor and of
             # each critic, then the actor_hiddens / critic_hiddens MLPs.
             self._flatten = True
-            self.pi = image_policy(self.observation_space, cfg, actor_hiddens, actor_act, self.action_dim)
+            self.pi = image_policy(obs_space, cfg, actor_hiddens, actor_act, self.action_dim)
             self.qf = None if self.inference_only else ImageCriticEnsemble(
-                2 if self.twin_q else 1, self.observation_space, cfg, self.action_dim,
+                2 if self.twin_q else 1, obs_space, cfg, self.action_dim,
                 cfg.get("critic_hiddens", [400, 300]), 1, cfg.get("critic_hidden_activation", "relu"))
             return
         # A small output gain starts the actor near the middle of the action range, away from
@@ -74,6 +77,8 @@ class DDPGRLModule(RLModule):
     def q_values(self, obs: torch.Tensor, actions: torch.Tensor, qf: nn.Module | None = None) -> torch.Tensor:
         """Q(obs, actions) of every critic, shape [E, B]; `qf` swaps in e.g. the target critics."""
         net = self.qf if qf is None else qf
+        if net is None:
+            raise ValueError(f"{type(self).__name__} was built inference_only: it has no Q-functions.")
         return net(torch.cat([self.flat_obs(obs), actions], dim=-1)).squeeze(-1)
 
     def forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:

@@ -33,13 +33,13 @@ class RecurrentDDPGRLModule(LSTMReplayModule):
     def setup(self) -> None:
         cfg = self.model_config
         refuse_no_final_linear(cfg, "DDPG and TD3")
-        space = self.action_space
+        obs_space, space = self._spaces()
         if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1):
             raise ConfigError(f"DDPG and TD3 need a 1-D Box (continuous) action space, got {space}. "
                               "For discrete actions use DQN or SAC.")
         refuse_unsupported_recurrent_inputs(self, "DDPG/TD3")
         self.discrete = False
-        obs_dim = flat_obs_dim(self.observation_space)
+        obs_dim = flat_obs_dim(obs_space)
         self.action_dim = int(np.prod(space.shape))
         self.cell_size = int(cfg.get("lstm_cell_size", 256))
         self.twin_q = bool(cfg.get("twin_q", False))

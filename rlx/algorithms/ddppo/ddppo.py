@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.config_options import Option, boolean, choice
 from rlx.algorithms.ppo.ppo import PPO, PPOConfig
 from rlx.utils.errors import ConfigError, NotSupportedYetError
@@ -105,7 +106,7 @@ class _SampleOwnBatch:
     around the worker's module, samples one fragment per sub-env; returns (batch, (env steps,
     the runner's metrics))."""
 
-    def __init__(self, config: Any, num_workers: int, timestep: int):
+    def __init__(self, config: AlgorithmConfig, num_workers: int, timestep: int):
         self.config, self.num_workers, self.timestep = config, num_workers, timestep
 
     def __call__(self, learner: Any, rank: int) -> tuple[Any, tuple[int, Any]]:
@@ -129,7 +130,7 @@ class DDPPO(PPO):
 
     _config_class = DDPPOConfig
 
-    def setup(self, config: Any) -> None:
+    def setup(self, config: AlgorithmConfig) -> None:
         """The driver's runner and Learner (num_env_runners=0 for them), then the workers: a
         LearnerGroup of num_env_runners ranks."""
         self.num_workers = int(config.num_env_runners)

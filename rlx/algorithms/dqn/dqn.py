@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.config_options import Option, boolean, choice, integer, number, validate_schedule
 from rlx.algorithms.dqn.dqn_learner import DQNLearner
 from rlx.algorithms.dqn.dqn_rl_module import DQNRLModule
@@ -115,7 +116,7 @@ class DQN(OffPolicyAlgorithm):
             return RecurrentDQNLearner
         return DQNLearner
 
-    def setup(self, config: Any) -> None:
+    def setup(self, config: AlgorithmConfig) -> None:
         """OffPolicyAlgorithm's setup; a recurrent module (use_lstm) replays sequences instead."""
         setup_sequence_replay(self, config, "DQN", super().setup)
 

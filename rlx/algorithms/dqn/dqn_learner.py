@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from rlx.core.columns import Columns
+from rlx.core.config_view import ResolvedConfig
 from rlx.core.learner import Learner, make_target_network
 
 
@@ -44,7 +45,7 @@ def td_loss(td_error: torch.Tensor, kind: str) -> torch.Tensor:
 class DQNLearner(Learner):
     """Learner of DQN and its Rainbow extensions (double Q, n-step, distributional, noisy, dueling)."""
 
-    def __init__(self, config: Any, module: Any):
+    def __init__(self, config: ResolvedConfig, module: Any):
         super().__init__(config, module)
         self.target = make_target_network(module)
         self._lr_constant = self.lr_schedule.is_constant
@@ -90,7 +91,7 @@ class DQNLearner(Learner):
             abs_td = per_sample.detach()
         loss = (per_sample * weights).mean() if weights is not None else per_sample.mean()
         grad_norm = self.apply_loss(loss, terms={"qf_loss": loss})
-        self.maybe_update_targets(timestep, [(self.target, module)])
+        self.maybe_update_targets(timestep, [(self.target, self.rl_module)])
         return {
             "total_loss": loss.detach(),
             "qf_loss": loss.detach(),

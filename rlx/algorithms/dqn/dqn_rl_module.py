@@ -92,6 +92,9 @@ class DQNRLModule(RLModule):
     them as logits: argmax is the greedy action.
     """
 
+    #: Distributional DQN (num_atoms > 1): the atoms' values, a buffer registered in setup().
+    support: torch.Tensor
+
     def setup(self) -> None:
         if not isinstance(self.action_space, gym.spaces.Discrete):
             raise ConfigError(
@@ -100,6 +103,7 @@ class DQNRLModule(RLModule):
             )
         cfg = self.model_config
         refuse_no_final_linear(cfg, "DQN")
+        obs_space = self._spaces()[0]
         self.num_actions = int(self.action_space.n)
         self.num_atoms = int(cfg.get("num_atoms", 1))
         self.dueling = bool(cfg.get("dueling", True))
@@ -108,11 +112,11 @@ class DQNRLModule(RLModule):
         hiddens = list(cfg.get("hiddens", [64]))
         enc_hiddens = list(cfg.get("fcnet_hiddens", [64]))
         # With an action mask in the (Dict) observation, the Q-network reads only the other keys.
-        self.action_mask = find_action_mask(self.observation_space, self.action_space, cfg)
+        self.action_mask = find_action_mask(obs_space, self.action_space, cfg)
         if self.action_mask is not None and self.num_atoms > 1:
             raise NotSupportedYetError("action masking with distributional DQN (num_atoms > 1)",
                                        "masks apply to expected Q-values", fix="Set num_atoms=1.")
-        space = self.action_mask.input_space if self.action_mask is not None else self.observation_space
+        space = self.action_mask.input_space if self.action_mask is not None else obs_space
         self.encoder: nn.Module | None
         if is_image_space(space, cfg):
             # Image observations: a CNN (conv_filters, then post_fcnet_hiddens) replaces the MLP encoder.
@@ -121,7 +125,7 @@ class DQNRLModule(RLModule):
             feat_dim = self.encoder.out_dim
         else:
             in_dim = flat_obs_dim(space)
-            self._flatten = len(space.shape) != 1
+            self._flatten = len(space.shape or ()) != 1
             self.encoder = make_mlp(in_dim, enc_hiddens, cfg.get("fcnet_activation", "relu")) \
                 if enc_hiddens else None
             feat_dim = enc_hiddens[-1] if enc_hiddens else in_dim

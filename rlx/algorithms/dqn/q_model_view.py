@@ -35,7 +35,7 @@ class ModelPart(nn.Module):
     """One part of the Q-model (base network, Q-value head, state-value head) as a torch module:
     its layers are the DQNRLModule's own, `forward` runs the part, `summary()` prints its layers."""
 
-    def __init__(self, name: str, layers: dict[str, nn.Module], run: Callable[[Any], Any],
+    def __init__(self, name: str, layers: dict[str, nn.Module | None], run: Callable[[Any], Any],
                  example_input: Callable[[], Any]):
         super().__init__()
         self.part_name = name

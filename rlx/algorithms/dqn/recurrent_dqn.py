@@ -3,10 +3,13 @@ keys (rlx.algorithms.recurrent_replay, shared with recurrent SAC, DDPG and TD3) 
 refusals (distributional DQN, multi-agent runs) with model use_lstm."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlx.algorithms import recurrent_replay
 from rlx.utils.errors import NotSupportedYetError
+
+if TYPE_CHECKING:
+    from rlx.algorithms.algorithm_config import AlgorithmConfig
 
 
 def fold_sequence_replay_settings(values: dict[str, Any]) -> None:
@@ -18,6 +21,6 @@ def fold_sequence_replay_settings(values: dict[str, Any]) -> None:
                                    "recurrent DQN learns expected Q-values", fix="Set num_atoms=1.")
 
 
-def check_recurrent_setup(config: Any, multi_agent: bool = False) -> None:
+def check_recurrent_setup(config: AlgorithmConfig, multi_agent: bool = False) -> None:
     """NotSupportedYetError for recurrent DQN in a multi-agent setup (sequences replay one module)."""
     recurrent_replay.check_recurrent_setup(config, "DQN", multi_agent)

@@ -85,7 +85,7 @@ class RecurrentDQNLearner(DQNLearner):
             per_seq = per_seq * weights
         loss = per_seq.sum() / max(1, int((mask.sum(dim=1) > 0).sum()))
         grad_norm = self.apply_loss(loss, terms={"qf_loss": loss})
-        self.maybe_update_targets(timestep, [(self.target, module)])
+        self.maybe_update_targets(timestep, [(self.target, self.rl_module)])
         with torch.no_grad():
             q_mean = (q_selected.detach() * mask).sum() / mask.sum().clamp(min=1)
         priorities = sequence_priorities(td_error.detach().abs(), mask, order)

@@ -43,6 +43,7 @@ class RecurrentDQNRLModule(RLModule):
                               "For continuous actions use SAC, DDPG or TD3.")
         cfg = self.model_config
         refuse_no_final_linear(cfg, "DQN")
+        obs_space = self._spaces()[0]
         if int(cfg.get("num_atoms", 1)) != 1:
             raise NotSupportedYetError("num_atoms > 1 (distributional DQN) with model use_lstm",
                                        "recurrent DQN learns expected Q-values", fix="Set num_atoms=1.")
@@ -51,8 +52,8 @@ class RecurrentDQNRLModule(RLModule):
         self.cell_size = int(cfg.get("lstm_cell_size", 256))
         self.dueling = bool(cfg.get("dueling", True))
         self.noisy = bool(cfg.get("noisy", False))
-        self.action_mask = find_action_mask(self.observation_space, self.action_space, cfg)
-        space = self.action_mask.input_space if self.action_mask is not None else self.observation_space
+        self.action_mask = find_action_mask(obs_space, self.action_space, cfg)
+        space = self.action_mask.input_space if self.action_mask is not None else obs_space
         if is_image_space(space, cfg):
             self._obs_shape: tuple = tuple(space.shape)
             self.encoder: nn.Module | None = ImageEncoder(space, cfg)
@@ -104,18 +105,18 @@ class RecurrentDQNRLModule(RLModule):
         """Expected Q-values from `q_outputs` (the same tensor: no atoms here)."""
         return outputs
 
-    def _forward(self, batch: dict[str, Any], noisy: bool) -> dict[str, Any]:
+    def _q_forward(self, batch: dict[str, Any], noisy: bool) -> dict[str, Any]:
         q, state_out = self.q_outputs(batch[Columns.OBS], batch[Columns.STATE_IN], noisy=noisy)
         return {Columns.ACTION_DIST_INPUTS: q, QF_PREDS: q, Columns.STATE_OUT: state_out}
 
     def forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        return self._forward(batch, noisy=False)
+        return self._q_forward(batch, noisy=False)
 
     def forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        return self._forward(batch, noisy=self.noisy)
+        return self._q_forward(batch, noisy=self.noisy)
 
     def forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        return self._forward(batch, noisy=self.noisy)
+        return self._q_forward(batch, noisy=self.noisy)
 
     def get_train_action_dist_cls(self) -> BoundDistribution:
         """Categorical over Q-values (tempered by categorical_distribution_temperature)."""

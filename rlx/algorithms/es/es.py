@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import deque
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -15,7 +15,6 @@ from rlx.algorithms.es.es_learner import ESLearner
 from rlx.algorithms.es.perturbations import (
     PerturbationResults, evaluate_perturbations, module_offsets, noise_seed,
 )
-from rlx.core.rl_module.agent_mapping import is_trainable
 from rlx.core.rl_module.rl_module import RLModuleSpec
 from rlx.utils.errors import ConfigError, NotSupportedYetError
 
@@ -93,7 +92,7 @@ class ES(Algorithm):
     agents mapped to it), rank-normalised on their own; other policies act unperturbed.
     """
 
-    _config_class = ESConfig
+    _config_class: ClassVar[type[AlgorithmConfig]] = ESConfig  # subclasses bring their own config class
 
     @property
     def _learner_class(self) -> Any:  # type: ignore[override]
@@ -134,10 +133,8 @@ class ES(Algorithm):
 
     def trainable_learners(self) -> dict[str, Any]:
         """{module_id: Learner} of the policies ES perturbs and updates (policies_to_train), by id."""
-        learners = self.learner_by_module()
-        if not self.is_multi_agent:
-            return learners
-        return {mid: learners[mid] for mid in sorted(learners) if is_trainable(self.config.policies_to_train, mid)}
+        learners = self.learners
+        return {mid: learners.by_module()[mid] for mid in sorted(learners) if learners.is_trainable(mid)}
 
     def training_step(self) -> dict[str, Any]:
         """Evaluate perturbations of the current weights of every trainable policy, update each

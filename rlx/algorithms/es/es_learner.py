@@ -1,7 +1,7 @@
 """ES's Learner: the evolution-strategies gradient estimate and an Adam step on the flat parameters."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -9,6 +9,7 @@ import torch
 from rlx.algorithms.es.perturbations import (
     centered_ranks, get_flat, noise_seed, noise_slices, policy_parameters, shared_noise_table,
 )
+from rlx.core.config_view import ResolvedConfig
 from rlx.core.learner.learner import build_optimizer
 from rlx.core.learner.torch.torch_learner import TorchLearner
 
@@ -46,11 +47,11 @@ class ESLearner(TorchLearner):
     compile_complete_update_reason = ("ES and ARS step from the returns of evaluated perturbations, with no forward "
                                       "or backward pass to compile")
 
-    def __init__(self, config: Any, module: Any):
+    def __init__(self, config: ResolvedConfig, module: Any):
         super().__init__(config, module)
         self.noise = shared_noise_table(noise_seed(config), config.noise_size)
 
-    def configure_optimizers_for_module(self, module_id: str, config: Any = None) -> None:
+    def configure_optimizers_for_module(self, module_id: str, config: ResolvedConfig | None = None) -> None:
         """Adam over the policy's parameters (elementwise, so the same as Adam on theta) with lr=stepsize
         (`config.optimizer` can change Adam's other arguments, or the optimizer)."""
         config = self.config if config is None else config
@@ -60,7 +61,7 @@ class ESLearner(TorchLearner):
                                 lr_or_lr_schedule=config.stepsize)
 
     @property
-    def flat_params(self) -> list[torch.nn.Parameter]:
+    def flat_params(self) -> Sequence[torch.Tensor]:
         """The perturbed parameters, in the flat vector's order."""
         return self._optimizer_params["default"]
 
@@ -80,7 +81,7 @@ class ESLearner(TorchLearner):
         metrics = {
             "gradient_norm": float(np.linalg.norm(g)),
             "weights_norm": float(np.linalg.norm(new_theta)),
-            "update_ratio": float(np.linalg.norm(new_theta - theta) / max(np.linalg.norm(theta), 1e-12)),
+            "update_ratio": float(np.linalg.norm(new_theta - theta) / max(float(np.linalg.norm(theta)), 1e-12)),
             "curr_lr": self._get_optimizer_lr(self.optimizer),
         }
         metrics.update(self.end_update())

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
 
+from rlx.core.config_view import ResolvedConfig
 from rlx.core.rl_module.agent_mapping import DEFAULT_POLICY_ID
 from rlx.utils.errors import ConfigError
 from rlx.utils.exploration.gaussian_noise import GaussianNoise
@@ -32,7 +33,7 @@ DEFAULT_NOISE_SEED = 123
 _TABLES: dict[tuple[int, int], np.ndarray] = {}
 
 
-def noise_seed(config: Any) -> int:
+def noise_seed(config: ResolvedConfig) -> int:
     """The seed every process builds the noise table from: config.seed, else a fixed one."""
     return DEFAULT_NOISE_SEED if config.seed is None else int(config.seed)
 
@@ -70,7 +71,7 @@ def policy_parameters(module: Any) -> list[torch.nn.Parameter]:
     return [p for p in module.parameters() if p.requires_grad]
 
 
-def get_flat(params: list[torch.nn.Parameter]) -> np.ndarray:
+def get_flat(params: Sequence[torch.Tensor]) -> np.ndarray:
     """`params` as one float32 vector."""
     with torch.no_grad():
         return torch.nn.utils.parameters_to_vector(params).detach().cpu().numpy().astype(np.float32)
@@ -139,8 +140,8 @@ class PerturbationResults:
             self.module_returns[module_id] = np.concatenate([mine, returns])
         self.noise_indices = np.concatenate([self.noise_indices, other.noise_indices])
         self.lengths = np.concatenate([self.lengths, other.lengths])
-        for module_id, returns in other.eval_returns.items():
-            self.eval_returns.setdefault(module_id, []).extend(returns)
+        for module_id, eval_returns in other.eval_returns.items():
+            self.eval_returns.setdefault(module_id, []).extend(eval_returns)
         self.eval_lengths.extend(other.eval_lengths)
 
 

@@ -9,9 +9,11 @@ import torch
 from rlx.algorithms.impala.vtrace import vtrace
 from rlx.algorithms.ppo.ppo_learner import bootstrap_mask, episode_dones
 from rlx.core.columns import Columns
+from rlx.core.config_view import ResolvedConfig
 from rlx.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
 from rlx.core.learner.sequences import SequenceLayout, sequence_values
 from rlx.core.learner.torch.torch_learner import TorchLearner
+from rlx.core.rl_module.apis import value_function
 from rlx.utils.schedules import PiecewiseSchedule
 
 #: Batch columns the learner adds: where a trajectory is cut after a step (terminated, truncated
@@ -46,7 +48,7 @@ class IMPALALearner(TorchLearner):
     #: IMPALA and APPO train recurrent (stateful) modules on sequences (see above).
     supports_recurrent_modules = True
 
-    def __init__(self, config: Any, module: Any):
+    def __init__(self, config: ResolvedConfig, module: Any):
         super().__init__(config, module)
         self.entropy_schedule = PiecewiseSchedule(config.entropy_coeff)
         self.dist_cls = self.rl_module.get_train_action_dist_cls()
@@ -110,8 +112,9 @@ class IMPALALearner(TorchLearner):
         out = module.forward_train(inputs)
         values = out.get(Columns.VF_PREDS)
         if values is None:
-            values = module.compute_values(inputs, embeddings=out[Columns.EMBEDDINGS]) \
-                if Columns.EMBEDDINGS in out else module.compute_values(inputs)
+            compute_values = value_function(module, "The IMPALA/APPO loss")
+            values = compute_values(inputs, embeddings=out[Columns.EMBEDDINGS]) \
+                if Columns.EMBEDDINGS in out else compute_values(inputs)
         return {Columns.ACTION_DIST_INPUTS: layout.to_time_major(out[Columns.ACTION_DIST_INPUTS], T),
                 Columns.VF_PREDS: layout.to_time_major(values, T)}
 
@@ -154,7 +157,8 @@ class IMPALALearner(TorchLearner):
             out[rows, cols] = next_values[rows, cols]
         elif rows.size:
             next_obs = np.ascontiguousarray(batch[Columns.NEXT_OBS][rows, cols], np.float32)
-            out[rows, cols] = self.rl_module.compute_values({Columns.OBS: self.tensor(next_obs)}).float().cpu().numpy()
+            compute_values = value_function(self.rl_module, "The IMPALA/APPO bootstrap value")
+            out[rows, cols] = compute_values({Columns.OBS: self.tensor(next_obs)}).float().cpu().numpy()
         return self.tensor(out)
 
     def after_update(self, metrics: dict[str, Any]) -> dict[str, Any]:
@@ -164,7 +168,7 @@ class IMPALALearner(TorchLearner):
 
     # ------------------------------------------------------------ loss
 
-    def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
+    def compute_loss_for_module(self, *, module_id: str, config: ResolvedConfig, batch: dict[str, Any],
                                 fwd_out: dict[str, Any]) -> torch.Tensor:
         """IMPALA's loss on one time-major minibatch (see the class docstring)."""
         T, B = batch[Columns.REWARDS].shape
@@ -181,7 +185,7 @@ class IMPALALearner(TorchLearner):
                             ENTROPY_KEY: entropy.detach()}
         return policy_loss + config.vf_loss_coeff * vf_loss - self._curr_entropy_coeff * entropy
 
-    def vtrace_targets(self, config: Any, batch: dict[str, Any], values: torch.Tensor,
+    def vtrace_targets(self, config: ResolvedConfig, batch: dict[str, Any], values: torch.Tensor,
                        target_logp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(vs, pg_advantages), [T, B], of V-trace for the policy with log-probabilities
         `target_logp`, given the module's `values` of the minibatch's observations."""

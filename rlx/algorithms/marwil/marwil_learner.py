@@ -7,8 +7,10 @@ import numpy as np
 import torch
 
 from rlx.core.columns import Columns
+from rlx.core.config_view import ResolvedConfig
 from rlx.core.learner.learner import POLICY_LOSS_KEY, VF_LOSS_KEY
 from rlx.core.learner.torch.torch_learner import TorchLearner
+from rlx.core.rl_module.apis import value_function
 from rlx.utils.errors import ConfigError
 from rlx.utils.postprocessing import estimate_advantages
 
@@ -31,7 +33,7 @@ class MARWILLearner(TorchLearner):
     can add terms; the batch holds `obs`, `actions` and (beta > 0) `value_targets`.
     """
 
-    def __init__(self, config: Any, module: Any):
+    def __init__(self, config: ResolvedConfig, module: Any):
         super().__init__(config, module)
         self.dist_cls = self.rl_module.get_train_action_dist_cls()
         #: c^2, the moving average of the squared advantages.
@@ -86,7 +88,7 @@ class MARWILLearner(TorchLearner):
         metrics.update(self.end_update())
         return metrics
 
-    def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
+    def compute_loss_for_module(self, *, module_id: str, config: ResolvedConfig, batch: dict[str, Any],
                                 fwd_out: dict[str, Any]) -> torch.Tensor:
         """MARWIL's total loss (see the class docstring); with beta == 0, behavior cloning's."""
         dist = self.dist_cls.from_logits(fwd_out[Columns.ACTION_DIST_INPUTS])
@@ -98,7 +100,7 @@ class MARWILLearner(TorchLearner):
         else:
             values = fwd_out.get(Columns.VF_PREDS)
             if values is None:
-                values = self.rl_module.compute_values(batch)
+                values = value_function(self.rl_module, "MARWIL's advantages")(batch)
             advantages = batch[Columns.VALUE_TARGETS] - values
             sqd_mean = advantages.pow(2).mean()
             vf_loss = 0.5 * sqd_mean

@@ -1,7 +1,7 @@
 """PG (vanilla policy gradient, REINFORCE): its config (options and defaults) and its training step."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rlx.algorithms.on_policy import OnPolicyAlgorithm
 from rlx.algorithms.algorithm_config import AlgorithmConfig
@@ -39,7 +39,7 @@ class PGConfig(AlgorithmConfig):
 class PG(OnPolicyAlgorithm):
     """Vanilla policy gradient: sample a train batch, take one gradient step, push the weights."""
 
-    _config_class = PGConfig
+    _config_class: ClassVar[type[AlgorithmConfig]] = PGConfig  # subclasses bring their own config class
 
     @property
     def _learner_class(self) -> Any:  # type: ignore[override]

@@ -8,6 +8,7 @@ import torch
 
 from rlx.algorithms.ppo.ppo_learner import compute_advantages
 from rlx.core.columns import Columns
+from rlx.core.config_view import ResolvedConfig
 from rlx.core.learner.learner import POLICY_LOSS_KEY
 from rlx.core.learner.torch.torch_learner import TorchLearner
 
@@ -24,7 +25,7 @@ class PGLearner(TorchLearner):
     accumulated pieces (A2C's microbatching); PG has none.
     """
 
-    def __init__(self, config: Any, module: Any):
+    def __init__(self, config: ResolvedConfig, module: Any):
         super().__init__(config, module)
         self.dist_cls = self.rl_module.get_train_action_dist_cls()
         self._loss_stats: dict[str, torch.Tensor] = {}
@@ -87,7 +88,7 @@ class PGLearner(TorchLearner):
         self.num_grad_updates += 1
         return float(np.sqrt(total_sq))
 
-    def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
+    def compute_loss_for_module(self, *, module_id: str, config: ResolvedConfig, batch: dict[str, Any],
                                 fwd_out: dict[str, Any]) -> torch.Tensor:
         """REINFORCE's loss -mean(log pi(a|s) * G) on a flat batch."""
         dist = self.dist_cls.from_logits(fwd_out[Columns.ACTION_DIST_INPUTS])

@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from rlx.core.columns import Columns
+from rlx.core.config_view import ResolvedConfig
 from rlx.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
 from rlx.core.learner.torch.torch_learner import TorchLearner
 # The advantage estimation the PPO family's Learners share (A2C, PG, APPO, IMPALA import it from here too).
@@ -36,7 +37,7 @@ class PPOLearner(TorchLearner):
     #: PPO trains recurrent (stateful) modules, on sequences (rlx.algorithms.ppo.recurrent).
     supports_recurrent_modules = True
 
-    def __init__(self, config: Any, module: Any):
+    def __init__(self, config: ResolvedConfig, module: Any):
         super().__init__(config, module)
         self.kl_coeff = float(config.kl_coeff)
         self.entropy_schedule = PiecewiseSchedule(config.entropy_coeff)
@@ -165,7 +166,7 @@ class PPOLearner(TorchLearner):
             self._update_kl_coeff(metrics.get("mean_kl_loss", 0.0))
         return metrics
 
-    def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
+    def compute_loss_for_module(self, *, module_id: str, config: ResolvedConfig, batch: dict[str, Any],
                                 fwd_out: dict[str, Any]) -> torch.Tensor:
         """PPO's total loss on one minibatch (see the class docstring); its terms are kept for the
         update's metrics (policy_loss, vf_loss, vf_loss_unclipped, entropy, mean_kl_loss)."""

@@ -37,13 +37,16 @@ class RecurrentSACRLModule(LSTMReplayModule):
     def setup(self) -> None:
         cfg = self.model_config
         refuse_no_final_linear(cfg, "SAC")
-        space = self.action_space
+        obs_space, space = self._spaces()
         self.discrete = isinstance(space, gym.spaces.Discrete)
-        if not self.discrete and not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1):
+        if isinstance(space, gym.spaces.Discrete):
+            self.action_dim = int(space.n)
+        elif isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
+            self.action_dim = int(np.prod(space.shape))
+        else:
             raise ConfigError(f"SAC needs a Discrete or a 1-D Box action space, got {space}.")
         refuse_unsupported_recurrent_inputs(self, "SAC")
-        obs_dim = flat_obs_dim(self.observation_space)
-        self.action_dim = int(space.n) if self.discrete else int(np.prod(space.shape))
+        obs_dim = flat_obs_dim(obs_space)
         self.cell_size = int(cfg.get("lstm_cell_size", 256))
         pi_cfg = {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu", **(cfg.get("policy_model_config") or {})}
         q_cfg = {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu", **(cfg.get("q_model_config") or {})}

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
+from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.config_options import Option, boolean, dictionary, number, schedule_or_number
 from rlx.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
 from rlx.algorithms.recurrent_replay import (fold_sequence_replay_settings, sequence_replay_options,
@@ -110,7 +111,7 @@ class SAC(OffPolicyAlgorithm):
             return RecurrentSACLearner
         return SACLearner
 
-    def setup(self, config: Any) -> None:
+    def setup(self, config: AlgorithmConfig) -> None:
         """OffPolicyAlgorithm's setup; a recurrent module (model use_lstm) replays sequences instead."""
         setup_sequence_replay(self, config, "SAC", super().setup)
 

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from rlx.core.columns import Columns
+from rlx.core.config_view import ResolvedConfig
 from rlx.core.learner import Learner, make_target_network
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -41,7 +42,7 @@ class SACLearner(Learner):
         self.add_optimizer("critic", self.critic_params, cfg.critic_lr)
         self.add_optimizer("alpha", [self.log_alpha], cfg.alpha_lr)
 
-    def __init__(self, config: Any, module: Any):
+    def __init__(self, config: ResolvedConfig, module: Any):
         super().__init__(config, module)
         self.target_qf = make_target_network(module.qf)
         if config.target_entropy == "auto":

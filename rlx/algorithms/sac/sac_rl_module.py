@@ -31,29 +31,35 @@ class SACRLModule(RLModule):
     def setup(self) -> None:
         cfg = self.model_config
         refuse_no_final_linear(cfg, "SAC")
-        space = self.action_space
+        obs_space, space = self._spaces()
         self.discrete = isinstance(space, gym.spaces.Discrete)
-        if not self.discrete and not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1):
+        if isinstance(space, gym.spaces.Discrete):
+            self.action_dim = int(space.n)
+        elif isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
+            self.action_dim = int(np.prod(space.shape))
+        else:
             raise ConfigError(f"SAC needs a Discrete or a 1-D Box action space, got {space}.")
-        if self.discrete and find_action_mask(self.observation_space, space, cfg) is not None:
+        if self.discrete and find_action_mask(obs_space, space, cfg) is not None:
             raise NotSupportedYetError("action masking with SAC", "the default modules of PPO and DQN mask actions",
                                        fix="Use PPO or DQN for envs with an action mask in the observation.")
-        obs_dim = flat_obs_dim(self.observation_space)
-        self._flatten = len(self.observation_space.shape) != 1
-        self.action_dim = int(space.n) if self.discrete else int(np.prod(space.shape))
+        obs_dim = flat_obs_dim(obs_space)
+        self._flatten = len(obs_space.shape or ()) != 1
         pi_cfg = {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu", **(cfg.get("policy_model_config") or {})}
         q_cfg = {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu", **(cfg.get("q_model_config") or {})}
         pi_out = self.action_dim if self.discrete else 2 * self.action_dim
         self.twin_q = bool(cfg.get("twin_q", True))
         q_out = self.action_dim if self.discrete else 1
-        if is_image_space(self.observation_space, cfg):
+        #: The policy network and the critic ensemble (None in an inference-only module).
+        self.pi: torch.nn.Module
+        self.qf: torch.nn.Module | None
+        if is_image_space(obs_space, cfg):
             # Image observations: a CNN (conv_filters, post_fcnet_hiddens) in front of the policy and of
             # each critic; the MLPs after it are sized by policy_model_config and q_model_config.
             self._flatten = True
-            self.pi = image_policy(self.observation_space, cfg, pi_cfg["fcnet_hiddens"], pi_cfg["fcnet_activation"],
+            self.pi = image_policy(obs_space, cfg, pi_cfg["fcnet_hiddens"], pi_cfg["fcnet_activation"],
                                    pi_out)
             self.qf = None if self.inference_only else ImageCriticEnsemble(
-                2 if self.twin_q else 1, self.observation_space, cfg, 0 if self.discrete else self.action_dim,
+                2 if self.twin_q else 1, obs_space, cfg, 0 if self.discrete else self.action_dim,
                 q_cfg["fcnet_hiddens"], q_out, q_cfg["fcnet_activation"])
             return
         self.pi = make_mlp(obs_dim, [], None, pi_out, out_gain=0.01,
@@ -78,9 +84,13 @@ class SACRLModule(RLModule):
 
     def q_values(self, obs: torch.Tensor, actions: torch.Tensor | None = None) -> torch.Tensor:
         """Critic outputs: [E, B] for Box (given actions), [E, B, n] for Discrete."""
+        if self.qf is None:
+            raise ValueError(f"{type(self).__name__} was built inference_only: it has no Q-functions.")
         obs = self.flat_obs(obs)
         if self.discrete:
             return self.qf(obs)
+        if actions is None:
+            raise ValueError("q_values() of a Box action space needs the actions.")
         return self.qf(torch.cat([obs, actions], dim=-1)).squeeze(-1)
 
     def forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:

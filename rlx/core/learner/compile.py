@@ -27,6 +27,7 @@ import torch
 # The config checks live in the core layer's light rlx.core.compile_options (re-exported here).
 from rlx.core.compile_options import (COMPLETE_UPDATE_OPTION, WHAT_TO_COMPILE, check_backend, check_backend_option,
                                       check_compile_settings, compiles_complete_update)
+from rlx.core.config_view import ResolvedConfig
 from rlx.utils.errors import ConfigError
 
 __all__ = ["WHAT_TO_COMPILE", "check_backend_option", "check_compile_settings", "check_learner_can_compile_update",
@@ -44,7 +45,7 @@ def check_learner_can_compile_update(learner: Any) -> None:
                       "torch_compile_learner_what_to_compile='forward_train' to compile its networks instead.")
 
 
-def compile_update(update: Callable[..., Any], config: Any) -> Callable[..., Any]:
+def compile_update(update: Callable[..., Any], config: ResolvedConfig) -> Callable[..., Any]:
     """`update` (a Learner's bound `update_from_batch`) compiled with the config's backend and mode.
 
     A part of the update that TorchDynamo or the backend fails to compile runs eagerly (with a
@@ -63,7 +64,7 @@ def compile_update(update: Callable[..., Any], config: Any) -> Callable[..., Any
     return compiled_update
 
 
-def compile_learner_module(module: torch.nn.Module, config: Any) -> list[str]:
+def compile_learner_module(module: torch.nn.Module, config: ResolvedConfig) -> list[str]:
     """Compile the networks of `module` as `config`'s torch_compile_learner_* settings say
     (what_to_compile='forward_train'); return the names of the compiled children."""
     backend = config.torch_compile_learner_dynamo_backend or "inductor"

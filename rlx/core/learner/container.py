@@ -14,7 +14,10 @@ swapped for another kind (e.g. Ray actors) with the same surface.
 
 A single-agent run is the one-module case: `build_learner` gives it that module's Learner (or
 group) itself, as `algo.learner` (RLlib code and rlx's own treat it as one Learner), and
-`module_learners(learner)` views it as a one-module container.
+`module_learners(learner)` views it as a one-module container (`Algorithm.learners`), which the
+core path uses for every run. Such a view's `sole_module_id` is set; its few presentation
+methods (`per_module`, `learner_result`, `get_module`, `module_in`, `user_module_id`) are the one
+place that turns the container's `{module_id: ...}` into what a single-agent run shows its users.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import concurrent.futures as cf
 import copy
 from typing import Any, Callable, Iterator, Mapping
 
+from rlx.core.config_view import ResolvedConfig
 from rlx.core.learner.device import learner_trains_a_copy
 from rlx.core.learner.learner import building_learner_for, unwrap_module
 from rlx.core.learner.learner_group import LearnerGroup
@@ -32,14 +36,14 @@ from rlx.core.sample_batch import SampleBatch
 __all__ = ["LearnerContainer", "build_learner", "build_module_learner", "module_learners"]
 
 #: Builds a module's group of learner processes: `(config, learner_class, module, module_id)`.
-GroupFactory = Callable[[Any, type, Any, str], Any]
+GroupFactory = Callable[[ResolvedConfig, type, Any, str], Any]
 
 
-def _learner_group(config: Any, learner_class: type, module: Any, module_id: str) -> Any:
+def _learner_group(config: ResolvedConfig, learner_class: type, module: Any, module_id: str) -> Any:
     return LearnerGroup(config, learner_class, module, module_id=module_id)
 
 
-def build_module_learner(config: Any, learner_class: type, module: Any, module_id: str = DEFAULT_POLICY_ID,
+def build_module_learner(config: ResolvedConfig, learner_class: type, module: Any, module_id: str = DEFAULT_POLICY_ID,
                          group_factory: GroupFactory | None = None) -> Any:
     """The Learner of one module: built in this process when `config.num_learners` is 0, else a
     group of `num_learners` learner processes (`group_factory`, by default a LearnerGroup)."""
@@ -49,7 +53,7 @@ def build_module_learner(config: Any, learner_class: type, module: Any, module_i
         return learner_class(config, module)
 
 
-def build_learner(config: Any, learner_class: type, module: Any, group_factory: GroupFactory | None = None) -> Any:
+def build_learner(config: ResolvedConfig, learner_class: type, module: Any, group_factory: GroupFactory | None = None) -> Any:
     """What an Algorithm trains with: a LearnerContainer over a MultiRLModule, or for a single
     module (single-agent) that module's Learner or group, from the same per-module decision.
 
@@ -95,14 +99,14 @@ class LearnerContainer:
         group_factory: builds a module's group of learner processes (default: LearnerGroup).
     """
 
-    def __init__(self, config: Any, learner_class: type, module: MultiRLModule,
+    def __init__(self, config: ResolvedConfig, learner_class: type, module: MultiRLModule,
                  group_factory: GroupFactory | None = None):
         self.config = config
         self.learner_class = learner_class
         self.module = module
         self.group_factory = group_factory
-        #: Whether the modules are a MultiRLModule's (False for a single-agent view, see `of_one`).
-        self.is_multi_agent = True
+        #: The module id of the one Learner this container views (`of_one`), else None.
+        self.sole_module_id: str | None = None
         self.learners: dict[str, Any] = {}
         self._cache_attached: Any = None
         self.policies_to_train = config.policies_to_train
@@ -123,7 +127,7 @@ class LearnerContainer:
         view.learner_class = type(learner)
         view.module = unwrap_module(learner.module)
         view.group_factory = None
-        view.is_multi_agent = False
+        view.sole_module_id = module_id
         view.learners = {module_id: learner}
         view._cache_attached = None
         view.policies_to_train = None
@@ -131,9 +135,9 @@ class LearnerContainer:
 
     # ------------------------------------------------------------ modules
 
-    def add_module(self, module_id: str, config: Any = None) -> Any:
+    def add_module(self, module_id: str, config: ResolvedConfig | None = None) -> Any:
         """Build the Learner (or group) of `module[module_id]` with its per-module config."""
-        if not self.is_multi_agent:
+        if self.sole_module_id is not None:
             raise TypeError("A single-agent Algorithm trains one module: add modules to a multi-agent one "
                             "(config.multi_agent(policies=...)).")
         module_config = config if config is not None else self.config.get_config_for_module(module_id)
@@ -164,6 +168,44 @@ class LearnerContainer:
             learner.stop()
         elif getattr(self.module, "module_cache", None) is not None and module_id in self.module:
             self.module.module_cache.detach(module_id, learner)
+
+    @property
+    def is_multi_agent(self) -> bool:
+        """Whether these are a MultiRLModule's Learners (False for a one-Learner view, `of_one`):
+        weight sources say so, so that a runner group unwraps a single-agent Learner's weights."""
+        return self.sole_module_id is None
+
+    # ------------------------------------------------------------ what users see
+
+    def per_module(self, metrics: Mapping[str, Any]) -> dict[str, Any]:
+        """{module_id: metrics} from what the learner reports: a sole Learner's metrics under its
+        module id, a container's as they are."""
+        return dict(metrics) if self.sole_module_id is None else {self.sole_module_id: metrics}
+
+    def learner_result(self, metrics: Mapping[str, Any]) -> Any:
+        """The inverse of `per_module`: a sole Learner reports its one module's metrics (an
+        empty dict when it did not train), a container {module_id: metrics}."""
+        if self.sole_module_id is None:
+            return dict(metrics)
+        return metrics.get(self.sole_module_id, {})
+
+    def get_module(self, module_id: str) -> Any:
+        """The RLModule of `module_id` that its Learner trains (indexing a MultiRLModule brings a
+        swapped-out module back into memory)."""
+        if self.sole_module_id is None:
+            return self.module[module_id]
+        self._learner(module_id)  # KeyError naming the one module
+        return self.module
+
+    def module_in(self, modules: Any, module_id: str) -> Any:
+        """`modules[module_id]` of the same run's modules held elsewhere (an EnvRunner's); a
+        single-agent run's are its one module itself."""
+        return modules if self.sole_module_id is not None else modules[module_id]
+
+    def user_module_id(self, module_id: str) -> str | None:
+        """The module id RLlib's single-agent code sees: None for the sole Learner of a
+        single-agent run (its episodes carry no module id), else `module_id`."""
+        return None if self.sole_module_id is not None else module_id
 
     def is_trainable(self, module_id: str, batch: Any = None) -> bool:
         """Whether `module_id` trains (policies_to_train)."""

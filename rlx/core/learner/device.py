@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from rlx.core.config_view import ResolvedConfig
 from rlx.utils.errors import ConfigError
 
 __all__ = ["learner_device", "learner_trains_a_copy", "module_device", "to_device"]
@@ -23,7 +24,7 @@ __all__ = ["learner_device", "learner_trains_a_copy", "module_device", "to_devic
 _CPU = torch.device("cpu")
 
 
-def learner_trains_a_copy(config: Any) -> bool:
+def learner_trains_a_copy(config: ResolvedConfig) -> bool:
     """Whether the Learner trains its own copy of the module (it is not on the EnvRunner's CPU
     module): a GPU learner, an explicit `learner_device`, or a compiling Learner (EnvRunners act
     with the eager module)."""
@@ -31,7 +32,7 @@ def learner_trains_a_copy(config: Any) -> bool:
             or bool(getattr(config, "torch_compile_learner", False)))
 
 
-def learner_device(config: Any) -> torch.device:
+def learner_device(config: ResolvedConfig) -> torch.device:
     """The device a Learner of `config` computes on. In a learner process (num_learners > 0) that
     is the CUDA device the process group selected for its rank."""
     explicit = config.learner_device

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from rlx.core import ALL_MODULES
+from rlx.core.config_view import ResolvedConfig
 from rlx.core.learner.functional import NamedParams, minibatches, module_batches
 from rlx.core.learner.training_data import TrainingData
 from rlx.utils.metrics.metrics_logger import MetricsLogger
@@ -58,7 +59,7 @@ class DifferentiableLearner(abc.ABC):
     #: The key of each module's loss in the results.
     TOTAL_LOSS_KEY = "total_loss"
 
-    def __init__(self, *, config: Any, learner_config: Any, module: Any = None, **kwargs: Any):
+    def __init__(self, *, config: ResolvedConfig, learner_config: Any, module: Any = None, **kwargs: Any):
         self.config = config
         self.learner_config = learner_config
         self._module = module
@@ -117,7 +118,7 @@ class DifferentiableLearner(abc.ABC):
         }
 
     @abc.abstractmethod
-    def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
+    def compute_loss_for_module(self, *, module_id: str, config: ResolvedConfig, batch: dict[str, Any],
                                 fwd_out: dict[str, Any]) -> torch.Tensor:
         """The loss of `module_id` on its `batch`, from its functional forward output `fwd_out`."""
 

@@ -16,6 +16,14 @@ import torch
 NamedParams = dict[str, dict[str, torch.Tensor]]
 
 
+
+def sum_losses(loss_per_module: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """The sum of the modules' losses; a ValueError when there is none to back-propagate."""
+    losses = list(loss_per_module.values())
+    if not losses:
+        raise ValueError("No loss to back-propagate: compute_losses returned no module's loss.")
+    return sum(losses[1:], losses[0])
+
 def module_batches(batch: Any, module_ids: list[str], device: torch.device) -> dict[str, dict[str, Any]]:
     """{module_id: {column: tensor on `device`}} of a MultiAgentBatch, a {module_id: columns}
     dict, or (with one module) a single-agent SampleBatch/dict of columns. Unknown module ids

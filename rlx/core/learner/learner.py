@@ -21,16 +21,18 @@ import json
 import logging
 import math
 import sys
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 import torch
 
 from rlx.core import ALL_MODULES, DEFAULT_MODULE_ID
+from rlx.core.config_view import ResolvedConfig
 from rlx.core.learner.precision import Precision
 from rlx.core.learner.allocator import keep_freed_memory
 from rlx.core.learner.threads import update_threads
 from rlx.core.learner.device import learner_device, module_device, to_device
+from rlx.core.modelv2 import ModelV2
 from rlx.core.rl_module.rl_module import RLModule
 from rlx.utils.errors import ConfigError, NonFiniteUpdateError, did_you_mean
 from rlx.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
@@ -151,7 +153,7 @@ def unwrap_module(module: Any) -> Any:
     return module
 
 
-def build_optimizer(params: Iterable[torch.nn.Parameter], lr: float, options: dict[str, Any],
+def build_optimizer(params: Iterable[torch.Tensor], lr: float, options: dict[str, Any],
                     torch_optim: bool = False) -> Any:
     """Create the optimizer named by `options['type']` (default Adam) with the other keys as kwargs.
 
@@ -203,7 +205,7 @@ def _clip_gradients_fn() -> Callable[..., float]:
     return patched if patched is not _ORIGINAL_CLIP else own
 
 
-def clip_gradients(params: list[torch.nn.Parameter], grad_clip: float | None, clip_by: str) -> float:
+def clip_gradients(params: Sequence[torch.Tensor], grad_clip: float | None, clip_by: str) -> float:
     """Clip gradients in place; return the global L2 norm before clipping."""
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
@@ -296,7 +298,7 @@ class Learner:
         module: the module to train (shared with the local EnvRunner).
     """
 
-    def __init__(self, config: Any, module: RLModule):
+    def __init__(self, config: ResolvedConfig, module: RLModule):
         module = unwrap_module(module)
         self.config = config
         #: Where this Learner computes (see rlx.core.learner.device); the module is moved there.
@@ -317,7 +319,7 @@ class Learner:
         self._update_batch: Mapping[str, Any] | None = None
         self._update_timestep: int | None = None
         # The parameters each optimizer steps, and the torch lr schedulers attached to it.
-        self._optimizer_params: dict[str, list[torch.Tensor]] = {}
+        self._optimizer_params: dict[str, Sequence[torch.Tensor]] = {}
         self._torch_lr_schedulers: dict[str, list[Any]] = {}
         self._custom_loss_model = _model_with_custom_loss(module)
         #: Mixed precision (autocast dtype, loss scaler) from mixed_precision / _torch_grad_scaler_class.
@@ -345,7 +347,8 @@ class Learner:
         are not copied on the CPU."""
         return to_device(torch.as_tensor(value, dtype=dtype), self.device)
 
-    def td_inputs(self, batch: Mapping[str, Any]) -> tuple[torch.Tensor, ...]:
+    def td_inputs(self, batch: Mapping[str, Any]
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """The tensors of a replayed batch that TD targets read, on this Learner's device:
         (obs, next_obs, rewards, discounts = gamma ** n_step for steps that did not terminate,
         importance weights or None)."""
@@ -371,14 +374,14 @@ class Learner:
         if self.rl_module_is_compatible(self.rl_module):
             self.configure_optimizers_for_module(self.module_id, config=self.config)
 
-    def configure_optimizers_for_module(self, module_id: str, config: Any = None) -> None:
+    def configure_optimizers_for_module(self, module_id: str, config: ResolvedConfig | None = None) -> None:
         """Register the optimizers of `module_id` (RLlib's hook; override it to use other or several
         optimizers, calling `register_optimizer` for each). The default is one optimizer
         ("default") built from `config.optimizer` over all module parameters with `config.lr`."""
         config = self.config if config is None else config
         self.add_optimizer(_DEFAULT_NAME, self.params, config.lr)
 
-    def add_optimizer(self, name: str, params: list[torch.nn.Parameter], lr: Any) -> Any:
+    def add_optimizer(self, name: str, params: Sequence[torch.Tensor], lr: Any) -> Any:
         """Register an optimizer named `name` over `params` with lr given as a float or a schedule."""
         schedule = PiecewiseSchedule(lr)
         self.lr_schedules[name] = schedule
@@ -499,7 +502,7 @@ class Learner:
             for module_id, out in fwd_out.items()
         }
 
-    def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
+    def compute_loss_for_module(self, *, module_id: str, config: ResolvedConfig, batch: dict[str, Any],
                                 fwd_out: dict[str, Any]) -> torch.Tensor:
         """The total loss of `module_id` on `batch` given the module's `forward_train` output
         `fwd_out` (algorithms whose loss goes through this hook implement it)."""
@@ -611,7 +614,7 @@ class Learner:
         return self._get_optimizer_lr(self.optimizer)
 
     def apply_loss(self, loss: torch.Tensor, optimizer_name: str | None = None,
-                   params: list[torch.nn.Parameter] | None = None,
+                   params: Sequence[torch.Tensor] | None = None,
                    terms: Mapping[str, torch.Tensor] | None = None) -> float:
         """Backpropagate `loss`, clip gradients and step one optimizer; return the grad norm.
 
@@ -691,7 +694,7 @@ class Learner:
                 continue  # a metric that is not one number is not a learner result
         return result
 
-    def step_on(self, optimizer_name: str, loss: torch.Tensor, params: list[torch.Tensor],
+    def step_on(self, optimizer_name: str, loss: torch.Tensor, params: Sequence[torch.Tensor],
                 terms: Mapping[str, torch.Tensor] | None = None) -> float:
         """Gradients of `loss` for `params` only, clipped, then one step of that optimizer; the grad norm.
 
@@ -708,7 +711,7 @@ class Learner:
         self.precision.update()
         return norm
 
-    def check_update(self, optimizer_name: str, params: list[torch.Tensor], loss: torch.Tensor,
+    def check_update(self, optimizer_name: str, params: Sequence[torch.Tensor], loss: torch.Tensor,
                      terms: Mapping[str, torch.Tensor] | None = None) -> float:
         """Clip the gradients of `params` and return their norm before clipping; when `loss` or
         that norm is not finite, raise NonFiniteUpdateError, or (skip_nonfinite_updates) clear
@@ -790,7 +793,8 @@ class Learner:
 
     def get_extra_state(self) -> dict[str, Any]:
         """Algorithm-specific learner state as JSON-safe values (e.g. PPO's KL coefficient)."""
-        state = {"num_grad_updates": self.num_grad_updates, "last_target_update": self._last_target_update,
+        state: dict[str, Any] = {"num_grad_updates": self.num_grad_updates,
+                                 "last_target_update": self._last_target_update,
                  "num_nonfinite_updates_skipped": self.num_nonfinite_updates_skipped}
         schedulers = {}
         for name, scheds in self._torch_lr_schedulers.items():
@@ -831,8 +835,6 @@ class Learner:
 def _model_with_custom_loss(module: Any) -> Any:
     """The old-API ModelV2 a module runs (its `model`, unwrapped from an LSTMWrapper) when that
     model overrides `custom_loss`; else None."""
-    from rlx.models.modelv2 import ModelV2
-
     model = getattr(module, "model", None)
     inner = getattr(model, "wrapped", model)
     if isinstance(inner, ModelV2) and type(inner).custom_loss is not ModelV2.custom_loss:
@@ -882,7 +884,10 @@ def update_target_network(target: torch.nn.Module, online: torch.nn.Module, tau:
             torch._foreach_lerp_(t_params, o_params, tau)
 
 
-def make_target_network(online: torch.nn.Module) -> torch.nn.Module:
+_ModuleT = TypeVar("_ModuleT", bound=torch.nn.Module)
+
+
+def make_target_network(online: _ModuleT) -> _ModuleT:
     """A frozen copy of `online` for computing TD targets."""
     import copy
 

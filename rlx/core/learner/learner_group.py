@@ -49,10 +49,11 @@ import logging
 import threading
 import weakref
 from concurrent.futures import Future
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 import numpy as np
 
+from rlx.core.config_view import ResolvedConfig
 from rlx.core.learner.learner_process import (
     LearnerDiedError,
     LearnerGroupError,
@@ -111,7 +112,7 @@ class LearnerGroup:
     is_local = False
     is_remote = True
 
-    def __init__(self, config: Any, learner_class: type, module: Any, num_learners: int | None = None,
+    def __init__(self, config: ResolvedConfig, learner_class: type, module: Any, num_learners: int | None = None,
                  timeout_s: float = 1800.0, module_id: str = "default_policy"):
         module = getattr(module, "unwrapped_module", module)  # a Learner's module view: the module itself
         self.config = config
@@ -257,21 +258,21 @@ class LearnerGroup:
         """
         mode = cf.FIRST_EXCEPTION if collective else cf.ALL_COMPLETED
         done, not_done = cf.wait(futures, timeout=timeout, return_when=mode)
-        errors = [f.exception() for f in futures if f in done and f.exception() is not None]
+        errors: list[BaseException] = [e for f in futures if f in done and (e := f.exception()) is not None]
         if not errors and not not_done:
             return [f.result() for f in futures]
         if errors and not_done and not any(isinstance(e, LearnerDiedError) for e in errors):
             # A rank that failed leaves the others waiting in a collective, or makes them fail
             # soon after (a dead peer closes their connections): a moment to find a dead one.
             more, _ = cf.wait(not_done, timeout=3.0)
-            errors += [f.exception() for f in more if f.exception() is not None]
+            errors += [e for f in more if (e := f.exception()) is not None]
         if errors and not collective and not any(isinstance(e, LearnerDiedError) for e in errors):
             raise errors[0]
         if not errors:
             errors = [LearnerGroupError(f"The learners did not finish {what} within {timeout} s.")]
         self._fail(errors, handles)
 
-    def _break(self, errors: list[BaseException], handles: list[_LearnerProcess] = ()) -> BaseException:
+    def _break(self, errors: list[BaseException], handles: Sequence[_LearnerProcess] = ()) -> BaseException:
         """Kill every learner process and mark the group broken; returns the most telling error."""
         count = len(self._handles) or len(handles)
         for handle in {id(h): h for h in list(handles) + list(self._handles)}.values():
@@ -295,7 +296,7 @@ class LearnerGroup:
                 )
         return error
 
-    def _fail(self, errors: list[BaseException], handles: list[_LearnerProcess] = ()) -> None:
+    def _fail(self, errors: list[BaseException], handles: Sequence[_LearnerProcess] = ()) -> NoReturn:
         """Kill every learner process, mark the group unusable and raise the most telling error."""
         raise self._break(errors, handles)
 

@@ -28,10 +28,11 @@ import socket
 import sys
 from concurrent.futures import Future
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from rlx.core.config_view import ResolvedConfig
 from rlx.utils.errors import RLXError
 from rlx.utils.spawn import describe_exit, raise_startup_error, send_reply, serve_calls
 from rlx.utils.worker_process import WorkerProcess
@@ -104,7 +105,7 @@ class _GradSync:
         dist.all_reduce(on_device)
         return on_device.to(flat.device)
 
-    def sync(self, params: list[Any]) -> None:
+    def sync(self, params: Sequence[Any]) -> None:
         """Replace the gradients of `params` by their average over the ranks stepping now."""
         import torch
 
@@ -163,7 +164,7 @@ def _install_grad_sync(sync: _GradSync) -> None:
     if getattr(original, "_rlx_grad_sync", False):
         return
 
-    def clip_gradients(params: list[Any], grad_clip: float | None, clip_by: str) -> float:
+    def clip_gradients(params: Sequence[Any], grad_clip: float | None, clip_by: str) -> float:
         sync.sync(params)
         return original(params, grad_clip, clip_by)
 
@@ -253,24 +254,24 @@ class _LearnerWorker:
             # optimizer state of the rank that took part in all of them.
             src = int(np.argmax(steps))
             uneven = len(set(steps)) > 1
-            state = None
+            state: dict[str, Any] | None = None
             if self.rank == src:
                 state = {"extra": self.learner.get_extra_state()}
                 if uneven:
                     state["weights"] = self.learner.get_weights()
                     state["optimizers"] = {k: o.state_dict() for k, o in self.learner.optimizers.items()}
                     state["tensors"] = {k: v.detach().cpu() for k, v in self.learner.get_extra_tensors().items()}
-            holder = [state]
+            holder: list[Any] = [state]
             dist.broadcast_object_list(holder, src=src, group=self.ctrl_group)
             if self.rank != src:
-                state = holder[0]
-                self.learner.set_extra_state(state["extra"])
+                received: dict[str, Any] = holder[0]  # the state rank `src` built above
+                self.learner.set_extra_state(received["extra"])
                 if uneven:
-                    self.learner.set_weights(state["weights"])
-                    for name, opt_state in state["optimizers"].items():
+                    self.learner.set_weights(received["weights"])
+                    for name, opt_state in received["optimizers"].items():
                         self.learner.optimizers[name].load_state_dict(opt_state)
-                    if state["tensors"]:
-                        self.learner.set_extra_tensors(state["tensors"])
+                    if received["tensors"]:
+                        self.learner.set_extra_tensors(received["tensors"])
             self._broadcast_buffers(src)
         if not want_weights:
             return metrics, None, None
@@ -403,7 +404,7 @@ def _free_port(host: str) -> int:
         return int(s.getsockname()[1])
 
 
-def _per_learner_config(config: Any, num_learners: int) -> Any:
+def _per_learner_config(config: ResolvedConfig, num_learners: int) -> Any:
     """The config each learner gets: `minibatch_size // num_learners` when it has one, so that
     N learners stepping together on N minibatches make one minibatch of the configured size."""
     try:

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import torch
 
+from rlx.core.config_view import ResolvedConfig
 from rlx.utils.errors import ConfigError
 
 __all__ = ["MIXED_PRECISION_DTYPES", "Precision"]
@@ -35,7 +36,7 @@ MIXED_PRECISION_DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16"
 class Precision:
     """A Learner's autocast dtype (or none) and its loss scaler (or none), from the config."""
 
-    def __init__(self, config: Any, device: torch.device):
+    def __init__(self, config: ResolvedConfig, device: torch.device):
         name = getattr(config, "mixed_precision", None)
         self.device_type = device.type
         self.dtype: torch.dtype | None = MIXED_PRECISION_DTYPES[name] if name else None
@@ -82,7 +83,7 @@ class Precision:
                     continue
                 sub.register_forward_pre_hook(self._enter)
                 sub.register_forward_hook(self._leave)
-                sub._rlx_autocast_hooks = True
+                setattr(sub, "_rlx_autocast_hooks", True)  # a flag, not a tensor or submodule
 
     @property
     def _state(self) -> threading.local:
@@ -124,7 +125,7 @@ class Precision:
         with self._no_autocast():
             (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
 
-    def grad(self, loss: torch.Tensor, params: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def grad(self, loss: torch.Tensor, params: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
         """`torch.autograd.grad(loss, params)`, of the scaled loss when a scaler is set (unscale
         them with `unscale` before reading them)."""
         with self._no_autocast():

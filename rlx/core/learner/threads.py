@@ -16,7 +16,8 @@ nothing. So the Learner switches to 2 threads for the update and back afterwards
 from __future__ import annotations
 
 import os
-from typing import Any
+
+from rlx.core.config_view import ResolvedConfig
 
 __all__ = ["AUTO_WORK_THRESHOLD", "update_threads"]
 
@@ -25,7 +26,7 @@ __all__ = ["AUTO_WORK_THRESHOLD", "update_threads"]
 AUTO_WORK_THRESHOLD = 20_000_000
 
 
-def update_threads(config: Any, num_params: int, device_type: str = "cpu") -> int | None:
+def update_threads(config: ResolvedConfig, num_params: int, device_type: str = "cpu") -> int | None:
     """The torch thread count for the Learner's updates, or None to leave torch's setting alone."""
     if device_type != "cpu" or int(getattr(config, "num_learners", 0) or 0) > 0:
         return None

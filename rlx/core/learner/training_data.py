@@ -2,8 +2,8 @@
 
 Exactly one of its fields is given. rlx's differentiable and meta learners train on `batch`
 (a MultiAgentBatch, a single-agent SampleBatch, or a {module_id: {column: array}} dict);
-`batches` are joined into one batch; object references (`batch_refs`, `episodes_refs`) are
-fetched from Ray by `solve_refs()`.
+`batches` (any batch type: each is viewed per module, `as_multi_agent`) are joined into one
+batch; object references (`batch_refs`, `episodes_refs`) are fetched from Ray by `solve_refs()`.
 """
 from __future__ import annotations
 
@@ -65,17 +65,16 @@ def _join_batches(batches: list[Any]) -> Any:
     import numpy as np
     import torch
 
-    from rlx.core.sample_batch import MultiAgentBatch
+    from rlx.core.sample_batch import MultiAgentBatch, SampleBatch, as_multi_agent, batch_kind
 
     def cat(values: list[Any]) -> Any:
         return torch.cat(values) if isinstance(values[0], torch.Tensor) else np.concatenate(values)
 
     if not batches:
         raise ValueError("TrainingData(batches=[]) holds no batch.")
-    if all(isinstance(b, MultiAgentBatch) for b in batches):
-        ids = list(batches[0].policy_batches)
-        joined = {mid: {k: cat([b[mid][k] for b in batches if mid in b]) for k in batches[0][mid]} for mid in ids}
-        return MultiAgentBatch(joined, env_steps=sum(b.env_steps() for b in batches))
-    from rlx.core.sample_batch import SampleBatch
-
-    return SampleBatch({k: cat([b[k] for b in batches]) for k in batches[0]})
+    per_module = [as_multi_agent(b) for b in batches]
+    first = per_module[0].policy_batches
+    joined = {mid: {k: cat([b[mid][k] for b in per_module if mid in b]) for k in first[mid]} for mid in first}
+    if batch_kind(batches[0]) is SampleBatch:  # one module's columns, given as such
+        return SampleBatch(next(iter(joined.values())))
+    return MultiAgentBatch(joined, env_steps=sum(b.env_steps() for b in per_module))

@@ -14,7 +14,7 @@ from rlx.core.columns import Columns
 from rlx.core.models.actor_critic_catalog import ActorCriticCatalog
 from rlx.core.mlp import MLP, EnsembleMLP, flat_obs_dim, make_mlp, resolve_initializer
 from rlx.core.numpy_forward import as_float32_rows, keeps_methods, mlp_numpy_fn
-from rlx.core.rl_module.rl_module import RLModule
+from rlx.core.rl_module.rl_module import RLModule, built_layer
 from rlx.utils.errors import NotSupportedYetError
 
 __all__ = ["ActorCriticModule", "EnsembleMLP", "MLP", "flat_obs_dim", "make_mlp", "refuse_no_final_linear",
@@ -43,19 +43,21 @@ class ActorCriticModule(RLModule):
 
     def setup(self) -> None:
         cfg = self.model_config
+        obs_space, action_space = self._spaces()
         # With an action mask in the (Dict) observation, the networks read only the other keys.
-        self.action_mask = find_action_mask(self.observation_space, self.action_space, cfg)
-        space = self.action_mask.input_space if self.action_mask is not None else self.observation_space
-        catalog = (self.catalog_class or ActorCriticCatalog)(space, self.action_space, cfg)
+        self.action_mask = find_action_mask(obs_space, action_space, cfg)
+        space = self.action_mask.input_space if self.action_mask is not None else obs_space
+        catalog = (self.catalog_class or ActorCriticCatalog)(space, action_space, cfg)
         self.catalog = catalog
         self.free_log_std = catalog.free_log_std
         self.vf_share_layers = catalog.vf_share_layers
         if self.free_log_std:
             self.log_std = nn.Parameter(torch.zeros(catalog.pi_head_output_dim))
-        self._flatten = not is_image_space(space, cfg) and len(space.shape) != 1
+        # (A space without a shape, a Dict, is refused by the encoder built next.)
+        self._flatten = not is_image_space(space, cfg) and space.shape is not None and len(space.shape) != 1
         self.encoder = catalog.build_actor_critic_encoder("torch")
         self.pi = catalog.build_pi_head("torch")
-        self.vf = None if self.inference_only else catalog.build_vf_head("torch")
+        self.vf: nn.Module | None = None if self.inference_only else catalog.build_vf_head("torch")
 
     def _obs(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The networks' input and the action mask (None without one)."""
@@ -108,10 +110,10 @@ class ActorCriticModule(RLModule):
         if self.encoder is not None:
             features = self.encoder(obs)
             logits = self._pi(features, mask)
-            values = self.vf(features).squeeze(-1)
+            values = built_layer(self, self.vf, "value head")(features).squeeze(-1)
         else:
             logits = self._pi(obs, mask)
-            values = self.vf(obs).squeeze(-1)
+            values = built_layer(self, self.vf, "value head")(obs).squeeze(-1)
         return {Columns.ACTION_DIST_INPUTS: logits, Columns.VF_PREDS: values}
 
     def compute_values(self, batch: dict[str, Any]) -> torch.Tensor:
@@ -119,4 +121,4 @@ class ActorCriticModule(RLModule):
         obs, _ = self._obs(batch)
         if self.encoder is not None:
             obs = self.encoder(obs)
-        return self.vf(obs).squeeze(-1)
+        return built_layer(self, self.vf, "value head")(obs).squeeze(-1)

@@ -10,11 +10,12 @@ its own: an MLP of the hidden layers and the output layer, or a CNN and the outp
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 from torch import nn
 
+from rlx.core.cnn import ImageEncoder, is_image_space
 from rlx.core.distributions import DiagGaussian, dist_class_for_space
 from rlx.core.catalog import INIT_KEYS, Catalog, EncoderConfig, check_framework
 from rlx.core.mlp import make_mlp
@@ -78,7 +79,8 @@ class ActorCriticCatalog(Catalog):
         if self._latent_dims is None:
             enc = self._encoder_config
             if not self.vf_share_layers:
-                self._latent_dims = tuple(enc.input_space.shape) if enc.is_image else (enc.input_dim,)
+                self._latent_dims = (tuple(enc.input_space.shape) if is_image_space(enc.input_space, enc.model_config)
+                                     else (enc.input_dim,))
             elif enc.is_image:
                 self._latent_dims = tuple(enc.output_dims)
             else:
@@ -127,7 +129,7 @@ class ActorCriticCatalog(Catalog):
                 return nn.Identity()
             return make_mlp(self.latent_dims[0], [], None, out_dim, out_gain=gain)
         if enc.is_image:
-            encoder = enc.build()
+            encoder = cast(ImageEncoder, enc.build())  # enc.is_image: build() made an ImageEncoder
             return nn.Sequential(encoder, make_mlp(encoder.out_dim, [], None, out_dim, out_gain=gain))
         hiddens, post = self._pi_layers() if policy else (list(enc.hiddens), list(enc.post_hiddens))
         return self._mlp(hiddens, post, None if no_final else out_dim, gain)

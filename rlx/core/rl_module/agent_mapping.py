@@ -73,19 +73,19 @@ class AgentMapper:
     old one-argument `fn(agent_id)`; checks that the answer is a known policy."""
 
     def __init__(self, mapping_fn: Callable | str | None, policy_ids: list[str]):
-        mapping_fn = resolve_callable(mapping_fn, "policy_mapping_fn")
-        if mapping_fn is None:
+        fn: Callable[..., Any] | None = resolve_callable(mapping_fn, "policy_mapping_fn")
+        if fn is None:
             if len(policy_ids) != 1 and DEFAULT_POLICY_ID not in policy_ids:
                 raise ConfigError(
                     f"policies has {len(policy_ids)} policies ({', '.join(policy_ids)}) but no policy_mapping_fn; "
                     "set config.multi_agent(policy_mapping_fn=lambda agent_id, episode, **kw: ...) to say which "
                     "policy each agent uses.")
             only = policy_ids[0] if len(policy_ids) == 1 else DEFAULT_POLICY_ID
-            mapping_fn = lambda agent_id, episode, **kw: only  # noqa: E731
-        self.fn = mapping_fn
+            fn = lambda agent_id, episode, **kw: only  # noqa: E731
+        self.fn: Callable[..., Any] = fn
         self.policy_ids = set(policy_ids)
-        self._with_episode = _takes_episode(mapping_fn)
-        self._with_worker = self._accepts_worker(mapping_fn)
+        self._with_episode = _takes_episode(fn)
+        self._with_worker = self._accepts_worker(fn)
 
     @staticmethod
     def _accepts_worker(fn: Callable) -> bool:

@@ -7,7 +7,7 @@ used by PPO's GAE), `TargetNetworkAPI` (target networks of DQN/SAC-style losses)
 from __future__ import annotations
 
 import abc
-from typing import Any
+from typing import Any, Callable
 
 
 #: The key of forward_target's action-distribution inputs (the target network's logits or Q-values).
@@ -20,6 +20,18 @@ class ValueFunctionAPI(abc.ABC):
     @abc.abstractmethod
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> Any:
         """State values of the batch's observations."""
+
+
+def value_function(module: Any, needed_by: str) -> Callable[..., Any]:
+    """`module.compute_values` (ValueFunctionAPI's method, or one of that name); a TypeError that
+    says what to implement where the module has none (`needed_by` names the loss that needs it)."""
+    compute_values = getattr(module, "compute_values", None)
+    if not callable(compute_values):
+        raise TypeError(
+            f"{needed_by} needs state values, but the module {type(module).__name__} returns no 'vf_preds' from "
+            "forward_train and has no compute_values(batch) method. Implement compute_values "
+            "(rlx.core.rl_module.apis.ValueFunctionAPI).")
+    return compute_values
 
 
 class TargetNetworkAPI(abc.ABC):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
+from rlx.core.config_view import ResolvedConfig
 from rlx.utils.errors import RLXError
 
 logger = logging.getLogger("rlx")
@@ -83,7 +84,7 @@ class CompiledActing:
         self._compiled: dict[tuple[type, bool], list[Any]] = {}
 
     @classmethod
-    def from_config(cls, config: Any) -> "CompiledActing | None":
+    def from_config(cls, config: ResolvedConfig) -> "CompiledActing | None":
         """The CompiledActing of an EnvRunner with this config; None unless torch_compile_worker."""
         if not getattr(config, "torch_compile_worker", False):
             return None

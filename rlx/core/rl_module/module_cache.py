@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
+from rlx.core.numpy_forward import release_numpy_forward
 from rlx.utils.errors import ConfigError
 
 __all__ = ["ModuleCache"]
@@ -45,9 +46,12 @@ class _UseHook:
     """A hook on a policy's networks that brings the policy into memory before it is used.
 
     Copies of a network (target networks are deep copies) keep the hook: they belong to the same
-    policy. A pickled network gets an inert hook (the cache belongs to this process)."""
+    policy. A pickled network gets an inert hook (the cache belongs to this process). It changes
+    no result, so rlx's NumPy forward passes ignore it (numpy_forward.RESIDENCY_HOOK); who runs
+    one makes the module resident first (`ModuleCache.use`)."""
 
     __slots__ = ("cache", "module_id")
+    rlx_residency_hook = True
 
     def __init__(self, cache: "ModuleCache", module_id: str):
         self.cache, self.module_id = cache, module_id
@@ -329,13 +333,14 @@ class ModuleCache:
         from safetensors.torch import save_file
 
         tensors = self._tensors(module_id)
+        release_numpy_forward(self._modules[module_id])  # its NumPy views would keep the storage alive
         path = self._stash_directory() / f"{next(self._file_numbers)}.safetensors"
         save_file({str(i): t.detach().to("cpu", copy=False).contiguous() for i, t in enumerate(tensors)}, str(path))
         freed = []
         for tensor in tensors:
             freed.append(tensor.data)
             tensor.data = _placeholder(tensor)
-        self._stashed[module_id] = (tensors, path)
+        self._stashed[module_id] = (list(tensors), path)
         self._resident.pop(module_id)
         if self._last == module_id:
             self._last = None

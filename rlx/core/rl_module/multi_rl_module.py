@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any, Iterator
+from typing import Any, Iterator, MutableMapping, cast
 
 import numpy as np
 from torch import nn
@@ -32,7 +32,9 @@ class MultiRLModule(nn.Module):
 
     def __init__(self, modules: dict[str, RLModule] | None = None):
         super().__init__()
-        self._rl_modules = nn.ModuleDict()
+        # A ModuleDict (so the modules' parameters are this module's) used as the mapping it is;
+        # it holds only the RLModules that add_module puts in.
+        self._rl_modules = cast("MutableMapping[str, RLModule]", nn.ModuleDict())
         #: (capacity, swappable) of set_policy_map_capacity; the ModuleCache exists once it swaps.
         self._cache_settings = None
         self._module_cache = None

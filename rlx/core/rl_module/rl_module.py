@@ -65,6 +65,14 @@ class RLModule(nn.Module):
     def setup(self) -> None:
         """Create the layers (override in subclasses)."""
 
+    def _spaces(self) -> tuple[gym.Space, gym.Space]:
+        """(observation_space, action_space) of a module whose networks need both (an RLModuleSpec
+        always gives both); a ConfigError when the module was built without them."""
+        if self.observation_space is None or self.action_space is None:
+            raise ConfigError(f"{type(self).__name__} needs observation_space and action_space to build its "
+                              "networks; pass both to its constructor or RLModuleSpec.")
+        return self.observation_space, self.action_space
+
     # -------------------------------------------------------------- forward passes
 
     # A module implements either the public methods (rlx's own modules) or, as RLlib's new API
@@ -203,7 +211,7 @@ class RLModule(nn.Module):
 
     def _example_forward(self) -> Any:
         """forward_train on one sampled observation (one time step for recurrent modules)."""
-        obs = np.asarray(self.observation_space.sample())
+        obs = np.asarray(self._spaces()[0].sample())
         obs_t = torch.as_tensor(obs[None] if obs.dtype == np.uint8 else obs[None].astype(np.float32))
         device = next((p.device for p in self.parameters()), torch.device("cpu"))
         batch: dict[str, Any] = {Columns.OBS: obs_t.to(device)}
@@ -294,6 +302,15 @@ class RLModuleSpec:
 
 
 SingleAgentRLModuleSpec = RLModuleSpec
+
+
+def built_layer(module: nn.Module, layer: nn.Module | None, name: str) -> nn.Module:
+    """`layer` of `module`, which an inference-only module leaves out (None): a clear error then."""
+    if layer is None:
+        raise ConfigError(f"{type(module).__name__} has no {name}: it was built with inference_only=True, which "
+                          "builds only what acting needs. Build it with inference_only=False to train it or to "
+                          "compute values.")
+    return layer
 
 
 def check_catalog_class(module_class: type, catalog_class: Any) -> None:

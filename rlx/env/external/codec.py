@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -64,6 +64,14 @@ def field(request: dict, name: str, required: bool = True) -> Any:
             raise RequestError(400, f"the request has no {name!r} field.")
         return None
     return request[name]
+
+
+@overload
+def episode_id(value: Any, allow_none: Literal[False] = False) -> str: ...
+
+
+@overload
+def episode_id(value: Any, allow_none: bool) -> str | None: ...
 
 
 def episode_id(value: Any, allow_none: bool = False) -> str | None:

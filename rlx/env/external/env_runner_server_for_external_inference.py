@@ -36,6 +36,7 @@ import numpy as np
 
 from rlx.core import COMPONENT_RL_MODULE
 from rlx.core.columns import Columns
+from rlx.env.config_view import EnvConfig
 from rlx.env.env_runner import EnvInfo, SingleAgentEnvRunner
 from rlx.env.external.codec import RequestError
 from rlx.env.external.episode_chunks import ChunkWriter, read_chunks
@@ -64,7 +65,7 @@ class EnvRunnerServerForExternalInference(SingleAgentEnvRunner):
     `config.environment(observation_space=..., action_space=...)` (there is no env here).
     """
 
-    def __init__(self, config: Any, worker_index: int = 0, num_workers: int = 0, module_spec: Any = None,
+    def __init__(self, config: EnvConfig, worker_index: int = 0, num_workers: int = 0, module_spec: Any = None,
                  module: Any = None, env_info: EnvInfo | None = None, **kwargs: Any):
         if config.observation_space is None or config.action_space is None:
             raise ConfigError("EnvRunnerServerForExternalInference has no env to read spaces from: set "
@@ -84,7 +85,7 @@ class EnvRunnerServerForExternalInference(SingleAgentEnvRunner):
         base_port = int(env_config.get("port", 5555))
         self.book = EpisodeBook(max_open_episodes=10_000, episode_timeout_s=600.0, max_queued_steps=10_000_000)
         self._policy = BatchedPolicy(self, explore=True)  # prepares rows; the client does the acting
-        self._writer = ChunkWriter(EpisodeBackend(self.book, self._policy))
+        self._chunk_writer = ChunkWriter(EpisodeBackend(self.book, self._policy))
         self._arrived = threading.Condition()
         self._steps_waiting = 0
         self._state_lock = threading.Lock()
@@ -150,7 +151,7 @@ class EnvRunnerServerForExternalInference(SingleAgentEnvRunner):
                         self._state_pending = True
                 try:
                     for chunk in chunks:
-                        self._steps_waiting += self._writer.write(chunk)
+                        self._steps_waiting += self._chunk_writer.write(chunk)
                 finally:
                     self._arrived.notify_all()
             return None
@@ -223,7 +224,7 @@ class EnvRunnerServerForExternalInference(SingleAgentEnvRunner):
                            else "no client is connected")
                     raise TimeoutError(
                         f"EnvRunnerServerForExternalInference {self.worker_index} waited "
-                        f"{float(self.config.sample_timeout_s):g} s (sample_timeout_s) for episodes on "
+                        f"{float(self.config.sample_timeout_s or 0.0):g} s (sample_timeout_s) for episodes on "
                         f"{self.host}:{self.port}, but {who}. Start the external client (it connects to this port), "
                         "or raise config.env_runners(sample_timeout_s=...).")
                 self._arrived.wait(timeout=0.25)

@@ -413,5 +413,6 @@ def _columns(rows: list[_Row], with_agent_index: bool) -> SampleBatch:
         batch[AGENT_INDEX] = np.asarray([r.agent for r in rows], np.int64)
     if all(r.logp is not None and r.dist_inputs is not None for r in rows):
         batch[Columns.ACTION_LOGP] = np.asarray([r.logp for r in rows], np.float32)
-        batch[Columns.ACTION_DIST_INPUTS] = np.stack([r.dist_inputs for r in rows])
+        # (every row has them, checked above)
+        batch[Columns.ACTION_DIST_INPUTS] = np.stack([r.dist_inputs for r in rows if r.dist_inputs is not None])
     return SampleBatch(batch)

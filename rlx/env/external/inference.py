@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from rlx.core.columns import Columns
+from rlx.env.policy_view import Policy
 from rlx.utils.errors import NotSupportedYetError
 
 
@@ -48,8 +49,6 @@ class BatchedPolicy:
     """
 
     def __init__(self, runner: Any, explore: bool = True):
-        from rlx.policy.policy import Policy
-
         slot = getattr(runner, "slot", runner)  # a single-agent runner's slot, or a multi-agent runner's
         if getattr(slot.module, "is_stateful", lambda: False)():
             raise NotSupportedYetError("a recurrent module behind a policy server",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from rlx.env.config_view import EnvConfig
 from rlx.utils.errors import CheckpointError, ConfigError
 
 logger = logging.getLogger("rlx")
@@ -50,7 +51,7 @@ def build_local_algorithm(spec: dict) -> Any:
     return config.build()
 
 
-def _multi_agent_policies(config: Any, spec: dict) -> None:
+def _multi_agent_policies(config: EnvConfig, spec: dict) -> None:
     """Every policy of a multi-agent spec, with the server's spaces and the per-policy settings
     its config held; agents are mapped by the server (MAP_AGENTS), never here."""
     from rlx.core.rl_module.agent_mapping import PolicySpec

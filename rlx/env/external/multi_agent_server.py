@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from rlx.env.config_view import EnvConfig
 from rlx.env.external import codec
 from rlx.env.external.codec import RequestError
 from rlx.env.external.server import MAX_COMPUTE_BATCH, ServerApp, encoded_config
@@ -137,7 +138,7 @@ class MultiAgentServerApp(ServerApp):
         return {"actions": codec.to_jsonable([d.env_action for d in policy.act_many(rows, explore)])}
 
 
-def describe_multi_agent(config: Any, policies: Any) -> dict:
+def describe_multi_agent(config: EnvConfig, policies: Any) -> dict:
     """The /spec answer of a multi-agent server: what a local-inference client needs to build
     every policy's module (agents are mapped by the server: MAP_AGENTS)."""
     algo_class = getattr(config, "algo_class", None)

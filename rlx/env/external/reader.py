@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from rlx.env.config_view import EnvConfig
 from rlx.env.external.episodes import SOLE_AGENT, AgentStep, EpisodeBook
 from rlx.env.external.inference import BatchedPolicy, PolicySet
 from rlx.env.external.multi_agent import MultiAgentEpisodeBackend
@@ -109,7 +110,7 @@ class ExternalEnvInput(InputReader):
 
     def __init__(self, ioctx: Any, env: Any, idle_timeout: float = 3.0, episode_timeout_s: float = 600.0,
                  max_queued_steps: int = 1_000_000, max_open_episodes: int = 10_000):
-        worker = getattr(ioctx, "worker", None)
+        worker: Any = getattr(ioctx, "worker", None)  # the local EnvRunner; check_external_runner refuses None
         what = type(env).__name__
         check_external_runner(worker, what)
         multi_agent = is_multi_agent_runner(worker)
@@ -195,7 +196,7 @@ def _check_env_kind(env: Any, what: str, multi_agent: bool) -> None:
                           "keyed by agent id, or train one policy.")
 
 
-def fragment_length(config: Any) -> int:
+def fragment_length(config: EnvConfig) -> int:
     """Steps `next()` waits for: the config's rollout fragment length."""
     try:
         return max(1, int(config.get_rollout_fragment_length()))

@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 
+from rlx.env.config_view import EnvConfig
 from rlx.env.external import codec
 from rlx.env.external.codec import RequestError
 from rlx.env.external.http import BINARY, JSON, Response
@@ -163,7 +164,7 @@ class ServerApp:
         return 200, f"{BINARY}; version={version}", data
 
 
-def describe(config: Any, policy: Any) -> dict:
+def describe(config: EnvConfig, policy: Any) -> dict:
     """The /spec answer: what a local-inference client needs to build the same module."""
     algo_class = getattr(config, "algo_class", None)
     return {
@@ -177,7 +178,7 @@ def describe(config: Any, policy: Any) -> dict:
     }
 
 
-def encoded_config(config: Any) -> dict:
+def encoded_config(config: EnvConfig) -> dict:
     """The config as checkpoint JSON, without the settings that cannot be written as JSON."""
     encoded = {}
     for key, value in config.to_dict().items():

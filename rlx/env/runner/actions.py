@@ -23,20 +23,23 @@ class ActionAdapter:
         self.is_box = isinstance(action_space, gym.spaces.Box)
         self.is_discrete = isinstance(action_space, gym.spaces.Discrete)
         self.is_multi_binary = isinstance(action_space, gym.spaces.MultiBinary)
-        self.discrete_start = int(action_space.start) if self.is_discrete else 0
+        #: The env's action shape (() for spaces without one, e.g. Tuple/Dict).
+        self.env_shape: tuple[int, ...] = tuple(action_space.shape or ())
+        self.discrete_start = int(action_space.start) if isinstance(action_space, gym.spaces.Discrete) else 0
         # Box actions of 2+ dimensions and MultiBinary actions travel flat through module and batch.
-        self.reshape = (self.is_multi_binary or isinstance(action_space, gym.spaces.Box)) \
+        self.reshape = isinstance(action_space, (gym.spaces.MultiBinary, gym.spaces.Box)) \
             and len(action_space.shape) > 1
         self.normalize = False
         self.clip = False
-        if self.is_box:
+        if isinstance(action_space, gym.spaces.Box):
             finite = bool(np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high)))
             self.normalize = normalize and finite
             self.clip = clip or self.normalize
             self.low = action_space.low.astype(np.float64).reshape(-1)
             self.high = action_space.high.astype(np.float64).reshape(-1)
         # Shape (after [T, B]) and dtype of the batch's ACTIONS column.
-        self.batch_shape: tuple = (int(np.prod(action_space.shape)),) if self.reshape else tuple(action_space.shape or ())
+        self.batch_shape: tuple = (int(np.prod(action_space.shape or ())),) if self.reshape \
+            else tuple(action_space.shape or ())
         self.batch_dtype = np.int64 if isinstance(
             action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)) else np.float32
         #: Tuple/Dict spaces: module actions are flat float32 rows, the parts' components
@@ -59,7 +62,7 @@ class ActionAdapter:
                 return (actions + self.discrete_start).tolist()
             return actions.tolist()
         if self.is_multi_binary:
-            return np.asarray(actions).reshape((-1,) + self.space.shape).astype(self.space.dtype, copy=False)
+            return np.asarray(actions).reshape((-1,) + self.env_shape).astype(self.space.dtype, copy=False)
         if not self.is_box:
             return actions
         out = actions
@@ -68,7 +71,7 @@ class ActionAdapter:
         if self.clip:
             out = np.clip(out, self.low, self.high)
         if self.reshape:
-            out = out.reshape((-1,) + self.space.shape)
+            out = out.reshape((-1,) + self.env_shape)
         return out.astype(self.space.dtype, copy=False)
 
     def _structured_to_env(self, flat: np.ndarray) -> list[Any]:
@@ -82,7 +85,7 @@ class ActionAdapter:
                 ints = np.rint(col).astype(np.int64).reshape((n,) + leaf.shape) + np.asarray(getattr(leaf, "start", 0))
                 columns.append(ints.astype(leaf.dtype, copy=False))
             else:  # Box: unsquash/clip as for a Box action space
-                columns.append(part.to_env(col.reshape((n,) + leaf.shape)))
+                columns.append(part.to_env(col.reshape((n,) + part.env_shape)))
         return [unflatten_action_parts(self.space, [c[i] for c in columns]) for i in range(n)]
 
     def from_env(self, env_actions: list[Any]) -> np.ndarray:

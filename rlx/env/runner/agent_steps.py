@@ -34,43 +34,75 @@ logger = logging.getLogger("rlx")
 
 
 class AgentSlot:
-    """Where one agent of one sub-env's episode acts: its module's slot and columns, its column,
-    and the reward its open transition received so far."""
+    """Where one agent of one sub-env's episode acts: its sub-env and id, its module's slot and
+    columns, its column, and the reward its open transition received so far."""
 
-    __slots__ = ("module_id", "slot", "columns", "column", "reward")
+    __slots__ = ("env", "agent_id", "module_id", "slot", "columns", "column", "reward", "direct_shape", "obs_dtype")
 
-    def __init__(self, module_id: str, slot: ModuleSlot):
+    def __init__(self, env: int, agent_id: Any, module_id: str, slot: ModuleSlot):
+        self.env, self.agent_id = env, agent_id
         self.module_id, self.slot = module_id, slot
         self.columns: ModuleColumns | None = None
         self.column = -1
         self.reward = 0.0
+        #: The observation shape stored as the env returns it (no preprocessor), else None.
+        self.direct_shape = slot.obs_shape if slot.direct else None
+        self.obs_dtype = slot.obs_dtype
+
+    def drop_open_row(self) -> None:
+        """Mark this agent's open transition as one that never completes (its episode was cut)."""
+        if self.columns is not None:
+            self.columns.open[self.column] = False
 
 
 class _Closing:
     """The transitions of one module that completed in the current round of env steps, closed
-    into its columns together (`_close_transitions`)."""
+    into its columns together (`_close_transitions`): their columns, rewards and next
+    observations, and the positions (in these lists) of those that ended terminated or truncated."""
 
-    __slots__ = ("cols", "rewards", "next_obs", "terminateds", "truncateds")
+    __slots__ = ("cols", "rewards", "next_obs", "terminated_at", "truncated_at")
 
     def __init__(self) -> None:
         self.cols: list[int] = []
         self.rewards: list[float] = []
         self.next_obs: list[np.ndarray] = []
-        self.terminateds: list[bool] = []
-        self.truncateds: list[bool] = []
+        self.terminated_at: list[int] = []
+        self.truncated_at: list[int] = []
+
+    def add(self, agent: AgentSlot, next_obs: np.ndarray, terminated: bool, truncated: bool) -> None:
+        """The transition of `agent` completed with `next_obs`."""
+        if terminated:
+            self.terminated_at.append(len(self.cols))
+        elif truncated:
+            self.truncated_at.append(len(self.cols))
+        self.cols.append(agent.column)
+        self.rewards.append(agent.reward)
+        self.next_obs.append(next_obs)
+
+    def flags(self, at: list[int]) -> np.ndarray:
+        """A bool per transition, True at the positions `at`."""
+        out = np.zeros(len(self.cols), bool)
+        if at:
+            out[at] = True
+        return out
+
+    def clear(self) -> None:
+        """Empty, for the next round."""
+        for items in (self.cols, self.rewards, self.next_obs, self.terminated_at, self.truncated_at):
+            items.clear()
 
 
 class _Acting:
-    """The agents one module acts for in the current round: their sub-envs, ids, AgentSlots and
-    observations (parallel lists)."""
+    """The agents one module acts for in the current round (AgentSlots), their observations,
+    their columns, and those of them that have no column yet (parallel lists)."""
 
-    __slots__ = ("envs", "agent_ids", "agents", "rows")
+    __slots__ = ("agents", "rows", "cols", "new")
 
     def __init__(self) -> None:
-        self.envs: list[int] = []
-        self.agent_ids: list[Any] = []
         self.agents: list[AgentSlot] = []
         self.rows: list[np.ndarray] = []
+        self.cols: list[int] = []
+        self.new: list[AgentSlot] = []
 
 
 class AgentSampling(AgentBatches):
@@ -134,7 +166,7 @@ class AgentSampling(AgentBatches):
     def _start_episode(self, b: int, seed: int | None = None) -> None:
         # Transitions of an episode cut short (a reset of every sub-env) never complete.
         for agent in self._pending[b].values():
-            agent.columns.open[agent.column] = False
+            agent.drop_open_row()
         episode = MultiAgentEpisode(env_index=b, worker_index=self.worker_index, record=self._track_episodes)
         self._episodes[b] = episode
         self._pending[b] = {}
@@ -165,7 +197,7 @@ class AgentSampling(AgentBatches):
             pid = episode.agent_to_module_map.get(aid)
             if pid is None:
                 pid = episode.agent_to_module_map[aid] = self._mapper(aid, episode, worker=self)
-            agent = self._agent_slots[b][aid] = AgentSlot(pid, self._slots[pid])
+            agent = self._agent_slots[b][aid] = AgentSlot(b, aid, pid, self._slots[pid])
         return agent
 
     def _module_of(self, b: int, aid: Any) -> str:
@@ -225,6 +257,8 @@ class AgentSampling(AgentBatches):
         """Step the sub-envs until `target` env steps (agent steps with count_steps_by='agent_steps')
         are collected (then, with `complete`, on until their episodes end) or `num_episodes`
         episodes completed; the per-module batches of the completed transitions."""
+        if (target is None) == (num_episodes is None):
+            raise ValueError("_run(): give exactly one of target and num_episodes.")
         by_agent = self.config.count_steps_by == "agent_steps"
         active = list(range(self.num_envs if num_episodes is None else min(self.num_envs, num_episodes)))
         # Rows per column: one per env step of its sub-env, and the transition carried over.
@@ -234,6 +268,7 @@ class AgentSampling(AgentBatches):
         # Each row's episode is kept where something reads it: on_postprocess_trajectory, the
         # fragment kept when an env fails in complete_episodes mode, replay's env-step columns.
         self._row_episodes = self._on_postprocess_trajectory is not None or complete or self._env_step_columns
+        self._actors: dict[str, tuple[Any, Any]] = {}  # {module_id: (module, its NumPy actor)} (_numpy_actor)
         started = len(active) if num_episodes is not None else 0
         done_episodes = 0
         env_steps = agent_steps = 0
@@ -265,7 +300,7 @@ class AgentSampling(AgentBatches):
                 if done_episodes >= num_episodes:
                     break
                 continue
-            if (agent_steps if by_agent else env_steps) >= target:
+            if target is not None and (agent_steps if by_agent else env_steps) >= target:
                 if not complete:
                     break
                 active = [b for b in active if not self._at_boundary[b]]
@@ -290,15 +325,17 @@ class AgentSampling(AgentBatches):
         """Module `pid`'s columns, with a column for each agent of `group` that has none yet (a
         (sub-env, agent) slot keeps its column for the runner's lifetime)."""
         columns = self._columns_of(pid)
+        if not group.new:
+            return columns
         index, agents = self._slot_index[pid], self._column_agents[pid]
-        for b, aid, agent in zip(group.envs, group.agent_ids, group.agents):
-            if agent.columns is not columns:
-                key = (b, aid)
-                c = index.get(key)
-                if c is None:
-                    c = index[key] = len(agents)
-                    agents.append(key)
-                agent.columns, agent.column = columns, c
+        for agent in group.new:
+            key = (agent.env, agent.agent_id)
+            c = index.get(key)
+            if c is None:
+                c = index[key] = len(agents)
+                agents.append(key)
+            agent.columns, agent.column = columns, c
+        group.cols = [agent.column for agent in group.agents]
         if len(agents) > columns.C:
             columns.grow_columns(len(agents))
         return columns
@@ -314,52 +351,63 @@ class AgentSampling(AgentBatches):
                 group = groups.get(agent.module_id)
                 if group is None:
                     group = groups[agent.module_id] = _Acting()
-                group.envs.append(b)
-                group.agent_ids.append(aid)
                 group.agents.append(agent)
                 group.rows.append(row)
+                group.cols.append(agent.column)
+                if agent.columns is None:
+                    group.new.append(agent)
         actions: dict[int, dict] = {b: {} for b in active}
         pending = self._pending
+        cache = self.module.module_cache
         for pid, group in groups.items():
             slot = self._slots[pid]
-            self.module.use_module(pid)  # policy_map_capacity: back into memory if it was swapped out
+            if cache is not None:
+                cache.use(pid)  # policy_map_capacity: back into memory if it was swapped out
             if slot.module is not self.module[pid]:  # (a module swapped back in may be a new object)
                 slot.use(self.module[pid], slot.exploration)
-            raw = np.stack(group.rows)
+            raw = np.array(group.rows)
             if slot.float_obs and not math.isfinite(float(np.vdot(raw, raw))):
                 self._raise_nonfinite(raw, group)
             if slot.filter.is_identity:
-                obs = raw
+                obs = raw if raw.dtype == np.float32 else raw.astype(np.float32)
             else:
                 slot.filter.update(raw)
-                obs = slot.filter.apply_batch(raw, update=False)
+                obs = np.ascontiguousarray(slot.filter.apply_batch(raw, update=False), dtype=np.float32)
             state_in = None
             if slot.stateful:
-                states = [self._agent_state[b].get(aid, slot.initial_state)
-                          for b, aid in zip(group.envs, group.agent_ids)]
+                states = [self._agent_state[agent.env].get(agent.agent_id, slot.initial_state)
+                          for agent in group.agents]
                 state_in = {k: np.stack([st[k] for st in states]) for k in slot.initial_state}
-            # Multi-agent acts through torch, as before: under policy_map_capacity a swapped module has
-            # no NumPy form, and a run must draw the same actions whatever the capacity.
-            numpy_actor = None
-            acts, logp, dist_inputs = slot.act(np.ascontiguousarray(obs, dtype=np.float32), explore,
-                                               random_actions, state_in=state_in, numpy_actor=numpy_actor)
+            numpy_actor = self._numpy_actor(slot, explore, random_actions)
+            acted = numpy_actor(obs) if numpy_actor is not None else None  # (the NumPy path, no torch op)
+            acts, logp, dist_inputs = acted if acted is not None else slot.act(
+                obs, explore, random_actions, state_in=state_in)
             env_actions = slot.actions.to_env(acts)
             self._open(self._give_columns(pid, group), group, obs, acts, logp, dist_inputs, state_in)
-            for b, aid, agent, action in zip(group.envs, group.agent_ids, group.agents, env_actions):
-                actions[b][aid] = action
-                pending[b][aid] = agent
+            for agent, action in zip(group.agents, env_actions):
+                actions[agent.env][agent.agent_id] = action
+                pending[agent.env][agent.agent_id] = agent
                 agent.reward = 0.0
             if state_in is not None:
                 # The state after this step is each agent's next state_in.
-                for k, (b, aid) in enumerate(zip(group.envs, group.agent_ids)):
-                    self._agent_state[b][aid] = {key: v[k] for key, v in slot.state_out.items()}
+                for k, agent in enumerate(group.agents):
+                    self._agent_state[agent.env][agent.agent_id] = {key: v[k] for key, v in slot.state_out.items()}
         return actions
+
+    def _numpy_actor(self, slot: ModuleSlot, explore: bool, random_actions: bool) -> Any:
+        """The slot's NumPy acting function (ModuleSlot.numpy_actor), made once per sample() call
+        and module, when the module first acts (in memory: under policy_map_capacity its NumPy
+        forward is built on the storage it has then)."""
+        entry = self._actors.get(slot.module_id)
+        if entry is None or entry[0] is not slot.module:
+            entry = self._actors[slot.module_id] = (slot.module, slot.numpy_actor(explore, random_actions))
+        return entry[1]
 
     def _open(self, columns: ModuleColumns, group: "_Acting", obs: np.ndarray, acts: np.ndarray, logp: np.ndarray,
               dist_inputs: np.ndarray, state_in: dict[str, np.ndarray] | None) -> None:
         """Open the rows of the agents that acted: what they saw and did, and the state before it
         (where the Learner's sequences start)."""
-        cols = np.fromiter([agent.column for agent in group.agents], np.int64, len(group.agents))
+        cols = np.array(group.cols, np.int64)
         rows = columns.open_rows(cols)
         arrays = columns.arrays
         arrays[Columns.OBS][rows, cols] = obs
@@ -370,7 +418,7 @@ class AgentSampling(AgentBatches):
             for key, value in state_in.items():
                 arrays[state_column(key)][rows, cols] = value
         if self._row_episodes:  # (for on_postprocess_trajectory, complete_episodes fragments, replay)
-            episodes = [self._episodes[b] for b in group.envs]
+            episodes = [self._episodes[agent.env] for agent in group.agents]
             row_episodes = columns.episodes
             for r, c, episode in zip(rows.tolist(), cols.tolist(), episodes):
                 row_episodes[r, c] = episode
@@ -381,7 +429,8 @@ class AgentSampling(AgentBatches):
     def _raise_nonfinite(self, raw: np.ndarray, group: "_Acting") -> None:
         """EnvError naming the first agent whose observation holds NaN or inf (an overflowing
         sum of squares alone is not an error)."""
-        for k, (b, aid) in enumerate(zip(group.envs, group.agent_ids)):
+        for k, agent in enumerate(group.agents):
+            b, aid = agent.env, agent.agent_id
             if not np.isfinite(raw[k]).all():
                 raise EnvError(f"{self._sub_env_label(b)} returned a NaN or infinite observation for agent {aid!r} "
                                f"(at step {self._episodes[b].env_t} of its episode): {raw[k]!r:.200}; observations "
@@ -414,37 +463,44 @@ class AgentSampling(AgentBatches):
             agent = pending.get(aid)
             if agent is not None:
                 agent.reward += float(reward)
-        term, trunc = terminateds.get, truncateds.get
-        all_t = bool(term(ALL_AGENTS, False))
-        all_tr = bool(trunc(ALL_AGENTS, False))
         rows = {}
         slots_b = self._agent_slots[b]
+        ndarray = np.ndarray
         for aid, o in obs.items():
             agent = slots_b.get(aid)
-            slot = agent.slot if agent is not None else None
             # What Box envs usually return is stored as is (see _preprocess).
-            if slot is not None and slot.direct and type(o) is np.ndarray and o.shape == slot.obs_shape and \
-                    (o.dtype is slot.obs_dtype or o.dtype == slot.obs_dtype):
+            if agent is not None and type(o) is ndarray and o.shape == agent.direct_shape and \
+                    (o.dtype is agent.obs_dtype or o.dtype == agent.obs_dtype):
                 rows[aid] = o
             else:
                 rows[aid] = self._preprocess(b, aid, o)
         episode.add_env_step(obs, action_dict, rewards, terminateds, truncateds, infos)
         closing = self._closing
         last_row = self._last_row[b]
-        for aid in list(pending):
-            done_t = bool(term(aid, False)) or all_t
-            done_tr = (bool(trunc(aid, False)) or all_tr) and not done_t
-            row = rows.get(aid)
-            if row is not None or done_t or done_tr:
-                agent = pending.pop(aid)
-                completed = closing[agent.module_id]
-                completed.cols.append(agent.column)
-                completed.rewards.append(agent.reward)
-                completed.next_obs.append(row if row is not None else last_row.get(aid))
-                completed.terminateds.append(done_t)
-                completed.truncateds.append(done_tr)
-        last_row.update(rows)
-        acting = {aid: row for aid, row in rows.items() if not (term(aid, False) or trunc(aid, False))}
+        if True in terminateds.values() or True in truncateds.values():
+            term, trunc = terminateds.get, truncateds.get
+            all_t = bool(term(ALL_AGENTS, False))
+            all_tr = bool(trunc(ALL_AGENTS, False))
+            for aid in list(pending):
+                done_t = bool(term(aid, False)) or all_t
+                done_tr = (bool(trunc(aid, False)) or all_tr) and not done_t
+                row = rows.get(aid)
+                if row is not None or done_t or done_tr:
+                    agent = pending.pop(aid)
+                    closing[agent.module_id].add(agent, row if row is not None else last_row[aid], done_t, done_tr)
+            last_row.update(rows)
+            acting = {aid: row for aid, row in rows.items() if not (term(aid, False) or trunc(aid, False))}
+        else:  # (most steps: nobody is done, the agents that observed complete their transitions)
+            all_t = all_tr = False
+            for aid, row in rows.items():
+                agent = pending.pop(aid, None)
+                if agent is not None:
+                    completed = closing[agent.module_id]
+                    completed.cols.append(agent.column)
+                    completed.rewards.append(agent.reward)
+                    completed.next_obs.append(row)
+            last_row.update(rows)
+            acting = rows
         self._obs[b] = acting
         self._at_boundary[b] = False
         if self._on_episode_step is not None:
@@ -462,9 +518,10 @@ class AgentSampling(AgentBatches):
         """Close the rows of the transitions completed by this round of env steps, per module at once."""
         for pid, completed in self._closing.items():
             if completed.cols:
-                self._columns[pid].close_rows(np.asarray(completed.cols, np.int64), np.stack(completed.next_obs),
-                                              completed.rewards, completed.terminateds, completed.truncateds)
-                self._closing[pid] = _Closing()
+                self._columns[pid].close_rows(np.array(completed.cols, np.int64), np.array(completed.next_obs),
+                                              completed.rewards, completed.flags(completed.terminated_at),
+                                              completed.flags(completed.truncated_at))
+                completed.clear()
 
     def _restart_sub_env(self, b: int, err: BaseException) -> None:
         """Replace sub-env b, whose step() raised, by a new one (restart_failed_sub_environments).
@@ -472,7 +529,7 @@ class AgentSampling(AgentBatches):
         last rows end as truncated."""
         super()._restart_sub_env(b, err)
         for agent in self._pending[b].values():
-            agent.columns.open[agent.column] = False
+            agent.drop_open_row()
         self._pending[b] = {}
         for pid, columns in self._columns.items():
             cols = [c for c, (env_index, _) in enumerate(self._column_agents[pid]) if env_index == b]

@@ -152,6 +152,8 @@ class ModuleColumns:
         arrays[Columns.VALID][rows, cols] = True
         self.count[cols] = rows + 1
         self.open[cols] = False
+        if self._ranked >= self.C:  # every column closed a row before: the order is known
+            return
         first = cols[self.rank[cols] < 0]
         if len(first):
             self.rank[first] = np.arange(self._ranked, self._ranked + len(first))

@@ -63,7 +63,8 @@ class StepChecks(EnvRunner):
     #: A recurrent module's initial state and each sub-env's current state ({name: [B, ...]}).
     _initial_state: dict[str, np.ndarray]
     _state: dict[str, np.ndarray]
-    _next_state: dict[str, np.ndarray] | None
+    #: The state the module's last act() returned ({} before the first).
+    _next_state: dict[str, np.ndarray]
     _stateful: bool
     #: The sub-env whose step failed in the current row (None: none).
     _failed_sub_env: int | None

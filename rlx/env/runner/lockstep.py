@@ -45,7 +45,7 @@ class LockstepSampling(StepChecks):
         self._episodes: list[Any] = [None] * self.num_envs
         if getattr(self, "_stateful", False):
             self._state = {k: np.repeat(v[None], self.num_envs, axis=0) for k, v in self._initial_state.items()}
-            self._next_state = None
+            self._next_state = {}
 
     def _reset_state(self, rows: Any) -> None:
         """Give these sub-envs' rows the recurrent module's initial state (new episodes)."""
@@ -112,12 +112,11 @@ class LockstepSampling(StepChecks):
         """The slot's NumPy acting function for this sample() call (ModuleSlot.numpy_actor)."""
         return self.slot.numpy_actor(explore, random_actions)
 
-    def _act(self, obs: np.ndarray, explore: bool, random_actions: bool,
-             numpy_actor: Callable[[np.ndarray], Any] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _act(self, obs: np.ndarray, explore: bool, random_actions: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Actions, their log-probabilities and the distribution inputs for a batch of observations
-        (ModuleSlot.act); a recurrent module's next state goes to `_next_state`."""
-        out = self.slot.act(obs, explore, random_actions, state_in=self._state if self._stateful else None,
-                            numpy_actor=numpy_actor)
+        through torch (ModuleSlot.act; the loop calls the NumPy actor itself first); a recurrent
+        module's next state goes to `_next_state`."""
+        out = self.slot.act(obs, explore, random_actions, state_in=self._state if self._stateful else None)
         if self._stateful:
             self._next_state = self.slot.state_out
         return out
@@ -135,6 +134,8 @@ class LockstepSampling(StepChecks):
         end) or until `num_episodes` episodes completed; the time-major batch of those rows.
         Rows that belong to no collected step are marked False in the `valid` column (present
         only then)."""
+        if (steps_per_env is None) == (num_episodes is None):
+            raise ValueError("_run(): give exactly one of steps_per_env and num_episodes.")
         self._failed_sub_env = None
         B = self.num_envs
         envs = self.env.envs
@@ -157,6 +158,7 @@ class LockstepSampling(StepChecks):
         remote_envs = self.config.sub_envs_in_processes
         row_episodes: list[list[Any]] | None = [] if self._on_postprocess_trajectory is not None else None
         numpy_actor = self._numpy_actor(explore, random_actions)
+        to_env = self.actions.to_env
         # remote_env_batch_wait_ms > 0: each row acts only for the sub-envs whose steps arrived
         # (rlx.env.partial_steps); `target` is the steps to collect, `collected` those collected.
         partial = self._partial_stepper() if remote_envs else None
@@ -180,23 +182,24 @@ class LockstepSampling(StepChecks):
             if self._stateful:
                 for k, v in self._state.items():
                     buf[state_column(k)][t] = v
-            actions, logp, dist_inputs = self._act(obs_t, explore, random_actions, numpy_actor)
+            acted = numpy_actor(obs_t) if numpy_actor is not None else None  # (the NumPy path, no torch op)
+            actions, logp, dist_inputs = acted if acted is not None else self._act(obs_t, explore, random_actions)
             if dist_buf is None:
                 dist_buf = columns.set_dist_width(dist_inputs)
             dist_buf[t] = dist_inputs
             self._progress = (buf, t, row_episodes)  # rows an env error keeps (_with_partial_fragment)
             buf[Columns.ACTIONS][t] = actions
             buf[Columns.ACTION_LOGP][t] = logp
-            env_actions = self.actions.to_env(actions)
+            env_actions = to_env(actions)
             rew_t = buf[Columns.REWARDS][t]
             term_t = buf[Columns.TERMINATEDS][t]
             trunc_t = buf[Columns.TRUNCATEDS][t]
             next_t = buf[Columns.NEXT_OBS][t]
             valid_t = buf[Columns.VALID][t]
-            finished = []
+            finished: list[int] = []
             if row_episodes is not None:
                 row_episodes.append(list(self._episodes))
-            dropped = []
+            dropped: list[int] = []
             stepped = []  # (i, obs, reward, info, terminated, truncated) for the episode callbacks
             if partial is not None:
                 partial.send(envs, sending, env_actions, t, self._next_state if self._stateful else None)
@@ -295,7 +298,7 @@ class LockstepSampling(StepChecks):
                 if not partial.num_in_flight and \
                         not self._partial_to_send(partial, active, num_episodes, target, collected, complete):
                     break
-            elif t >= steps_per_env:
+            elif steps_per_env is not None and t >= steps_per_env:
                 if not complete:
                     break
                 active = [i for i in active if not self._at_boundary[i]]
@@ -373,7 +376,7 @@ class LockstepSampling(StepChecks):
         `active`, as many as the steps still to collect; past that, in complete_episodes mode,
         those whose episodes have not ended."""
         free = partial.free(active)
-        if num_episodes is not None:
+        if num_episodes is not None or target is None:  # target is None exactly when sampling episodes
             return free
         budget = target - collected - partial.num_in_flight
         if budget > 0:

@@ -18,8 +18,10 @@ import numpy as np
 import torch
 
 from rlx.core.columns import Columns
+from rlx.core.numpy_forward import numpy_forward_entry, numpy_forward_of
 from rlx.core.preprocessors import NoPreprocessor, Preprocessor, get_preprocessor
 from rlx.core.rl_module.compiled_acting import CompiledActing, acting_forward
+from rlx.env.config_view import EnvConfig
 from rlx.env.runner.actions import ActionAdapter
 from rlx.utils.errors import EnvError
 from rlx.utils.filters import make_filter
@@ -28,7 +30,7 @@ from rlx.utils.filters import make_filter
 Acted = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-def make_preprocessor(config: Any, space: gym.Space) -> Preprocessor:
+def make_preprocessor(config: EnvConfig, space: gym.Space) -> Preprocessor:
     """The observation preprocessor the config asks for (`preprocessor_pref`,
     `_disable_preprocessor_api`); EnvError when a non-Box space would need one but it is off."""
     if config.preprocessor_pref is None or config._disable_preprocessor_api:
@@ -99,7 +101,7 @@ class ModuleSlot:
         timestep_fn: the env-step count exploration schedules follow.
     """
 
-    def __init__(self, module_id: str, config: Any, observation_space: gym.Space, action_space: gym.Space, *,
+    def __init__(self, module_id: str, config: EnvConfig, observation_space: gym.Space, action_space: gym.Space, *,
                  generator: torch.Generator | None = None, compiled: CompiledActing | None = None,
                  timestep_fn: Callable[[], int] | None = None, preprocessor: Preprocessor | None = None,
                  obs_filter: Any = None):
@@ -126,6 +128,8 @@ class ModuleSlot:
         self._timestep_fn = timestep_fn or (lambda: 0)
         self._adapters: dict[tuple[bool, bool], ActionAdapter] = {}
         self._numpy_actor_cache: tuple | None = None
+        #: Batches of observations acted on in NumPy (the fast path) rather than through torch.
+        self.num_numpy_batches = 0
         self.float_obs = has_float_values(observation_space)
         self.direct = type(self.preprocessor) is NoPreprocessor
         self.obs_dtype = getattr(observation_space, "dtype", None)
@@ -186,36 +190,49 @@ class ModuleSlot:
 
     def numpy_actor(self, explore: bool, random_actions: bool) -> Callable[[np.ndarray], Acted | None] | None:
         """`act` computed in NumPy, for one sample() call: the module's NumPy forward pass
-        (RLModule.numpy_inference_fn) and the exploration's NumPy form of its action choice. None
-        when either has none; the returned function returns None for a step it cannot take (e.g.
-        in a random-action phase), which then acts through torch."""
-        if random_actions or self.stateful or self._compiled is not None:
+        (RLModule.numpy_inference_fn, kept by rlx.core.numpy_forward) and the exploration's NumPy
+        form of its action choice. None when either has none; the returned function returns None
+        for a step it cannot take (e.g. in a random-action phase), which then acts through torch.
+
+        The module must be in memory (policy_map_capacity: `MultiRLModule.use_module`) when this
+        is called and whenever the returned function runs. The function reads the module's NumPy
+        forward through the entry rlx.core.numpy_forward keeps for it, which the module cache
+        empties when it swaps the module out (so no view keeps the freed storage alive); the
+        next call then builds it anew, over the storage the module has then."""
+        if random_actions or self.stateful or self._compiled is not None or self.exploration is None:
             return None  # (a compiling runner acts through its compiled torch module)
         module, exploration = self.module, self.exploration
-        # Rebuilt when the module's parameters move or are replaced: its NumPy views would be stale.
-        # (The views keep the old storage alive, so a new tensor cannot reuse one of these addresses.)
-        storage = tuple(p.data_ptr() for p in module.parameters())
+        # (check_storage: rebuilt when a parameter got new storage, e.g. `param.data = ...`.)
+        if numpy_forward_of(module, check_storage=True) is None:
+            return None
         cached = self._numpy_actor_cache
-        if cached is not None and cached[0] is module and cached[1] is exploration and cached[2] == explore \
-                and cached[3] == storage:
-            return cached[4]
+        if cached is not None and cached[0] is module and cached[1] is exploration and cached[2] == explore:
+            return cached[3]
         act = self._build_numpy_actor(module, exploration, explore)
-        self._numpy_actor_cache = (module, exploration, explore, storage, act)
+        self._numpy_actor_cache = (module, exploration, explore, act)
         return act
 
     def _build_numpy_actor(self, module: Any, exploration: Any, explore: bool) -> Callable | None:
-        forward = module.numpy_inference_fn()
-        if forward is None:
-            return None
         choose = exploration.numpy_action_fn(self.dist_cls if explore else self.inference_dist_cls, explore)
         if choose is None:
             return None
         timestep_fn = self._timestep_fn
+        entry = numpy_forward_entry(module)
 
         def act(obs: np.ndarray) -> Acted | None:
+            nonlocal entry
+            forward = entry[1]
+            if forward is None:  # released (the module was swapped out since): views of its storage now
+                entry = numpy_forward_entry(module)
+                forward = entry[1]
+                if forward is None:
+                    return None
             inputs = forward(obs)
             out = choose(inputs, timestep_fn())
-            return None if out is None else (out[0], out[1], inputs)
+            if out is None:
+                return None
+            self.num_numpy_batches += 1
+            return out[0], out[1], inputs
 
         return act
 
@@ -231,9 +248,9 @@ class ModuleSlot:
         `compiled=False` runs the eager forward pass even where the runner compiles.
         """
         if numpy_actor is not None:
-            out = numpy_actor(obs)
-            if out is not None:
-                return out
+            acted = numpy_actor(obs)
+            if acted is not None:
+                return acted
         batch: dict[str, Any] = {Columns.OBS: torch.from_numpy(obs)}
         if state_in is not None:  # one time step: [B, 1, ...] and the state of each row
             batch = {Columns.OBS: batch[Columns.OBS][:, None],

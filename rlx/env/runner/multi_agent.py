@@ -16,6 +16,7 @@ from rlx.core.rl_module.multi_rl_module import MultiRLModule, MultiRLModuleSpec
 from rlx.core.rl_module.rl_module import RLModule, RLModuleSpec
 from rlx.core.rl_module.agent_mapping import AgentMapper, PolicySpec, resolve_callable
 from rlx.core.sample_batch import MultiAgentBatch
+from rlx.env.config_view import EnvConfig
 from rlx.env.connector_env import (
     ConnectorContext, FilterAndConnectorState, MultiAgentConnectorEnv, build_env_to_module, build_module_to_env)
 from rlx.env.multi_agent_env import MultiAgentEnv
@@ -39,7 +40,7 @@ class MultiAgentEnvRunner(AgentSampling):
 
     _state_counters = ("num_env_steps_sampled_lifetime", "num_agent_steps_sampled_lifetime")
 
-    def __init__(self, config: Any, worker_index: int = 0, num_workers: int = 0,
+    def __init__(self, config: EnvConfig, worker_index: int = 0, num_workers: int = 0,
                  module_spec: RLModuleSpec | None = None, module: MultiRLModule | None = None,
                  env_info: Any = None):
         if config.sub_envs_in_processes:

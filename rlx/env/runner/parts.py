@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from rlx.env.config_view import EnvConfig
 from rlx.env.env_context import EnvContext
 from rlx.env.runner.module_slot import ModuleSlot
 from rlx.utils.errors import EnvError
@@ -21,7 +22,7 @@ from rlx.utils.metrics.metrics_logger import MetricsLogger
 class RunnerParts(abc.ABC):
     """The state every part of an EnvRunner reads, and the members every runner provides."""
 
-    config: Any
+    config: EnvConfig
     worker_index: int
     num_workers: int
     metrics: MetricsLogger

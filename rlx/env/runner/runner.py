@@ -27,7 +27,9 @@ import torch
 from rlx.core.rl_module.rl_module import RLModule, RLModuleSpec
 from rlx.core.rl_module.agent_mapping import is_trainable
 from rlx.core.rl_module.compiled_acting import CompiledActing
+from rlx.env.config_view import EnvConfig
 from rlx.env.fake_sampler import FakeSampler
+from rlx.env.policy_view import Policy
 from rlx.env.runner.current import acting_runner, register_runner, unregister_runner
 from rlx.env.runner.episode_events import EpisodeEvents
 from rlx.env.runner.module_slot import ModuleSlot
@@ -50,7 +52,7 @@ class EnvRunner(SubEnvs, EpisodeEvents):
     #: The sampling counters get_state() carries.
     _state_counters: tuple[str, ...] = ("num_env_steps_sampled_lifetime",)
 
-    def _setup(self, config: Any, worker_index: int, num_workers: int, external_env: bool) -> None:
+    def _setup(self, config: EnvConfig, worker_index: int, num_workers: int, external_env: bool) -> None:
         """What every runner sets up before its envs and modules."""
         self.config = config
         self.worker_index = worker_index
@@ -88,7 +90,7 @@ class EnvRunner(SubEnvs, EpisodeEvents):
     def _timestep(self) -> int:
         return self.num_env_steps_sampled_lifetime
 
-    def _new_slot(self, module_id: str, config: Any, observation_space: gym.Space,
+    def _new_slot(self, module_id: str, config: EnvConfig, observation_space: gym.Space,
                   action_space: gym.Space) -> ModuleSlot:
         """The acting path of a module acting in these spaces (its module attached later)."""
         return ModuleSlot(module_id, config, observation_space, action_space, generator=self._generator,
@@ -231,8 +233,6 @@ class EnvRunner(SubEnvs, EpisodeEvents):
                 slot.use(current, slot.exploration)
         view = self._policy_views.get(policy_id)
         if view is None or view.slot is not slot or view.module is not slot.module:
-            from rlx.policy.policy import Policy
-
             view = self._policy_views[policy_id] = Policy.from_slot(slot)
         return view
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from rlx.core.columns import Columns
 from rlx.core.rl_module.rl_module import RLModule, RLModuleSpec
+from rlx.env.config_view import EnvConfig
 from rlx.env.connector_env import (
     ConnectorContext, ConnectorEnv, FilterAndConnectorState, build_env_to_module, build_module_to_env,
     has_env_to_module_pieces)
@@ -40,7 +41,7 @@ class SingleAgentEnvRunner(LockstepSampling):
 
     def __init__(
         self,
-        config: Any,
+        config: EnvConfig,
         worker_index: int = 0,
         num_workers: int = 0,
         module_spec: RLModuleSpec | None = None,
@@ -90,18 +91,20 @@ class SingleAgentEnvRunner(LockstepSampling):
 
     # ------------------------------------------------------------------ envs
 
-    def _build_envs(self) -> None:
-        self._env = VectorEnv(self._create_envs())
-        self.num_envs = self._env.num_envs
+    def _build_envs(self) -> VectorEnv:
+        self._env = env = VectorEnv(self._create_envs())
+        self.num_envs = env.num_envs
+        return env
 
     @property
     def env(self) -> VectorEnv:
         """The sub-environments (a VectorEnv), built on first use when the runner started without them."""
-        if self._env is None:
-            self._build_envs()
+        env = self._env
+        if env is None:
+            env = self._build_envs()
             self._alloc_episode_state()
             self._fire_environment_created()
-        return self._env
+        return env
 
     @property
     def sub_envs(self) -> list[Any]:
@@ -120,7 +123,7 @@ class SingleAgentEnvRunner(LockstepSampling):
         if isinstance(env.envs[0], ConnectorEnv):
             env_spaces = (env.envs[0].env.observation_space, env.envs[0].env.action_space)
         return EnvInfo(env.observation_space, env.action_space, self.num_envs,
-                       getattr(self, "is_atari", None) if hasattr(self, "is_atari") else is_atari_env(env.envs[0]),
+                       self.is_atari if hasattr(self, "is_atari") else is_atari_env(env.envs[0]),
                        env_spaces)
 
     def _check_first_env(self, env: Any) -> Any:

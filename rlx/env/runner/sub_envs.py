@@ -20,10 +20,11 @@ from rlx.core import DEFAULT_AGENT_ID
 from rlx.env.env_checker import OldGymEnvCompatibility, looks_like_old_gym_api
 from rlx.env.env_context import EnvContext
 from rlx.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv
-from rlx.env.registry import make_env_creator
 from rlx.env.runner.current import acting_runner
 from rlx.env.runner.parts import RunnerParts
 from rlx.utils.errors import EnvError
+from rlx.utils.registry import make_env_creator
+from rlx.utils.typing import MultiAgentDict
 
 logger = logging.getLogger("rlx")
 
@@ -49,8 +50,7 @@ def episode_step_limit(env: Any) -> int | None:
     SingleAgentAsMultiAgent), the largest of theirs."""
     if isinstance(env, MultiAgentEnv):
         inner = [env.env] if isinstance(env, SingleAgentAsMultiAgent) else list(getattr(env, "envs", None) or [])
-        limits = [episode_step_limit(e) for e in inner if isinstance(e, gym.Env)]
-        limits = [x for x in limits if x]
+        limits = [x for x in (episode_step_limit(e) for e in inner if isinstance(e, gym.Env)) if x]
         return max(limits) if limits else None
     limit = getattr(getattr(env, "spec", None), "max_episode_steps", None)
     node = env
@@ -93,7 +93,8 @@ class SingleAgentAsMultiAgent(MultiAgentEnv):
         obs, info = self.env.reset(seed=seed, options=options)
         return {DEFAULT_AGENT_ID: obs}, {DEFAULT_AGENT_ID: info}
 
-    def step(self, action_dict: dict) -> tuple[dict, ...]:
+    def step(self, action_dict: MultiAgentDict) -> tuple[  # type: ignore[override]  # see MultiAgentEnv.step
+            MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict]:
         """Step the env with DEFAULT_AGENT_ID's action."""
         obs, reward, terminated, truncated, info = self.env.step(action_dict[DEFAULT_AGENT_ID])
         a = DEFAULT_AGENT_ID

@@ -17,7 +17,7 @@ from rlx.core.columns import Columns
 _POSTPROCESSED_COLUMNS = (Columns.ADVANTAGES, Columns.VALUE_TARGETS)
 
 
-def episode_runs(episodes: Sequence[Any]) -> Iterator[tuple[int, int, Any]]:
+def episode_runs(episodes: Sequence[Any] | np.ndarray) -> Iterator[tuple[int, int, Any]]:
     """(start, end, episode) of each run of consecutive rows of one column that belong to the
     same episode object (`episodes[t]` is row t's)."""
     t, n = 0, len(episodes)

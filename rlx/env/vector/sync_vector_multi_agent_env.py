@@ -46,6 +46,8 @@ class SyncVectorMultiAgentEnv(VectorMultiAgentEnv):
             stepping it (its action in that call is ignored).
     """
 
+    envs: list[Any]
+
     def __init__(self, env_fns: Iterable[Callable[[], Any]], copy: bool = True,
                  autoreset_mode: str = "next_step"):
         super().__init__()

@@ -9,7 +9,7 @@ last 4 frames stacked on the channel axis); reward clipping is applied by the en
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -34,9 +34,23 @@ def is_atari(env: gym.Env | str) -> bool:
     return module.startswith(("ale_py", "gymnasium.envs.atari", "gym.envs.atari"))
 
 
+def _image_space(env: gym.Env, wrapper: str) -> gym.spaces.Box:
+    """The Box of frames `env` observes; a TypeError naming `wrapper` for other spaces."""
+    space = env.observation_space
+    if not isinstance(space, gym.spaces.Box):
+        raise TypeError(f"{wrapper} wraps envs observing image frames (a Box space), got {space}.")
+    return space
+
+
+def _lives(env: gym.Env) -> int:
+    """Lives left in the ALE game under `env`."""
+    # ALE envs (ale_py.AtariEnv) carry the emulator as `ale`; gymnasium's Env type does not declare it.
+    return int(env.unwrapped.ale.lives())  # type: ignore[attr-defined]
+
+
 def get_wrapper_by_cls(env: gym.Env, cls: type) -> gym.Env | None:
     """The wrapper of class `cls` in `env`'s wrapper chain, or None."""
-    current = env
+    current: gym.Env | None = env
     while current is not None:
         if isinstance(current, cls):
             return current
@@ -47,8 +61,8 @@ def get_wrapper_by_cls(env: gym.Env, cls: type) -> gym.Env | None:
 class ClipRewardEnv(gym.RewardWrapper):
     """Rewards clipped to their sign: -1, 0 or +1."""
 
-    def reward(self, reward: float) -> float:  # noqa: D102
-        return float(np.sign(reward))
+    def reward(self, reward: SupportsFloat) -> float:  # noqa: D102
+        return float(np.sign(float(reward)))
 
 
 class NoopResetEnv(gym.Wrapper):
@@ -80,7 +94,8 @@ class FireResetEnv(gym.Wrapper):
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict]:  # noqa: D102
         self.env.reset(**kwargs)
-        obs, info = None, {}
+        obs: Any = None
+        info: dict[str, Any] = {}
         for action in (1, 2):
             obs, _, terminated, truncated, info = self.env.step(action)
             if terminated or truncated:
@@ -96,10 +111,10 @@ class EpisodicLifeEnv(gym.Wrapper):
         self.lives = 0
         self.was_real_done = True
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:  # noqa: D102
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict]:  # noqa: D102
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.was_real_done = terminated or truncated
-        lives = self.env.unwrapped.ale.lives()
+        lives = _lives(self.env)
         if 0 < lives < self.lives:
             terminated = True
         self.lives = lives
@@ -113,7 +128,7 @@ class EpisodicLifeEnv(gym.Wrapper):
             obs, _, terminated, truncated, info = self.env.step(0)
             if terminated or truncated:
                 obs, info = self.env.reset(**kwargs)
-        self.lives = self.env.unwrapped.ale.lives()
+        self.lives = _lives(self.env)
         return obs, info
 
 
@@ -123,7 +138,8 @@ class MaxAndSkipEnv(gym.Wrapper):
     def __init__(self, env: gym.Env, skip: int = 4):
         super().__init__(env)
         self._skip = skip
-        self._frames = np.zeros((2,) + env.observation_space.shape, dtype=env.observation_space.dtype)
+        space = _image_space(env, "MaxAndSkipEnv")
+        self._frames = np.zeros((2,) + space.shape, dtype=space.dtype)
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:  # noqa: D102
         total = 0.0
@@ -146,7 +162,7 @@ class WarpFrame(gym.ObservationWrapper):
         super().__init__(env)
         self.dim = dim
         self.grayscale = grayscale
-        channels = 1 if grayscale else env.observation_space.shape[-1]
+        channels = 1 if grayscale else _image_space(env, "WarpFrame").shape[-1]
         self.observation_space = gym.spaces.Box(0, 255, (dim, dim, channels), dtype=np.uint8)
 
     def observation(self, frame: np.ndarray) -> np.ndarray:  # noqa: D102
@@ -174,7 +190,7 @@ class FrameStack(gym.Wrapper):
         super().__init__(env)
         self.k = k
         self.frames: deque = deque(maxlen=k)
-        space = env.observation_space
+        space = _image_space(env, "FrameStack")
         self.observation_space = gym.spaces.Box(
             np.repeat(space.low, k, axis=-1), np.repeat(space.high, k, axis=-1), dtype=space.dtype)
 
@@ -184,7 +200,7 @@ class FrameStack(gym.Wrapper):
             self.frames.append(obs)
         return self._stacked(), info
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:  # noqa: D102
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict]:  # noqa: D102
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.frames.append(obs)
         return self._stacked(), reward, terminated, truncated, info

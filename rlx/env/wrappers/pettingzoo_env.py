@@ -19,6 +19,12 @@ from rlx.utils.typing import AgentID, MultiAgentDict
 StepResult = tuple[MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict]
 
 
+def _dict_space(spaces: dict[AgentID, gym.Space]) -> gym.spaces.Dict:
+    """The per-agent spaces as one gym Dict keyed by agent id (RLlib's PettingZooEnv offers them so)."""
+    # gymnasium types Dict keys as str; agent ids are any hashable, which Dict holds as well.
+    return gym.spaces.Dict(spaces)  # type: ignore[arg-type]
+
+
 class PettingZooEnv(MultiAgentEnv):
     """A PettingZoo AEC env as a MultiAgentEnv: agents take turns, one agent acts per step.
 
@@ -38,14 +44,14 @@ class PettingZooEnv(MultiAgentEnv):
         self.possible_agents = _possible_agents(env, type(self).__name__)
         self.observation_spaces, self.action_spaces = _agent_spaces(env, self.possible_agents)
         # RLlib's PettingZooEnv exposes the spaces also as gym Dicts keyed by agent id.
-        self.observation_space = gym.spaces.Dict(self.observation_spaces)
-        self.action_space = gym.spaces.Dict(self.action_spaces)
+        self.observation_space = _dict_space(self.observation_spaces)
+        self.action_space = _dict_space(self.action_spaces)
         self.metadata = dict(getattr(env, "metadata", None) or {})
         self.render_mode = getattr(env, "render_mode", None)
         self._has_reset = False
 
     @property
-    def agents(self) -> list[AgentID]:
+    def agents(self) -> list[AgentID]:  # type: ignore[override]  # read-only: the PettingZoo env's agents
         """The agents now in the episode (PettingZoo's `env.agents`; empty before reset())."""
         return _current_agents(self.env) if self._has_reset else []
 
@@ -59,7 +65,7 @@ class PettingZooEnv(MultiAgentEnv):
         agent = self.env.agent_selection
         return {agent: self.env.observe(agent)}, {agent: _info(self.env, agent)}
 
-    def step(self, action_dict: MultiAgentDict) -> StepResult:
+    def step(self, action_dict: MultiAgentDict) -> StepResult:  # type: ignore[override]  # see MultiAgentEnv.step
         """Act for the agent whose turn it is; `(obs, rewards, terminateds, truncateds, infos)`.
 
         `action_dict` must hold exactly one action, for the agent in the last obs dict.
@@ -144,8 +150,8 @@ class ParallelPettingZooEnv(MultiAgentEnv):
         self.par_env = env
         self.possible_agents = _possible_agents(env, type(self).__name__)
         self.observation_spaces, self.action_spaces = _agent_spaces(env, self.possible_agents)
-        self.observation_space = gym.spaces.Dict(self.observation_spaces)
-        self.action_space = gym.spaces.Dict(self.action_spaces)
+        self.observation_space = _dict_space(self.observation_spaces)
+        self.action_space = _dict_space(self.action_spaces)
         self.metadata = dict(getattr(env, "metadata", None) or {})
         self.render_mode = getattr(env, "render_mode", None)
         self._has_reset = False
@@ -156,7 +162,7 @@ class ParallelPettingZooEnv(MultiAgentEnv):
         return self.par_env
 
     @property
-    def agents(self) -> list[AgentID]:
+    def agents(self) -> list[AgentID]:  # type: ignore[override]  # read-only: the PettingZoo env's agents
         """The agents now in the episode (PettingZoo's `env.agents`; empty before reset())."""
         return _current_agents(self.par_env) if self._has_reset else []
 
@@ -172,7 +178,7 @@ class ParallelPettingZooEnv(MultiAgentEnv):
         # Infos are keyed by the agents that observe (aec_to_parallel also returns the done ones).
         return dict(obs), {agent: info for agent, info in (infos or {}).items() if agent in obs}
 
-    def step(self, action_dict: MultiAgentDict) -> StepResult:
+    def step(self, action_dict: MultiAgentDict) -> StepResult:  # type: ignore[override]  # see MultiAgentEnv.step
         """Step every live agent at once; `(obs, rewards, terminateds, truncateds, infos)`."""
         live = _live_agents_or_raise(self, self.par_env)
         if not isinstance(action_dict, dict):

@@ -20,7 +20,7 @@ from rlx.offline.input_factory import input_mentions_sampler, make_input_reader
 from rlx.offline.io_context import IOContext
 from rlx.offline.spaces import check_batch, policy_batches, spaces_of
 from rlx.offline.training_batch import _flat_columns
-from rlx.core.sample_batch import MultiAgentBatch, SampleBatch
+from rlx.core.sample_batch import SampleBatch, as_multi_agent
 from rlx.utils.errors import ConfigError, NotSupportedYetError
 
 
@@ -36,7 +36,7 @@ class OffPolicyEvaluation:
                 "{'input_': '/path/to/data'}), or train from offline input (input_=...), which evaluation inherits.")
         runner = algorithm.env_runner
         self._spaces = spaces_of(runner)
-        if len(self._spaces) != 1 or algorithm.is_multi_agent:
+        if len(self._spaces) != 1 or algorithm.learners.sole_module_id is None:
             raise NotSupportedYetError("off_policy_estimation_methods with several policies",
                                        fix="Estimate a single-agent policy.")
         self._config = eval_config
@@ -64,7 +64,7 @@ class OffPolicyEvaluation:
                 count += int(np.sum(np.asarray(columns[Columns.TERMINATEDS], bool)
                                     | np.asarray(columns.get(Columns.TRUNCATEDS, False), bool)))
         batch = concat_flat(batches)
-        columns = batch[self._policy_id] if isinstance(batch, MultiAgentBatch) else batch
+        columns = as_multi_agent(batch, self._policy_id)[self._policy_id]
         return self._module_rows(columns)
 
     def _module_rows(self, columns: Any) -> SampleBatch:

@@ -21,16 +21,16 @@ from rlx.core.columns import Columns
 from rlx.offline.episode_rows import ACTION_PROB
 from rlx.offline.estimators.target_policy import log_likelihoods
 from rlx.offline.training_batch import fragment_bounds
-from rlx.core.sample_batch import MultiAgentBatch, SampleBatch
+from rlx.core.sample_batch import SampleBatch, as_multi_agent
 
 
 def to_single_policy_batch(batch: Any) -> SampleBatch:
     """The SampleBatch of a single-agent batch, or of a MultiAgentBatch holding one policy."""
-    if isinstance(batch, MultiAgentBatch):
-        if len(batch.policy_batches) != 1:
-            raise ValueError(f"Off-policy estimation works on one policy's data; the batch holds policies "
-                             f"{sorted(batch.policy_batches)}.")
-        batch = next(iter(batch.policy_batches.values()))
+    per_module = as_multi_agent(batch).policy_batches
+    if len(per_module) != 1:
+        raise ValueError(f"Off-policy estimation works on one policy's data; the batch holds policies "
+                         f"{sorted(per_module)}.")
+    batch = next(iter(per_module.values()))
     return batch if isinstance(batch, SampleBatch) else SampleBatch(batch)
 
 

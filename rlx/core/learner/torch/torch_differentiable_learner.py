@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from rlx.core.learner.differentiable_learner import DifferentiableLearner
-from rlx.core.learner.functional import NamedParams, functional_forward
+from rlx.core.learner.functional import NamedParams, functional_forward, sum_losses
 from rlx.utils.errors import NonFiniteUpdateError
 
 
@@ -42,7 +42,7 @@ class TorchDifferentiableLearner(DifferentiableLearner):
                           **kwargs: Any) -> NamedParams:
         """d(sum of losses)/d(params), with the graph kept (create_graph) for higher-order
         gradients; a parameter the loss does not use gets None."""
-        total = sum(loss_per_module.values())
+        total = sum_losses(loss_per_module)
         flat = [(mid, name, p) for mid, named in params.items() for name, p in named.items()]
         grads = torch.autograd.grad(total, [p for _, _, p in flat], create_graph=True, retain_graph=True,
                                     allow_unused=True)

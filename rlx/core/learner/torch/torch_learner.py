@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from rlx.core.learner.functional import sum_losses
 from rlx.core.learner.learner import DEFAULT_OPTIMIZER, Learner, clip_gradients_dict
 
 __all__ = ["TorchLearner", "DEFAULT_OPTIMIZER"]
@@ -41,7 +42,7 @@ class TorchLearner(Learner):
         gradients are also left in each parameter's `.grad`)."""
         for opt in self.optimizers.values():
             opt.zero_grad(set_to_none=True)
-        total = sum(loss_per_module.values())
+        total = sum_losses(loss_per_module)
         self.precision.backward(total)
         for opt in self.optimizers.values():
             self.precision.unscale(opt)

@@ -24,9 +24,10 @@ from typing import Any, Iterator
 import torch
 
 from rlx.core import DEFAULT_MODULE_ID
+from rlx.core.config_view import ResolvedConfig
 from rlx.core.learner.differentiable_learner import log_steps_trained
 from rlx.core.learner.functional import NamedParams, _rows, functional_forward, minibatches, module_batches, \
-    named_parameters
+    named_parameters, sum_losses
 from rlx.core.learner.learner import building_learner_for
 from rlx.core.learner.torch.torch_learner import TorchLearner
 from rlx.core.learner.training_data import TrainingData
@@ -47,7 +48,7 @@ class TorchMetaLearner(TorchLearner):
         module: an existing RLModule (or one-module MultiRLModule) to train instead.
     """
 
-    def __init__(self, *, config: Any, module_spec: Any = None, module: Any = None, **kwargs: Any):
+    def __init__(self, *, config: ResolvedConfig, module_spec: Any = None, module: Any = None, **kwargs: Any):
         # Learner.__init__ (optimizers on the module's parameters) runs in build(), once the
         # module exists, as in RLlib.
         self.config = config
@@ -179,7 +180,7 @@ class TorchMetaLearner(TorchLearner):
         fwd_out = self._make_functional_call(params, batch)
         loss_per_module = self.compute_losses(fwd_out=fwd_out, batch=batch,
                                               others_loss_per_module=others_loss_per_module)
-        self.apply_loss_to_all_optimizers(sum(loss_per_module.values()), terms=loss_per_module)
+        self.apply_loss_to_all_optimizers(sum_losses(loss_per_module), terms=loss_per_module)
         return fwd_out, loss_per_module, {}
 
     def compute_losses(self, *, fwd_out: dict[str, Any], batch: Any,
@@ -193,7 +194,7 @@ class TorchMetaLearner(TorchLearner):
             for mid, out in fwd_out.items()
         }
 
-    def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
+    def compute_loss_for_module(self, *, module_id: str, config: ResolvedConfig, batch: dict[str, Any],
                                 fwd_out: dict[str, Any],
                                 others_loss_per_module: list[dict[str, torch.Tensor]] | None = None) -> torch.Tensor:
         """The meta loss of one module (override it; the default is the Learner's)."""
@@ -217,7 +218,7 @@ class TorchMetaLearner(TorchLearner):
         from rlx.core.sample_batch import MultiAgentBatch
 
         tensors = module_batches(batch, list(self.module.keys()), self.device)
-        return MultiAgentBatch(tensors, env_steps=len(batch) if hasattr(batch, "env_steps") else
+        return MultiAgentBatch(tensors, env_steps=batch.env_steps() if hasattr(batch, "env_steps") else
                                max(_rows(c) for c in tensors.values()))
 
 
