@@ -1,11 +1,18 @@
 """Shared test set-up: every test writes results under its own tmp dir, never ~/rlx_results."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 from rlx.algorithms.ppo import PPOConfig
+
+# Tests live in folders that mirror rlx's packages; a few import helpers from a test module of
+# another folder (`from test_callbacks import LogAcrobotAngle`), whichever folder pytest took first.
+for _folder in sorted(Path(__file__).resolve().parent.iterdir()):
+    if _folder.is_dir() and not _folder.name.startswith(("_", ".")) and str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 
 #: Train batch of the small configs: a train() call takes a few hundredths of a second.
 BATCH = 256

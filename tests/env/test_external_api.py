@@ -363,7 +363,7 @@ def test_bad_requests_get_clear_4xx_and_the_server_keeps_serving():
 
 
 def test_external_multi_agent_env_with_a_single_agent_config_is_refused_clearly():
-    """Multi-agent external episodes train a multi-agent config (tests/test_external_multi_agent.py);
+    """Multi-agent external episodes train a multi-agent config (tests/env/test_external_multi_agent.py);
     with a config of one policy the error says what to configure."""
     from rlx.env.external_multi_agent_env import ExternalMultiAgentEnv
 

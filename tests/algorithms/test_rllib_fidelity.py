@@ -134,7 +134,7 @@ def test_an_input_registered_with_tune_register_input_is_read():
 def test_legacy_keys_that_act_are_documented_as_acting():
     from pathlib import Path
 
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
     for key in ("monitor", "multiagent", "evaluation_num_episodes"):
         row = next(line for line in doc.splitlines() if line.startswith(f"| `{key}` |"))
         assert "no effect" not in row and "sets" in row, row

@@ -21,7 +21,7 @@ from rlx.algorithms.a2c.a2c_learner import A2CLearner
 from rlx.algorithms.a3c import A3C, A3CConfig
 from rlx.algorithms.registry import get_algorithm_class, get_algorithm_config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_import_paths_old_names_and_rllib_defaults():

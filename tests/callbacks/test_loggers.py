@@ -399,7 +399,7 @@ def test_tensorboard_steps_are_each_iterations_env_steps(results_dir):
 
 def test_tensorboard_tags_are_ray_tunes_layout(results_dir):
     """The tags of a plain run are exactly those Ray Tune's TBXLoggerCallback writes for the
-    same results (tests/test_tune.py compares with a real Tune trial)."""
+    same results (tests/tune/test_tune.py compares with a real Tune trial)."""
     algo = small_config().build()
     try:
         results = train_n(algo, 2)

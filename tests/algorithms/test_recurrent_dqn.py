@@ -310,7 +310,7 @@ def test_distributional_recurrent_dqn_is_refused():
 
 @pytest.mark.parametrize("algo_name", ["SAC", "DDPG", "TD3"])
 def test_use_attention_with_sac_ddpg_td3_is_refused_naming_them(algo_name):
-    # use_lstm builds their recurrent modules (tests/test_recurrent_sac.py); attention nets are PPO's.
+    # use_lstm builds their recurrent modules (tests/algorithms/test_recurrent_sac.py); attention nets are PPO's.
     module = __import__(f"rlx.algorithms.{algo_name.lower()}", fromlist=[f"{algo_name}Config"])
     config = getattr(module, f"{algo_name}Config")().environment("Pendulum-v1").training(model={"use_attention": True})
     with pytest.raises(NotSupportedYetError, match=rf"use_attention'\] with {algo_name}"):

@@ -1,6 +1,6 @@
 """rlx._tune_autoregister: run code right after a module finishes importing, which is how
 `import rlx.algorithms` registers rlx with Ray Tune without importing Ray. The end-to-end
-cases (both import orders, a Tune trial in a fresh driver) are in tests/test_tune.py;
+cases (both import orders, a Tune trial in a fresh driver) are in tests/tune/test_tune.py;
 these use throw-away modules and need no Ray.
 """
 from __future__ import annotations

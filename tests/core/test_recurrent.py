@@ -97,7 +97,7 @@ def test_recurrent_checkpoints_restore_the_module(tmp_path):
 def test_use_lstm_with_an_algorithm_that_cannot_train_it_is_refused():
     from rlx.algorithms.cql import CQLConfig
 
-    # SAC trains use_lstm (tests/test_recurrent_sac.py); CQL, built on SAC, does not.
+    # SAC trains use_lstm (tests/algorithms/test_recurrent_sac.py); CQL, built on SAC, does not.
     with pytest.raises(NotSupportedYetError, match=r"use_lstm'\] with CQL"):
         CQLConfig().environment("Pendulum-v1").training(model={"use_lstm": True}).build()
 

@@ -121,7 +121,7 @@ def test_priorities_are_written_back_after_updates(make_config):
 def test_learner_thread_updates_while_runners_sample():
     """With remote runners the updates run on the learner thread while sample requests are in
     flight. (Thread runners keep this test cheap; the tuned examples' CI runs in
-    tests/test_tuned_examples.py use runner processes.)"""
+    tests/algorithms/test_tuned_examples.py use runner processes.)"""
     algo = small_dqn(num_env_runners=2).env_runners(env_runner_backend="thread").build()
     seen: list[tuple[bool, int]] = []
     learner = algo.learner
@@ -175,7 +175,7 @@ def test_checkpoint_round_trip_keeps_weights_and_counters(tmp_path):
 def test_apex_dqn_learns_cartpole():
     """CI bar: mean return of the last 20 episodes >= 150 within 20k env steps (driver-side
     sampling, deterministic). The tuned examples' CI runs with remote runners (APEX-DQN on
-    CartPole, APEX-DDPG on Pendulum) are in tests/test_tuned_examples.py."""
+    CartPole, APEX-DDPG on Pendulum) are in tests/algorithms/test_tuned_examples.py."""
     config = small_dqn(lr=2e-3, train_batch_size=64, training_intensity=8,
                        num_steps_sampled_before_learning_starts=1000,
                        replay_buffer_config={"capacity": 50000})

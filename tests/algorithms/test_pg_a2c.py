@@ -24,7 +24,7 @@ from rlx.algorithms.registry import get_algorithm_class, get_algorithm_config
 from rlx.core.columns import Columns
 from rlx.utils.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GAMMA = 0.9
 
 

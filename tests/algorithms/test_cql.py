@@ -23,7 +23,7 @@ from rlx.algorithms.registry import get_algorithm_class, get_algorithm_config
 from rlx.algorithms.sac import SACConfig
 from rlx.utils.errors import ConfigError, NotSupportedYetError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TARGET = -400.0
 
 

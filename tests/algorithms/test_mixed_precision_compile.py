@@ -173,7 +173,7 @@ def test_compile_options_are_checked():
     with pytest.raises(ConfigError, match="torch_compile_learner_dynamo_backend"):
         PPOConfig().framework(torch_compile_learner_dynamo_backend=3.5)
     # 'complete_update' is decided at build: refused there where it cannot run (see
-    # tests/test_learner_multiagent_options.py), else it compiles the whole update.
+    # tests/core/test_learner_multiagent_options.py), else it compiles the whole update.
     with pytest.raises(ConfigError, match="complete_update"):
         _ppo(num_learners=1).framework(torch_compile_learner=True,
                                        torch_compile_learner_what_to_compile="complete_update").validate()

@@ -15,7 +15,7 @@ import yaml
 
 from rlx.algorithms.registry import get_algorithm_config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RETURN_KEY = "env_runners/episode_return_mean"
 
 CASES = [
@@ -38,7 +38,7 @@ CASES = [
 # Settings CI changes in a tuned example: with remote runners, APEX-DDPG's progress per sampled
 # step depends on how fast this machine's learner thread keeps up with them (17k-42k env steps to
 # -400 measured on 2 busy cores), so CI runs the same config with the driver's runner alone,
-# where sampling and updates alternate deterministically; tests/test_apex.py covers the
+# where sampling and updates alternate deterministically; tests/algorithms/test_apex.py covers the
 # asynchronous path.
 CI_OVERRIDES = {"apex_ddpg/pendulum-apex-ddpg.yaml": {"num_env_runners": 0}}
 

@@ -299,7 +299,7 @@ class _FramesEnv(gym.Env):
 
 def test_deepmind_preprocessing_wraps_only_real_atari_games():
     # An env that only says it is Atari (is_atari=True) is no ALE game: no DeepMind wrappers
-    # (tests/test_atari.py covers real games); both preferences downsample its raw frames.
+    # (tests/env/test_atari.py covers real games); both preferences downsample its raw frames.
     config = (PPOConfig().environment(_FramesEnv, is_atari=True).training(train_batch_size=64)
               .env_runners(num_envs_per_env_runner=1))
     algo = config.build()

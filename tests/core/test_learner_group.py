@@ -287,7 +287,7 @@ def test_a_learner_process_that_dies_raises_a_clear_error():
         while not process_gone(group.pids[0]) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert process_gone(group.pids[0])  # the survivor cannot go on alone: it is stopped too
-        # The next call restarts the learners from the driver's state (tests/test_learner_restart.py).
+        # The next call restarts the learners from the driver's state (tests/core/test_learner_restart.py).
         assert group.get_extra_state()["num_grad_updates"] == 0
         assert group.is_healthy
     finally:

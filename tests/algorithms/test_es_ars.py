@@ -8,7 +8,7 @@
   an index: runners in other processes read the driver's numbers.
 - ES learns CartPole-v1 with 2 remote runners whose observation-filter statistics reach the
   driver (CI-sized bar, fixed seed); ES and ARS learning with their tuned examples' settings is in
-  tests/test_tuned_examples.py.
+  tests/algorithms/test_tuned_examples.py.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from rlx.algorithms.es.perturbations import (
 from rlx.algorithms.registry import get_algorithm_class, get_algorithm_config
 from rlx.utils.errors import ConfigError, NotSupportedYetError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMALL_NOISE = 200_000
 
 
@@ -81,7 +81,7 @@ def test_settings_that_cannot_work_are_refused():
 
 
 def test_learner_processes_are_refused_with_a_clear_error():
-    """(Multi-agent ES and ARS are tests/test_multi_agent_es_apex.py's.)"""
+    """(Multi-agent ES and ARS are tests/algorithms/test_multi_agent_es_apex.py's.)"""
     with pytest.raises(NotSupportedYetError, match="num_learners > 0 with ARS"):
         ARSConfig().environment("CartPole-v1").learners(num_learners=1).build()
 
@@ -256,7 +256,7 @@ def test_es_learns_cartpole_with_two_remote_runners_and_merged_filter_statistics
 
 
 def test_ars_linear_policy_uses_its_best_directions():
-    """(ARS learning CartPole-v1 is its tuned example's case in tests/test_tuned_examples.py.)"""
+    """(ARS learning CartPole-v1 is its tuned example's case in tests/algorithms/test_tuned_examples.py.)"""
     spec = _tuned("ars/cartpole-ars.yaml")
     config = get_algorithm_config("ARS").update_from_dict(dict(spec["config"])).environment("CartPole-v1") \
         .debugging(seed=0)

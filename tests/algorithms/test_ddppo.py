@@ -65,7 +65,7 @@ def test_without_keep_local_weights_in_sync_the_driver_gets_weights_once_per_ite
 @pytest.mark.slow
 def test_workers_sample_their_own_batches_and_keep_identical_weights():
     """Two workers, each sampling with its own EnvRunner, train in lockstep. (Learning to the
-    tuned example's CI bar is tests/test_tuned_examples.py's ddppo case.)"""
+    tuned example's CI bar is tests/algorithms/test_tuned_examples.py's ddppo case.)"""
     algo = fast_config().build()
     try:
         assert isinstance(algo.learner, LearnerGroup) and algo.learner.num_learners == 2
