@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 import selectors
 import subprocess
 import time
@@ -243,15 +244,21 @@ def test_rlx_evaluate_a_checkpoint_of_make_multi_agent_and_a_lambda_mapping(tmp_
     assert set(episodes[0]["actions"][0]) == {"0", "1"}  # both agents act, each with its policy
 
 
+#: The checkpoints below name this test module (its lambdas); the command imports it from the
+#: folder it was imported from, and it imports tests/cli_helpers.py: the command needs tests/ too.
+HELPERS_PATH = str(Path(__file__).resolve().parents[1])
+
+
 def test_rlx_evaluate_of_an_env_the_checkpoint_cannot_store_says_how(tmp_path):
     save(two_agent_config(make_multi_agent(lambda env_config: gym.make("CartPole-v1"))), tmp_path / "ckpt")
-    result = run_rlx("evaluate", str(tmp_path / "ckpt"), "--episodes", "1", cwd=tmp_path)
+    result = run_rlx("evaluate", str(tmp_path / "ckpt"), "--episodes", "1", cwd=tmp_path,
+                     env={"PYTHONPATH": HELPERS_PATH})
     assert result.returncode != 0
     assert "--env" in result.stderr and "register_env" in result.stderr
     (tmp_path / "two_cartpoles.py").write_text(
         "from rlx.env.multi_agent_env import make_multi_agent\nTwoCartPoles = make_multi_agent('CartPole-v1')\n")
     result = run_rlx("evaluate", str(tmp_path / "ckpt"), "--episodes", "1", "--env", "two_cartpoles:TwoCartPoles",
-                     cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
+                     cwd=tmp_path, env={"PYTHONPATH": os.pathsep.join([str(tmp_path), HELPERS_PATH])})
     assert result.returncode == 0, result.stderr
     assert "Episode #1" in result.stdout
 
@@ -279,11 +286,12 @@ def test_rlx_serve_a_checkpoint_of_make_multi_agent_and_a_lambda_mapping(tmp_pat
     env_cls = make_multi_agent("CartPole-v1" if storable else lambda env_config: gym.make("CartPole-v1"))
     expected = save(two_agent_config(env_cls), tmp_path / "ckpt")
     env = {k: v for k, v in os.environ.items() if k != "RLX_POLICY_SERVER_TOKEN"}
+    env["PYTHONPATH"] = HELPERS_PATH
     extra = []
     if not storable:
         (tmp_path / "two_cartpoles.py").write_text(
             "from rlx.env.multi_agent_env import make_multi_agent\nTwoCartPoles = make_multi_agent('CartPole-v1')\n")
-        env["PYTHONPATH"] = str(tmp_path)
+        env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), HELPERS_PATH])
         extra = ["--env", "two_cartpoles:TwoCartPoles"]
     process = subprocess.Popen([rlx_executable(), "serve", str(tmp_path / "ckpt"), "--port", "0", *extra],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
