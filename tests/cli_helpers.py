@@ -1,10 +1,20 @@
-"""Running the real `rlx` console script in a subprocess, for the CLI tests."""
+"""Running the `rlx` command line for the CLI tests.
+
+`run_rlx` runs the command as the console script does (`rlx.cli.main.entry_point`) in a process
+of its own, with the console script's sys.path, environment, working directory and exit status,
+and its stdout/stderr captured. By default that process is forked from rlx's fork server, which
+has already imported torch (a fresh interpreter spends seconds on that, which most CLI tests do
+not test); `fresh_interpreter=True` runs the real console script in a new interpreter instead,
+for tests of what interpreter start-up does (sys.path from the working directory, signals).
+"""
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,7 +32,7 @@ def rlx_executable() -> str:
 
 
 def run_rlx(*args: str, results_dir: Path | None = None, timeout: float = 300, cwd: Path | None = None,
-            env: dict | None = None) -> subprocess.CompletedProcess:
+            env: dict | None = None, fresh_interpreter: bool = False) -> subprocess.CompletedProcess:
     """Run `rlx ARGS...` and return the finished process (text stdout/stderr captured).
 
     RLX_RESULTS_DIR is set to `results_dir` when given, so nothing lands in ~/rlx_results.
@@ -32,5 +42,72 @@ def run_rlx(*args: str, results_dir: Path | None = None, timeout: float = 300, c
     if results_dir is not None:
         full_env["RLX_RESULTS_DIR"] = str(results_dir)
     full_env.update(env or {})
-    return subprocess.run([rlx_executable(), *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=str(cwd or ROOT), env=full_env)
+    command = [rlx_executable(), *args]
+    if fresh_interpreter or os.environ.get("RLX_TEST_CLI_FRESH_INTERPRETER"):
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                              cwd=str(cwd or ROOT), env=full_env)
+    return _run_forked(command, full_env, str(cwd or ROOT), timeout)
+
+
+def _console_script_path(executable: str, environ: dict) -> list[str]:
+    """The sys.path a console script starts with: its own directory, $PYTHONPATH, then the
+    interpreter's own entries (standard library and site-packages; nothing of the tests)."""
+    python_path = [entry for entry in environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    prefixes = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix})
+    interpreter = [entry for entry in sys.path if entry and entry.startswith(prefixes)]
+    return [os.path.dirname(executable), *python_path, *interpreter]
+
+
+def _cli_child(argv: list[str], environ: dict, cwd: str, out_path: str, err_path: str) -> None:
+    """Body of the forked CLI process: the console script's environment, then entry_point()."""
+    for fd, path in ((1, out_path), (2, err_path)):
+        target = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        os.dup2(target, fd)
+        os.close(target)
+    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1)
+    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1)
+    os.environ.clear()
+    os.environ.update(environ)
+    os.chdir(cwd)
+    sys.path[:] = _console_script_path(argv[0], environ)
+    if sys.flags.safe_path and not environ.get("PYTHONSAFEPATH"):
+        # The fork server started with PYTHONSAFEPATH (rlx starts its workers so), a flag this
+        # fork inherits but the user's console script would not have: give the working directory
+        # the place rlx.cli.env_source.add_cwd_to_sys_path gives it then (it still takes it off
+        # again when the command loads a checkpoint the working directory lies in).
+        sys.path.insert(0, cwd)
+    sys.argv = list(argv)
+    from rlx.cli.main import entry_point
+
+    try:
+        entry_point()
+    finally:
+        # A forked multiprocessing child ends with os._exit: run what an interpreter runs at exit.
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+def _run_forked(command: list[str], environ: dict, cwd: str, timeout: float) -> subprocess.CompletedProcess:
+    """`command` run by `_cli_child` in a process forked from rlx's fork server."""
+    from rlx.utils.spawn import _context, _main_module_hidden
+
+    with tempfile.TemporaryDirectory(prefix="rlx-cli-test-") as folder:
+        out_path, err_path = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
+        for path in (out_path, err_path):
+            open(path, "w").close()
+        process = _context().Process(target=_cli_child, args=(command, environ, cwd, out_path, err_path),
+                                     name="rlx-cli-test", daemon=False)
+        with _main_module_hidden():
+            process.start()
+        process.join(timeout)
+        if process.is_alive():
+            process.kill()
+            process.join(10)
+            raise subprocess.TimeoutExpired(command, timeout, output=_read(out_path), stderr=_read(err_path))
+        return subprocess.CompletedProcess(command, process.exitcode, _read(out_path), _read(err_path))
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()

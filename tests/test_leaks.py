@@ -75,7 +75,8 @@ def test_a_restart_loop_returns_fds_and_child_processes_to_their_starting_counts
 
 
 def _count_children() -> int:
-    return len(child_processes())
+    # rlx's worker processes, direct children or forked by this process's fork server.
+    return len(child_processes(spawned_only=True))
 
 
 @pytest.mark.slow
@@ -190,17 +191,16 @@ class SlowStepEnv(gym.Env):
         return np.zeros(2, np.float32), 0.0, False, False, {}
 
 
-def test_a_local_sample_past_sample_timeout_s_is_warned_about(caplog):
+def test_a_local_sample_slower_than_sample_timeout_s_that_keeps_stepping_is_not_cut_short():
+    # The local runner's bound (issue 33) is on a step() or reset() that does not return, not on a
+    # slow env: RLlib never cuts the local runner's sample() short.
     algo = (PPOConfig().environment(SlowStepEnv, env_config={"sleep": 0.05})
             .env_runners(num_env_runners=0, num_envs_per_env_runner=1, sample_timeout_s=0.3,
                          rollout_fragment_length=20)
             .training(train_batch_size=20, minibatch_size=20, num_epochs=1).build())
     try:
-        with caplog.at_level(logging.WARNING, logger="rlx"):
-            algo.train()  # 20 steps x 50 ms = 1 s > 0.3 s
-        warnings = [r.getMessage() for r in caplog.records if "sample_timeout_s" in r.getMessage()]
-        assert len(warnings) == 1, warnings
-        assert "local EnvRunner" in warnings[0]
+        result = algo.train()  # 20 steps x 50 ms = 1 s > 0.3 s, each step well within it
+        assert result["num_env_steps_sampled_this_iter"] >= 20
     finally:
         algo.stop()
 

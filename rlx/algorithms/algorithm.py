@@ -79,8 +79,6 @@ class Algorithm:
 
     _config_class: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig
     _learner_class: ClassVar[Any] = None
-    #: Whether this Algorithm trains several policies on a multi-agent env (set by setup()).
-    is_multi_agent: bool = False
 
     # ------------------------------------------------------------------ construction
 

@@ -15,6 +15,7 @@ import math
 from typing import Any, ClassVar, Iterable
 
 from rlx.algorithms.common_options import CALLBACK_EVENTS, COMMON_OPTIONS, LEGACY_NOOP_KEYS
+from rlx.algorithms.config_bounds import check_machine_bounds
 from rlx.algorithms.config_module_spec import rl_module_spec_of
 from rlx.algorithms.config_options import Option, OptionTable
 from rlx.algorithms.registry import get_algorithm_class
@@ -23,7 +24,7 @@ from rlx.core.compile_options import check_compile_settings
 from rlx.core.model_defaults import MODEL_DEFAULTS, merge_model_config
 from rlx.core.rl_module.agent_mapping import AgentMapper
 from rlx.core.rl_module.default_model_config import DefaultModelConfig, model_dict
-from rlx.env.multi_agent_env import MultiAgentEnv
+from rlx.env.multi_agent_env import MultiAgentEnv, names_multi_agent_env_class
 from rlx.utils.errors import ConfigError, NotSupportedYetError, did_you_mean
 
 logger = logging.getLogger(__name__)
@@ -454,6 +455,8 @@ class AlgorithmConfig:
         for name, value in self._values.items():
             new._values[name] = _copy_value(value)
         object.__setattr__(new, "_frozen", self._frozen if copy_frozen is None else bool(copy_frozen))
+        if "_multi_agent_env_found" in self.__dict__:
+            object.__setattr__(new, "_multi_agent_env_found", (new._values["env"],))
         return new
 
     def freeze(self) -> None:
@@ -525,15 +528,19 @@ class AlgorithmConfig:
 
     @property
     def is_multi_agent(self) -> bool:
-        """Whether the config names policies (multi_agent(policies=...)) or its env is a
-        MultiAgentEnv class. An env creator that returns a MultiAgentEnv is found when the
-        Algorithm builds (see rlx.env.multi_agent_env.env_is_multi_agent)."""
+        """Whether the config names policies (multi_agent(policies=...)), its env is a
+        MultiAgentEnv class (or import path of one), or building an Algorithm found that its env
+        creator returns a MultiAgentEnv (see mark_env_multi_agent)."""
         if self._values["policies"] is not None:
             return True
         env = self._values["env"]
-        if isinstance(env, type):
-            return issubclass(env, MultiAgentEnv)
-        return False
+        found = self.__dict__.get("_multi_agent_env_found")
+        return names_multi_agent_env_class(env) or (found is not None and found[0] is env)
+
+    def mark_env_multi_agent(self) -> None:
+        """Record that this config's env creator returns a MultiAgentEnv (known only once an env
+        was built); a frozen config may record it, as it describes the env, not a setting."""
+        object.__setattr__(self, "_multi_agent_env_found", (self._values["env"],))
 
     def get_config_for_module(self, module_id: str) -> "AlgorithmConfig":
         """This config with the overrides of module `module_id` applied: its PolicySpec's config,
@@ -618,6 +625,7 @@ class AlgorithmConfig:
                 "or `rlx train` with this config; or set plain values."
             )
         self._adapt_unset_defaults()
+        check_machine_bounds(v, self.total_train_batch_size, self.sub_envs_in_processes)
         if v["restart_failed_env_runners"] and v["ignore_env_runner_failures"]:
             raise ConfigError(
                 "'ignore_env_runner_failures' (old: ignore_worker_failures) and 'restart_failed_env_runners' "

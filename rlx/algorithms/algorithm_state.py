@@ -46,6 +46,28 @@ def state_count(state: Any, name: str) -> int:
         return int(value)
 
 
+def check_metrics_state(state: Any) -> None:
+    """Raise a StateFieldError naming the entry when a stored MetricsLogger state (from
+    `MetricsLogger.get_state()`) is not one: keys are lists of strings, and the values and
+    accumulator of a reducing stat are numbers (anything else fails at the next reduce)."""
+    stats = state.get("stats") if isinstance(state, dict) else None
+    if not isinstance(stats, list):
+        raise StateFieldError("stats", "not a list of stats")
+    for i, entry in enumerate(stats):
+        if not isinstance(entry, dict):
+            raise StateFieldError(f"stats[{i}]", f"{entry!r:.60} is not a stat")
+        key = entry.get("key")
+        if not isinstance(key, list) or not key or not all(isinstance(k, str) for k in key):
+            raise StateFieldError(f"stats[{i}].key", f"{key!r:.60} is not a list of names")
+        values, acc = entry.get("values"), entry.get("acc")
+        if values is not None and not isinstance(values, list):
+            raise StateFieldError(f"stats[{i}].values", f"{values!r:.60} is not a list")
+        if entry.get("reduce") is not None:
+            for value in [*(values or []), *([] if acc is None else [acc])]:
+                if not isinstance(value, (int, float)) or isinstance(value, bool):
+                    raise StateFieldError(f"stats[{i}].values", f"{value!r:.60} is not a number")
+
+
 def algorithm_state(algo: "Algorithm") -> dict[str, Any]:
     """JSON-safe state of `algo` (counters, metrics, learner and runner extras)."""
     return {
@@ -86,6 +108,7 @@ def set_algorithm_state(algo: "Algorithm", state: dict[str, Any]) -> None:
     algo._episodes_window.extend(window)
     if "metrics" in state:
         with state_field("metrics"):
+            check_metrics_state(state["metrics"])
             algo.metrics.set_state(state["metrics"])
     with state_field("learner"):
         algo.learner.set_extra_state(state["learner"])

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from rlx.algorithms.algorithm import state_count
-from rlx.algorithms.config_options import Option, integer, number
+from rlx.algorithms.config_options import Option, integer, number, seconds
 from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
 from rlx.core.sample_batch import MultiAgentBatch
@@ -61,10 +61,10 @@ APEX_OPTIONS = [
            doc="Requests in flight per replay-buffer shard actor (RLlib).",
            no_effect="rlx keeps the prioritized replay buffer in the driver (no replay-shard actors to send "
                      "requests to); the learner thread reads it directly"),
-    Option("timeout_s_sampler_manager", 0.0, T, number(0.0),
+    Option("timeout_s_sampler_manager", 0.0, T, seconds(),
            doc="Seconds a training step waits for sample results (0: until the first one is ready, while the "
                "learner thread trains on)."),
-    Option("timeout_s_replay_manager", 0.0, T, number(0.0),
+    Option("timeout_s_replay_manager", 0.0, T, seconds(),
            doc="Seconds to wait for replay-shard actors' results (RLlib).",
            no_effect="rlx has no replay-shard actors: replaying is a local call of the learner thread"),
 ]

@@ -70,8 +70,8 @@ from rlx.utils.checkpoints import (
     write_json,
     write_tensors,
 )
-from rlx.utils.checkpoint_trust import check_string_paths, import_checked
-from rlx.utils.errors import CheckpointError, ConfigError, EnvError
+from rlx.utils.checkpoint_trust import check_string_paths, checkpoint_off_sys_path, import_checked
+from rlx.utils.errors import CheckpointError, ConfigError, EnvError, RLXError
 from rlx.utils.registry import get_registered_creator, registered_env_names
 from rlx.utils.version import __version__
 
@@ -181,7 +181,7 @@ def _encoded_config(algo: Any) -> dict:
     evaluation = encoded.get("evaluation_config")
     if isinstance(evaluation, dict) and isinstance(config.evaluation_config, dict):
         _store_env_by_name(evaluation, config.evaluation_config.get("env"))
-    if _unstorable(encoded.get("policy_mapping_fn")) and getattr(algo, "is_multi_agent", False):
+    if _unstorable(encoded.get("policy_mapping_fn")):  # (no table for a single-agent env: it has no agent ids)
         _store_mapping_as_table(encoded, algo)
     return encoded
 
@@ -250,18 +250,32 @@ def checkpoint_algorithm_class(root: Path, meta: dict[str, Any]) -> type:
 
 
 def algorithm_from_checkpoint(root: Path, overrides: dict) -> Any:
-    """Build the Algorithm a checkpoint describes and load its state."""
+    """Build the Algorithm a checkpoint describes and load its state. While it loads, nothing
+    is imported from inside the checkpoint (rlx.utils.checkpoint_trust)."""
     meta = read_metadata(root)
-    check_files(root, meta)
-    algo_cls = checkpoint_algorithm_class(root, meta)
-    config = read_config(root, algo_cls, overrides)
-    algo = algo_cls(config=config)
-    try:
-        read_algorithm_checkpoint(algo, root, meta)
-    except BaseException:
-        algo.stop()  # a state that does not load must not leave the runner processes running
-        raise
+    with checkpoint_off_sys_path(root):
+        check_files(root, meta)
+        algo_cls = checkpoint_algorithm_class(root, meta)
+        config = read_config(root, algo_cls, overrides)
+        algo = _build(algo_cls, config, root)
+        try:
+            read_algorithm_checkpoint(algo, root, meta)
+        except BaseException:
+            algo.stop()  # a state that does not load must not leave the runner processes running
+            raise
     return algo
+
+
+def _build(algo_cls: type, config: Any, root: Path) -> Any:
+    """`algo_cls(config=config)`; a value of the stored config that passed its checks but does
+    not build (a damaged config.json) is a CheckpointError naming the file."""
+    try:
+        return algo_cls(config=config)
+    except (RLXError, KeyboardInterrupt):
+        raise
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError, RecursionError) as err:
+        raise CheckpointError(f"The config in {root / 'config.json'} does not build a {algo_cls.__name__} (the file "
+                              f"may be damaged): {type(err).__name__}: {err}") from err
 
 
 def restored_algorithm(cls: type, path: Any, overrides: dict) -> Any:
@@ -302,8 +316,9 @@ def read_algorithm_checkpoint(algo: Any, root: Path, meta: dict | None = None) -
     """Load weights, optimizer state and algorithm state from `root` into `algo`: all of it or,
     when anything does not fit, none of it (a CheckpointError naming file and field)."""
     meta = meta or read_metadata(root)
-    loaded = load_checkpoint_files(algo, root, meta)
-    apply_checkpoint(algo, loaded, root)
+    with checkpoint_off_sys_path(root):
+        loaded = load_checkpoint_files(algo, root, meta)
+        apply_checkpoint(algo, loaded, root)
     algo.env_runner_group.sync_weights(from_worker_or_learner_group=algo.learner)
 
 
@@ -358,7 +373,7 @@ def _load_module_files(root: Path, module_id: str, learner: Any) -> LoadedModule
         opt_file = folder / f"{stem}.safetensors"
         opt_tensors = read_tensors(opt_file)
         check_finite(opt_tensors, opt_file)
-        check_param_groups(opt_meta, folder / f"{stem}.json")
+        check_param_groups(opt_meta, folder / f"{stem}.json", learner.optimizers[name].param_groups)
         try:
             optimizers[name] = unflatten_optimizer_state(opt_tensors, opt_meta)
         except CheckpointError as err:

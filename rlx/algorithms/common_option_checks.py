@@ -21,7 +21,7 @@ def torch_device(name: str, value: Any) -> Any:
 
     try:
         torch.device(value)
-    except (RuntimeError, TypeError) as err:
+    except (RuntimeError, TypeError, ValueError, OverflowError) as err:
         raise ConfigError(f"{name} must be a torch device such as 'cpu', 'cuda:0' or 'mps', got {value!r} ({err}).") \
             from None
     return str(value)
@@ -174,3 +174,12 @@ def vectorize_mode(name: str, value: Any) -> str:
     if text == "vector_entry_point":
         raise NotSupportedYetError(f"{name}='vector_entry_point'", "envs' own vectorized entry points")
     return choice("sync", "async")(name, text)
+
+
+def rl_module_spec(name: str, value: Any) -> Any:
+    """None, an RLModuleSpec or a MultiRLModuleSpec (RLlib's types; old-style specs with a
+    build() method are accepted too)."""
+    if value is None or callable(getattr(value, "build", None)):
+        return value
+    raise ConfigError(f"'{name}' must be an RLModuleSpec or MultiRLModuleSpec (or None), got {value!r:.120} "
+                      f"({type(value).__name__}).")

@@ -19,6 +19,7 @@ from rlx.algorithms.common_option_checks import (
     must_be_true,
     ope_methods,
     replay_mode,
+    rl_module_spec,
     torch_device,
     torch_lr_scheduler_classes,
     vectorize_mode,
@@ -29,16 +30,19 @@ from rlx.algorithms.config_options import (
     Option,
     any_value,
     boolean,
+    callable_only,
     callable_or_none,
     choice,
     class_or_none,
     clip_rewards_check,
+    count,
     dictionary,
     env_spec,
     int_or_literal,
     integer,
     number,
     schedule_or_number,
+    seconds,
     space_or_none,
     string,
 )
@@ -93,7 +97,7 @@ COMMON_OPTIONS: list[Option] = [
            doc="Asynchronous algorithms (IMPALA, APPO): sample() requests each remote EnvRunner may have queued; "
                "synchronous algorithms send one request per runner at a time."),
     # RLlib's base config has these three; PPO, IMPALA and APPO redefine them with their own defaults.
-    Option("num_epochs", 1, T, integer(1), aliases=("num_sgd_iter",),
+    Option("num_epochs", 1, T, count(1), aliases=("num_sgd_iter",),
            doc="Passes over each train batch; read by the algorithms that train in minibatches (PPO, IMPALA, "
                "APPO), accepted and unused by the others, as in RLlib."),
     Option("minibatch_size", None, T, integer(1, allow_none=True),
@@ -106,7 +110,7 @@ COMMON_OPTIONS: list[Option] = [
     Option("learner_config_dict", {}, T, dictionary(),
            doc="Settings of your own for a custom Learner class, read there as "
                "self.config.learner_config_dict[...]."),
-    Option("learner_connector", None, T, callable_or_none,
+    Option("learner_connector", None, T, callable_only,
            doc="Callable (input_observation_space, input_action_space) -> ConnectorV2 piece(s) run on each "
                "train batch (with episode views over it) before the update; see docs/connectors.md."),
     Option("add_default_connectors_to_learner_pipeline", True, T, boolean,
@@ -118,7 +122,7 @@ COMMON_OPTIONS: list[Option] = [
     Option("env_config", {}, E, dictionary(), doc="Passed to the env creator as an EnvContext."),
     Option("observation_space", None, E, space_or_none),
     Option("action_space", None, E, space_or_none),
-    Option("env_task_fn", None, E, callable_or_none,
+    Option("env_task_fn", None, E, callable_only,
            doc="Curriculum: fn(train_results, task_settable_env, env_ctx) -> new task, called after every train()."),
     Option("render_env", False, E, boolean),
     Option("clip_rewards", None, E, clip_rewards_check),
@@ -167,10 +171,10 @@ COMMON_OPTIONS: list[Option] = [
     Option("create_env_on_local_worker", False, R, boolean, aliases=("create_env_on_driver",)),
     Option("sample_collector", None, R, class_or_none, later="custom SampleCollectors (old API stack)"),
     Option("enable_connectors", True, R, boolean, no_effect=ONE_STACK),
-    Option("env_to_module_connector", None, R, callable_or_none,
+    Option("env_to_module_connector", None, R, callable_only,
            doc="Callable (env, spaces, device) -> ConnectorV2 piece(s) that process each sub-env's observations "
                "before the module sees them; see docs/connectors.md."),
-    Option("module_to_env_connector", None, R, callable_or_none,
+    Option("module_to_env_connector", None, R, callable_only,
            doc="Callable (env, spaces) -> ConnectorV2 piece(s) that process the module's actions before the env "
                "steps with them; see docs/connectors.md."),
     Option("add_default_connectors_to_env_to_module_pipeline", True, R, boolean,
@@ -189,13 +193,15 @@ COMMON_OPTIONS: list[Option] = [
     Option("update_worker_filter_stats", True, R, boolean),
     Option("rollout_fragment_length", "auto", R, int_or_literal("auto")),
     Option("batch_mode", "truncate_episodes", R, choice("truncate_episodes", "complete_episodes")),
-    Option("sample_timeout_s", 60.0, R, number(0.0, allow_none=True),
-           doc="Seconds a remote EnvRunner may take to answer sample(); one that takes longer counts as failed."),
+    Option("sample_timeout_s", 60.0, R, seconds(allow_none=True),
+           doc="Seconds an EnvRunner may take to answer sample(): a remote one that takes longer counts as failed "
+               "(and is restarted as fault_tolerance() says); the local one's sample() raises once no env step or "
+               "reset has returned for this long. None: no bound."),
     Option("remote_worker_envs", False, R, boolean),
     Option("gym_env_vectorize_mode", "sync", R, vectorize_mode,
            doc="'sync' steps the sub-envs one after the other in the EnvRunner; 'async' steps each in its own "
                "process, at the same time (as remote_worker_envs=True). A gymnasium.VectorizeMode is accepted."),
-    Option("remote_env_batch_wait_ms", 0.0, R, number(0.0),
+    Option("remote_env_batch_wait_ms", 0.0, R, seconds(unit=0.001),
            doc="With remote_worker_envs=True: each step waits at most this long for the sub-envs' answers and "
                "acts for those that answered (at least one); the others are collected later, so a slow sub-env "
                "no longer holds up the fast ones. 0: every step waits for every sub-env (RLlib's 0 acts for "
@@ -220,7 +226,7 @@ COMMON_OPTIONS: list[Option] = [
     Option("evaluation_duration", 10, EV, int_or_literal("auto", min_value=1),
            doc="Episodes or timesteps per evaluation; 'auto' (parallel evaluation only) lasts as long as the training step."),
     Option("evaluation_duration_unit", "episodes", EV, choice("episodes", "timesteps")),
-    Option("evaluation_sample_timeout_s", 120.0, EV, number(0.0),
+    Option("evaluation_sample_timeout_s", 120.0, EV, seconds(),
            doc="Stop waiting for evaluation runners after this many seconds (with a warning)."),
     Option("evaluation_parallel_to_training", False, EV, boolean,
            doc="Run evaluation in a thread at the same time as the training step, on the previous weights."),
@@ -233,7 +239,7 @@ COMMON_OPTIONS: list[Option] = [
            doc="Estimate per episode (True) or treat every offline row as a one-step episode (bandits)."),
     Option("evaluation_num_env_runners", 0, EV, integer(0), aliases=("evaluation_num_workers",),
            doc="Evaluation EnvRunners; 0 evaluates in the driver on its own envs."),
-    Option("custom_evaluation_function", None, EV, callable_or_none, aliases=("custom_eval_function",),
+    Option("custom_evaluation_function", None, EV, callable_only, aliases=("custom_eval_function",),
            doc="fn(algorithm, eval_env_runner_group) -> metrics dict, replacing the built-in evaluation."),
     Option("always_attach_evaluation_results", False, EV, boolean,
            doc="Repeat the last evaluation results in iterations that do not evaluate."),
@@ -316,10 +322,10 @@ COMMON_OPTIONS: list[Option] = [
     # --- reporting
     Option("keep_per_episode_custom_metrics", False, REP, boolean,
            doc="Report episode.custom_metrics as per-episode lists instead of _mean/_min/_max."),
-    Option("metrics_episode_collection_timeout_s", 60.0, REP, number(0.0)),
+    Option("metrics_episode_collection_timeout_s", 60.0, REP, seconds()),
     Option("metrics_num_episodes_for_smoothing", 100, REP, integer(1),
            aliases=("metrics_smoothing_episodes",)),
-    Option("min_time_s_per_iteration", None, REP, number(0.0, allow_none=True), aliases=("min_iter_time_s",)),
+    Option("min_time_s_per_iteration", None, REP, seconds(allow_none=True), aliases=("min_iter_time_s",)),
     Option("min_train_timesteps_per_iteration", 0, REP, integer(0, allow_none=True)),
     Option("min_sample_timesteps_per_iteration", 0, REP, integer(0, allow_none=True),
            aliases=("timesteps_per_iteration",)),
@@ -329,7 +335,7 @@ COMMON_OPTIONS: list[Option] = [
            doc="Write only the policies in policies_to_train into checkpoints (the others keep their weights "
                "when restored)."),
     # --- debugging
-    Option("logger_creator", None, D, callable_or_none),
+    Option("logger_creator", None, D, callable_only),
     Option("logger_config", None, D, dictionary(allow_none=True)),
     Option("log_level", "WARN", D, log_level),
     Option("log_sys_usage", True, D, boolean,
@@ -377,14 +383,14 @@ COMMON_OPTIONS: list[Option] = [
     Option("restart_failed_env_runners", False, FT, boolean, aliases=("recreate_failed_workers", "recreate_failed_env_runners")),
     Option("ignore_env_runner_failures", False, FT, boolean, aliases=("ignore_worker_failures",)),
     Option("max_num_env_runner_restarts", 1000, FT, integer(0)),
-    Option("delay_between_env_runner_restarts_s", 60.0, FT, number(0.0)),
+    Option("delay_between_env_runner_restarts_s", 60.0, FT, seconds()),
     Option("restart_failed_sub_environments", False, FT, boolean),
     Option("num_consecutive_env_runner_failures_tolerance", 100, FT, integer(0),
            aliases=("num_consecutive_worker_failures_tolerance",)),
-    Option("env_runner_health_probe_timeout_s", 30.0, FT, number(0.0), aliases=("worker_health_probe_timeout_s",)),
-    Option("env_runner_restore_timeout_s", 1800.0, FT, number(0.0), aliases=("worker_restore_timeout_s",)),
+    Option("env_runner_health_probe_timeout_s", 30.0, FT, seconds(), aliases=("worker_health_probe_timeout_s",)),
+    Option("env_runner_restore_timeout_s", 1800.0, FT, seconds(), aliases=("worker_restore_timeout_s",)),
     # --- RLModule
-    Option("rl_module_spec", None, RM, any_value, doc="An RLModuleSpec for a custom RLModule."),
+    Option("rl_module_spec", None, RM, rl_module_spec, doc="An RLModuleSpec for a custom RLModule."),
     # --- experimental / API stack switches (rlx has one stack)
     Option("_enable_new_api_stack", True, EXP, boolean, no_effect=ONE_STACK),
     Option("_tf_policy_handles_more_than_one_loss", False, EXP, boolean, tf_only=True),
@@ -392,7 +398,7 @@ COMMON_OPTIONS: list[Option] = [
     Option("_disable_action_flattening", False, EXP, boolean, no_effect=ONE_STACK),
     Option("_disable_initialize_loss_from_dummy_batch", False, EXP, boolean, no_effect=ONE_STACK),
     Option("_disable_execution_plan_api", True, EXP, boolean, no_effect=ONE_STACK),
-    Option("_torch_grad_scaler_class", None, EXP, callable_or_none,
+    Option("_torch_grad_scaler_class", None, EXP, callable_only,
            doc="A loss scaler class for mixed precision (e.g. torch.amp.GradScaler): losses are scaled before "
                "backward, gradients unscaled before clipping, and overflowing steps skipped."),
     Option("_torch_lr_scheduler_classes", None, EXP, torch_lr_scheduler_classes,

@@ -16,7 +16,6 @@ from rlx.core.learner.container import build_learner
 from rlx.core.rl_module.multi_rl_module import MultiRLModule
 from rlx.env.env_runner import MultiAgentEnvFoundError, SingleAgentEnvRunner
 from rlx.env.env_runner_group import EnvRunnerGroup
-from rlx.env.multi_agent_env import env_class_is_multi_agent
 from rlx.env.multi_agent_env_runner import MultiAgentEnvRunner
 from rlx.utils.errors import NotSupportedYetError
 
@@ -25,17 +24,11 @@ if TYPE_CHECKING:
     from rlx.algorithms.algorithm_config import AlgorithmConfig
 
 
-def detect_multi_agent(config: "AlgorithmConfig") -> bool:
-    """Whether the config or its env's class says multi-agent; an env creator that returns a
-    MultiAgentEnv is found when the first runner builds its env (see build_env_runner_group)."""
-    return bool(config.is_multi_agent) or env_class_is_multi_agent(config.env)
-
-
 def env_runner_cls(algo: "Algorithm") -> type:
     """The EnvRunner class: the config's env_runner_cls, else the multi- or single-agent runner."""
     if algo.config.env_runner_cls is not None:
         return algo.config.env_runner_cls
-    return MultiAgentEnvRunner if getattr(algo, "is_multi_agent", False) else SingleAgentEnvRunner
+    return MultiAgentEnvRunner if algo.config.is_multi_agent else SingleAgentEnvRunner
 
 
 def make_env_runner_group(algo: "Algorithm", config: "AlgorithmConfig", **kwargs: Any) -> EnvRunnerGroup:
@@ -44,17 +37,16 @@ def make_env_runner_group(algo: "Algorithm", config: "AlgorithmConfig", **kwargs
 
 
 def build_env_runner_group(algo: "Algorithm", config: "AlgorithmConfig") -> EnvRunnerGroup:
-    """The training EnvRunnerGroup; sets the Algorithm's multi-agent attribute, the one place
-    that does (also when only the env the creator returns turns out to be a MultiAgentEnv)."""
-    for multi_agent in dict.fromkeys((detect_multi_agent(config), True)):
-        algo.is_multi_agent = multi_agent
-        try:
-            group = make_env_runner_group(algo, config, remote_backend=None)
-            break
-        except MultiAgentEnvFoundError:
-            # An env creator returned a MultiAgentEnv: known only once one was built.
-            if multi_agent or config.env_runner_cls is not None:
-                raise
+    """The training EnvRunnerGroup; a config whose env creator turns out to return a
+    MultiAgentEnv is marked so (config.mark_env_multi_agent) and gets multi-agent runners."""
+    try:
+        group = make_env_runner_group(algo, config, remote_backend=None)
+    except MultiAgentEnvFoundError:
+        # An env creator returned a MultiAgentEnv: known only once one was built.
+        if env_runner_cls(algo) is not SingleAgentEnvRunner:
+            raise
+        algo.config.mark_env_multi_agent()
+        group = make_env_runner_group(algo, config, remote_backend=None)
     # The runners resolved rlx's adaptive sub-env default (AlgorithmConfig.
     # resolve_num_envs_per_env_runner); the frozen config reports what they use.
     config._values["num_envs_per_env_runner"] = group.num_envs_per_env_runner

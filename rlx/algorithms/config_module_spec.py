@@ -38,10 +38,9 @@ def rl_module_spec_of(config: AlgorithmConfig, spaces: dict | None = None, infer
     if algo_cls is None:
         raise ConfigError(f"{type(config).__name__}.get_rl_module_spec() needs the config's algorithm class: "
                           "build the config from an algorithm's config class (e.g. PPOConfig()).")
-    # Algorithm._module_spec and the methods it calls read only `config` and the multi-agent attribute.
+    # Algorithm._module_spec and the methods it calls read only `config`.
     view = object.__new__(algo_cls)
     view.config = config
-    view.is_multi_agent = bool(config.is_multi_agent)
     spec = algo_cls._module_spec(view)
     if isinstance(spec, MultiRLModuleSpec):
         return spec

@@ -57,7 +57,7 @@ def module_spec(algo: "Algorithm") -> RLModuleSpec | MultiRLModuleSpec:
     """The RLModuleSpec every module is built from, or (for a MultiRLModuleSpec in the config)
     a MultiRLModuleSpec of one completed spec per module id, with the default for others."""
     user = algo.config.rl_module_spec
-    multi_agent = algo.is_multi_agent
+    multi_agent = algo.config.is_multi_agent
     if isinstance(user, MultiRLModuleSpec):
         if not multi_agent:
             raise ConfigError("rl_module_spec is a MultiRLModuleSpec, but the env and config are single-agent; "

@@ -39,21 +39,21 @@ def check_policies(name: str, value: Any) -> dict[str, Any] | None:
             spec = PolicySpec()
         elif isinstance(spec, (tuple, list)):
             if len(spec) != 4:
-                raise ConfigError(f"Policy {pid!r}: the old tuple form is (policy_class, observation_space, "
+                raise ConfigError(f"'{name}': policy {pid!r}: the old tuple form is (policy_class, observation_space, "
                                   f"action_space, config); got {len(spec)} items.")
             spec = PolicySpec(*spec)
         elif isinstance(spec, dict) and set(spec) <= {"policy_class", "observation_space", "action_space", "config"}:
             spec = PolicySpec(**spec)
         elif not isinstance(spec, PolicySpec):
-            raise ConfigError(f"Policy {pid!r}: expected a PolicySpec, a 4-tuple or None, got {spec!r:.80}.")
+            raise ConfigError(f"'{name}': policy {pid!r}: expected a PolicySpec, a 4-tuple or None, got {spec!r:.80}.")
         cls = spec.policy_class
         if cls is not None and not _is_rlx_policy_view(cls):
             raise ConfigError(
-                f"Policy {pid!r} names policy_class {getattr(cls, '__name__', cls)!r}; rlx builds every policy from "
+                f"'{name}': policy {pid!r} names policy_class {getattr(cls, '__name__', cls)!r}; rlx builds every policy from "
                 "its RLModule, so custom Policy classes are not supported. Leave policy_class=None and customise "
                 "the network with config.rl_module(...) or the model config.")
         if spec.config is not None and not isinstance(spec.config, dict):
-            raise ConfigError(f"Policy {pid!r}: PolicySpec.config must be a dict of config overrides, got "
+            raise ConfigError(f"'{name}': policy {pid!r}: PolicySpec.config must be a dict of config overrides, got "
                               f"{type(spec.config).__name__}.")
         out[pid] = spec
     return out

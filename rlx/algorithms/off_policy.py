@@ -17,7 +17,8 @@ import numpy as np
 from rlx.algorithms.algorithm import Algorithm
 from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.algorithm_state import state_field
-from rlx.algorithms.config_options import Option, boolean, dictionary, integer, number
+from rlx.algorithms.config_bounds import check_rows
+from rlx.algorithms.config_options import INT32_MAX, Option, boolean, count, dictionary, integer, number
 from rlx.core.sample_batch import MultiAgentBatch
 from rlx.utils.checkpoints import read_json, read_tensors, write_json
 from rlx.utils.errors import CheckpointError, ConfigError
@@ -33,13 +34,11 @@ BUFFER_FILE = "replay_buffer"
 def _n_step(name: str, value: Any) -> Any:
     """An int >= 1 or a (low, high) range of ints with 1 <= low <= high."""
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        if value < 1:
-            raise ConfigError(f"'{name}' must be >= 1, got {value}.")
-        return int(value)
+        return count(1)(name, value)  # an n-step of more than INT32_MAX steps cannot be collected
     if isinstance(value, (list, tuple)) and len(value) == 2 and all(
         isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in value
     ):
-        low, high = int(value[0]), int(value[1])
+        low, high = (count(1)(name, v) for v in value)
         if not 1 <= low <= high:
             raise ConfigError(f"'{name}' as a range (low, high) needs 1 <= low <= high, got {value!r}.")
         return (low, high)
@@ -48,6 +47,10 @@ def _n_step(name: str, value: Any) -> Any:
 
 def _replay_buffer_config(name: str, value: Any) -> dict:
     value = dictionary()(name, value)
+    if "capacity" in value and not isinstance(value["capacity"], (tuple, list)):
+        # Checked before a buffer is made from it: the buffer allocates its index up front.
+        capacity = integer(1)(f"{name}['capacity']", value["capacity"])
+        check_rows(f"{name}['capacity']", capacity, "rows (the replay buffer)")
     # Buffers allocate lazily, so this only validates type and keys. The old sequence keys
     # (replay_sequence_length, ...) and storage_unit='sequences' are checked at validate():
     # recurrent algorithms take them, and `model` (use_lstm) may be set after this option.
@@ -76,7 +79,7 @@ class OffPolicyConfig(AlgorithmConfig):
         Option("num_steps_sampled_before_learning_starts", 1000, T, integer(0),
                aliases=("learning_starts", "replay_buffer_initial_size"),
                doc="Env steps to sample before the first update."),
-        Option("training_intensity", None, T, number(0.0, allow_none=True, exclusive_min=True),
+        Option("training_intensity", None, T, number(0.0, INT32_MAX, allow_none=True, exclusive_min=True),
                doc="Replayed steps per sampled step. None: one train batch per sample() call "
                    "(train_batch_size / (rollout_fragment_length * num_envs_per_env_runner))."),
         Option("n_step", 1, T, _n_step,

@@ -43,6 +43,11 @@ def train_result(algo: "Algorithm", learner_results: dict[str, Any], sampled: in
     env_runners["num_episodes_lifetime"] = counters["num_episodes_lifetime"]
     env_runners["num_env_steps_sampled"] = sampled
     env_runners["num_env_steps_sampled_lifetime"] = counters["num_env_steps_sampled_lifetime"]
+    # Sub-envs rebuilt by restart_failed_sub_environments on every runner (the runners count them).
+    env_runners["num_sub_env_restarts"] = int(env_runners.get("num_sub_env_restarts", 0))
+    counters["num_sub_env_restarts_lifetime"] = \
+        counters.get("num_sub_env_restarts_lifetime", 0) + env_runners["num_sub_env_restarts"]
+    env_runners["num_sub_env_restarts_lifetime"] = counters["num_sub_env_restarts_lifetime"]
     now = time.time()
     result = {
         "training_iteration": algo.iteration,

@@ -21,20 +21,30 @@ from typing import Any, Sequence
 
 from rlx.algorithms.checkpoint_env_source import EXPERIMENT_MODULE, read_env_source
 from rlx.utils.atomic_directory import METADATA_FILE
+from rlx.utils.checkpoint_paths import enclosing_checkpoint, is_inside
+from rlx.utils.checkpoint_trust import check_module_source
 from rlx.utils.errors import CheckpointError, ConfigError, EnvError
 from rlx.utils.registry import get_registered_creator, import_object
 
 logger = logging.getLogger("rlx")
 
 
-def add_cwd_to_sys_path() -> None:
+def add_cwd_to_sys_path(checkpoint: str | os.PathLike | None = None) -> None:
     """Make modules of the current directory importable, as `python -m rlx` does (the
-    console script's sys.path starts with its own bin directory instead)."""
-    if sys.flags.safe_path:  # python -P / PYTHONSAFEPATH: the user asked for no such entry
-        return
+    console script's sys.path starts with its own bin directory instead).
+
+    Not when the command loads `checkpoint` and the current directory lies inside it: then
+    the current directory (`''` or its path, which `python -m` puts there) is taken off
+    sys.path instead, so that no module of the checkpoint can be imported."""
     try:
         cwd = os.getcwd()
     except FileNotFoundError:  # the current directory was deleted
+        return
+    ckpt = None if checkpoint is None else enclosing_checkpoint(Path(checkpoint).expanduser())
+    if ckpt is not None and is_inside(cwd, ckpt):
+        sys.path[:] = [entry for entry in sys.path if not (isinstance(entry, str) and is_inside(entry or cwd, ckpt))]
+        return
+    if sys.flags.safe_path:  # python -P / PYTHONSAFEPATH: the user asked for no such entry
         return
     if cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)
@@ -252,17 +262,26 @@ def _check_owned_location(path: Path, checkpoint: str | Path, where: Path, what:
 
 def _import_recorded(name: str, root: str | None, checkpoint: str | Path) -> None:
     """Import module `name`, from `root` (where training imported it) when it is not
-    importable from here."""
+    importable from here; where it would be loaded from is checked first (never from inside
+    the checkpoint, never a `__main__` module)."""
+    ckpt = enclosing_checkpoint(Path(checkpoint).expanduser())
+    where = ckpt / METADATA_FILE
     try:
+        check_module_source(name, "env_source.imports", where, ckpt)
         importlib.import_module(name)
         return
+    except CheckpointError:
+        raise
     except ModuleNotFoundError as err:
         if not _is_missing(err, name) or not root or not Path(root).is_dir():
             raise _recorded_import_error(name, root, checkpoint, err) from err
     if root not in sys.path:
         sys.path.append(root)
     try:
+        check_module_source(name, "env_source.imports", where, ckpt)
         importlib.import_module(name)
+    except CheckpointError:
+        raise
     except Exception as err:
         raise _recorded_import_error(name, root, checkpoint, err) from err
 

@@ -18,6 +18,7 @@ from rlx.algorithms.algorithm import Algorithm
 from rlx.algorithms.checkpointing import checkpoint_algorithm_class
 from rlx.cli.env_source import import_modules, rebuild_env_source, resolve_gymnasium_id
 from rlx.core.rl_module.agent_mapping import AgentMapper
+from rlx.env.multi_agent_env import MultiAgentEnv
 from rlx.env.multi_agent_episode import MultiAgentEpisode
 from rlx.env.video import HUMAN, RGB_ARRAY, always, gymnasium_id, make_env, record_videos, require_moviepy
 from rlx.loggers.logger import json_safe
@@ -239,7 +240,9 @@ def run_episodes(
     done: list[Episode] = []
     steps_left = steps
     reset_seed = seed
-    act_and_step = _multi_agent_stepper(algo, env, explore) if getattr(algo, "is_multi_agent", False) else None
+    # The env's own API decides how to step it (a video recorder wraps either kind).
+    multi_agent_env = isinstance(getattr(env, "unwrapped", env), MultiAgentEnv)
+    act_and_step = _multi_agent_stepper(algo, env, explore) if multi_agent_env else None
     while (episodes is None or len(done) < episodes) and (steps_left is None or steps_left > 0):
         episode = Episode(number=len(done) + 1)
         obs, _ = env.reset(seed=reset_seed)

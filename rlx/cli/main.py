@@ -169,6 +169,12 @@ def _add_serve_parser(sub: Any) -> None:
                        help="sample actions instead of taking the greedy one (default: --no-explore)")
     serve.add_argument("--max-request-bytes", type=int, default=1 << 20, metavar="N",
                        help="largest request body accepted (default 1 MiB)")
+    serve.add_argument("--max-connections", type=int, default=256, metavar="N",
+                       help="connections served at once; one more is answered 503 (default 256)")
+    serve.add_argument("--request-timeout-s", type=float, default=30.0, metavar="S",
+                       help="a request must arrive whole within S seconds of its first byte, else 408 (default 30)")
+    serve.add_argument("--idle-timeout-s", type=float, default=60.0, metavar="S",
+                       help="close a keep-alive connection idle this long (default 60)")
     serve.add_argument("--config", default=None, metavar="JSON",
                        help="settings to override in the checkpoint's config, as a JSON object")
     serve.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
@@ -357,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     verbose = getattr(args, "verbose", 0)
     _configure_logging(verbose)
 
-    add_cwd_to_sys_path()
+    add_cwd_to_sys_path(_checkpoint_argument(args))
     try:
         return _dispatch(args)
     except KeyboardInterrupt:
@@ -368,6 +374,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"rlx: error: {describe_error(err)}", file=sys.stderr)
         return 1
+
+
+def _checkpoint_argument(args: argparse.Namespace) -> str | None:
+    """The checkpoint a command loads (evaluate, serve, train --restore), if any."""
+    return getattr(args, "checkpoint", None) or getattr(args, "restore", None)
 
 
 def describe_error(err: BaseException) -> str:

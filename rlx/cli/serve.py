@@ -11,17 +11,24 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from rlx.algorithms.algorithm import Algorithm
 from rlx.cli.env_source import import_modules, rebuild_env_source, resolve_gymnasium_id
 from rlx.cli.evaluate import read_checkpoint_metadata
 from rlx.env.external.auth import check_bind, resolve_token
 from rlx.env.external.episodes import EpisodeBook
-from rlx.env.external.http import HttpServer
+from rlx.env.external.http import (
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_REQUEST_TIMEOUT_S,
+    HttpServer,
+    check_limits,
+)
 from rlx.env.external.inference import BatchedPolicy, PolicySet
 from rlx.env.external.multi_agent import MultiAgentEpisodeBackend
 from rlx.env.external.multi_agent_server import MultiAgentServerApp, describe_multi_agent
-from rlx.env.external.reader import EpisodeBackend, check_external_runner, is_multi_agent_runner
+from rlx.env.external.reader import EpisodeBackend, check_external_runner, has_policy_slots
 from rlx.env.external.server import ServerApp, describe
 from rlx.utils.errors import ConfigError
 
@@ -30,9 +37,14 @@ class PolicyService:
     """A checkpoint's policy behind an HTTP server (nothing is trained)."""
 
     def __init__(self, checkpoint: str, address: str = "127.0.0.1", port: int = 9900, auth_token: str | None = None,
-                 explore: bool = False, max_request_bytes: int = 1 << 20, config_overrides: dict | None = None):
+                 explore: bool = False, max_request_bytes: int = 1 << 20, config_overrides: dict | None = None,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+                 idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S):
         token = resolve_token(auth_token)
         check_bind(address, token)
+        limits: dict[str, Any] = {"max_connections": max_connections, "request_timeout_s": request_timeout_s,
+                                  "idle_timeout_s": idle_timeout_s}
+        check_limits(**limits)  # before the checkpoint is loaded
         # Serving reads no training input and writes no output (a policy trained from a
         # PolicyServerInput stored its input_ callable, which is not needed, nor restorable).
         overrides = {"num_env_runners": 0, "evaluation_interval": None, "input": "sampler", "output": None,
@@ -41,8 +53,9 @@ class PolicyService:
         try:
             runner = self.algo.env_runner_group.local_env_runner
             check_external_runner(runner, "rlx serve")
-            if is_multi_agent_runner(runner):  # every policy; the checkpoint's policy_mapping_fn maps agents
-
+            self.app: ServerApp
+            backend: EpisodeBackend | MultiAgentEpisodeBackend
+            if has_policy_slots(runner):  # every policy; the checkpoint's policy_mapping_fn maps agents
                 policies = PolicySet(runner, explore=explore)
                 backend = MultiAgentEpisodeBackend(EpisodeBook(collect=False, multi_agent=True), policies, runner)
                 self.app = MultiAgentServerApp(backend,
@@ -51,7 +64,7 @@ class PolicyService:
                 policy = BatchedPolicy(runner, explore=explore)
                 backend = EpisodeBackend(EpisodeBook(collect=False), policy)
                 self.app = ServerApp(backend, spec=lambda: describe(self.algo.config, policy))
-            self.http = HttpServer(self.app, address, port, token, max_request_bytes)
+            self.http = HttpServer(self.app, address, port, token, max_request_bytes, **limits)
         except BaseException:
             self.algo.stop()
             raise
@@ -93,7 +106,8 @@ def run_serve_command(args: argparse.Namespace) -> int:
         overrides = {**(overrides or {}), "env": resolve_gymnasium_id(args.env)[0]}
     service = PolicyService(args.checkpoint, address=args.address, port=args.port, auth_token=token,
                             explore=args.explore, max_request_bytes=args.max_request_bytes,
-                            config_overrides=overrides)
+                            config_overrides=overrides, max_connections=args.max_connections,
+                            request_timeout_s=args.request_timeout_s, idle_timeout_s=args.idle_timeout_s)
     print(f"rlx serve: serving {args.checkpoint} at {service.url} (Ctrl-C to stop)", flush=True)
     try:
         service.serve_forever()

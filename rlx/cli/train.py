@@ -87,36 +87,74 @@ def _config_from_checkpoint(path: str, algo: str | None) -> tuple[Any, str]:
 # ------------------------------------------------------------------ one run
 
 
+#: The signals that stop training gracefully, and how notes and summaries name them. SIGTERM
+#: (docker stop, cluster schedulers) is treated as Ctrl-C: finish the iteration, save a checkpoint.
+_STOP_SIGNALS: dict[int, str] = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+
+
 class _StopRequest:
-    """First Ctrl-C: finish the current iteration, checkpoint and stop. Second: abort."""
+    """First Ctrl-C or SIGTERM: finish the current iteration, checkpoint and stop. Second: abort
+    (KeyboardInterrupt, as a second Ctrl-C)."""
 
     def __init__(self, reporter: ProgressReporter):
         self.requested = False
+        #: "Ctrl-C" or "SIGTERM": what requested the stop ("" until then).
+        self.reason = ""
         self._reporter = reporter
-        self._previous: Any = None
+        self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> "_StopRequest":
-        try:
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-        except ValueError:  # not the main thread: Ctrl-C keeps its default behaviour
-            self._previous = None
+        for signum in _STOP_SIGNALS:
+            try:
+                self._previous[signum] = signal.signal(signum, self._handle)
+            except ValueError:  # not the main thread: the signals keep their default behaviour
+                break
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
-        self._reporter.note("Ctrl-C: stopping after this iteration and saving a checkpoint "
-                            "(press Ctrl-C again to abort without one).")
+        self.reason = _STOP_SIGNALS.get(signum, "Ctrl-C")
+        again = "press Ctrl-C" if signum == signal.SIGINT else "send SIGTERM"
+        self._reporter.note(f"{self.reason}: stopping after this iteration and saving a checkpoint "
+                            f"({again} again to abort without one).")
+
+    def __exit__(self, *exc: Any) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        self._previous.clear()
+
+
+class _TermAsInterrupt:
+    """Outside the training loop, SIGTERM raises KeyboardInterrupt as Ctrl-C does, so the
+    Algorithm is still stopped cleanly (its worker processes ended) when it arrives while
+    building or saving."""
+
+    def __enter__(self) -> "_TermAsInterrupt":
+        try:
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        except ValueError:  # not the main thread
+            self._previous = None
+        return self
+
+    @staticmethod
+    def _handle(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
 
     def __exit__(self, *exc: Any) -> None:
         if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+            signal.signal(signal.SIGTERM, self._previous)
 
 
 def run_experiment(spec: ExperimentSpec, settings: RunSettings, out: TextIO | None = None) -> TrialOutcome:
-    """Train `spec` until a stop criterion (or Ctrl-C), checkpointing as asked; print
+    """Train `spec` until a stop criterion (or Ctrl-C / SIGTERM), checkpointing as asked; print
     progress and a summary to `out` (stdout) and return the outcome."""
+    with _TermAsInterrupt():
+        return _run_experiment(spec, settings, out)
+
+
+def _run_experiment(spec: ExperimentSpec, settings: RunSettings, out: TextIO | None = None) -> TrialOutcome:
     out = out if out is not None else sys.stdout
     name = experiment_name(spec, settings)  # checked before anything is built
     config = build_config(spec, settings, validate=False)
@@ -145,7 +183,7 @@ def run_experiment(spec: ExperimentSpec, settings: RunSettings, out: TextIO | No
         reporter.note(f"Stops at: {stop.describe()}")
         _train_loop(algo, stop, reporter, outcome, checkpoint_freq, keep)
         if outcome.checkpoint is None or not outcome.checkpoint.endswith(f"{algo.iteration:06d}"):
-            if checkpoint_at_end or outcome.stop_reason.startswith("Ctrl-C"):
+            if checkpoint_at_end or outcome.stop_reason in _STOP_SIGNALS.values():
                 _save(algo, outcome, keep, reporter, announce=False)
     finally:
         reporter.finish()
@@ -192,7 +230,7 @@ def _train_loop(algo: Any, stop: StopCriteria, reporter: ProgressReporter, outco
                 outcome.stop_reason = "reached " + " and ".join(reached)
                 return
             if ctrl_c.requested:
-                outcome.stop_reason = "Ctrl-C"
+                outcome.stop_reason = ctrl_c.reason
                 return
 
 

@@ -53,8 +53,8 @@ class EnvConfig(ResolvedConfig, Protocol):
         ...
 
     @property
-    def is_multi_agent(self) -> bool:
-        """Whether the config describes several policies (or a multi-agent env)."""
+    def policies(self) -> Any:
+        """The multi_agent(policies=...) setting (None for a single-agent config)."""
         ...
 
     # -- sampling

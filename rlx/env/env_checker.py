@@ -56,6 +56,62 @@ class OldGymEnvCompatibility(gym.Env):
 
 logger = logging.getLogger(__name__)
 
+#: The keys of the warnings `warn_once` already logged in this process.
+_WARNED: set[tuple] = set()
+
+
+def warn_once(key: tuple, message: str) -> bool:
+    """Log `message` as a warning the first time `key` is seen in this process (later calls with
+    the same key log nothing); returns whether it logged. The env checker and the sampling loop
+    flag what RLlib accepts but is likely a bug (values outside the observation space's bounds,
+    non-bool terminated/truncated) this way: once, without failing."""
+    if key in _WARNED:
+        return False
+    _WARNED.add(key)
+    logger.warning(message)
+    return True
+
+
+def flag_truth(value: Any) -> bool | None:
+    """What a non-bool terminated/truncated flag means when stored in a bool array, as RLlib's
+    (Gymnasium's) vector envs store it: its truth value (so the string "no" is True); None when it
+    has none (e.g. an array of several values)."""
+    try:
+        return bool(value)
+    except Exception:  # noqa: BLE001 - ambiguous truth values (arrays) and broken __bool__
+        return None
+
+
+def warn_non_bool_flags(env_label: str, flags: dict[str, Any], where: str = "step()") -> dict[str, bool]:
+    """The truth values of `flags` ({"terminated": value, ...}, those that are not bools), flagged
+    once per env class as a warning; EnvError for a flag without a truth value. RLlib (through
+    Gymnasium) accepts such flags with a warning and reads their truth value; rlx does the same."""
+    truths = {}
+    for name, flag in flags.items():
+        truth = flag_truth(flag)
+        if truth is None:
+            raise EnvError(f"{env_label}.{where} returned {name}={describe_value(flag)}; it must be a bool "
+                           f"(this value has no single truth value).{_DISABLE_HINT}")
+        truths[name] = truth
+    said = ", ".join(f"{name}={flag!r} ({type(flag).__name__}, read as {truths[name]})" for name, flag in flags.items())
+    warn_once(("non-bool flag", env_label),
+              f"{env_label}.{where} returned {said}; the Gymnasium API's terminated and truncated are bools. rlx "
+              "reads such a flag as its truth value, bool(flag), as RLlib does (so a string such as 'no' means "
+              "True); return bools. (Warned once; config.environment(disable_env_checking=True) turns such checks "
+              "off.)")
+    return truths
+
+
+def warn_out_of_bounds(env_label: str, where: str, space: Any, obs: Any) -> None:
+    """Flag (once per env class) an observation outside its Box's low/high bounds: RLlib samples
+    such envs (many step slightly outside their declared bounds), so rlx warns and goes on."""
+    values = np.array2string(np.asarray(obs).ravel(), threshold=8, precision=3)
+    warn_once(("obs out of bounds", env_label),
+              f"The observation returned by {env_label}.{where} is outside the env's observation_space bounds "
+              f"({space}, got {values}); rlx uses it as it is, as RLlib does. Fix the space's low/high if this is "
+              "not intended. (Warned once; config.environment(disable_env_checking=True) turns such checks off.)")
+
+
 def convert_space(space: Any) -> gym.Space:
     """Convert an old `gym` space (or a Gymnasium one) to a Gymnasium space."""
     if isinstance(space, gym.spaces.Space):
@@ -101,6 +157,14 @@ def _is_old_api_reset(out: Any) -> bool:
     return not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict))
 
 
+def env_label(env: Any) -> str:
+    """The name warnings give an env: its unwrapped class's."""
+    try:
+        return type(getattr(env, "unwrapped", env)).__name__
+    except Exception:  # noqa: BLE001 - an env whose `unwrapped` property fails
+        return type(env).__name__
+
+
 def describe_value(obs: Any) -> str:
     """A short description of something an env returned, for error messages."""
     if isinstance(obs, np.ndarray):
@@ -108,7 +172,7 @@ def describe_value(obs: Any) -> str:
     return f"{type(obs).__name__} {obs!r}"[:200]
 
 
-def _check_in_space(obs: Any, space: gym.Space, where: str) -> None:
+def _check_in_space(obs: Any, space: gym.Space, where: str, env_label: str = "the env") -> None:
     try:
         ok = space.contains(obs)
     except Exception:
@@ -125,10 +189,7 @@ def _check_in_space(obs: Any, space: gym.Space, where: str) -> None:
             else:
                 # Values outside the declared bounds only: RLlib's single-agent EnvRunner samples
                 # such envs (many step slightly outside their bounds), so rlx warns and goes on.
-                logger.warning(
-                    "The observation returned by %s is outside the env's observation_space bounds (%s, got %s); "
-                    "rlx uses it as it is. Fix the space's low/high if this is not intended.",
-                    where, space, np.array2string(obs.ravel(), threshold=8, precision=3))
+                warn_out_of_bounds(env_label, where, space, obs)
                 return
         raise EnvError(
             f"The observation returned by {where} is not in the env's observation_space: got "
@@ -173,7 +234,8 @@ def check_env(env: Any, auto_wrap_old_gym_envs: bool = True, seed: int | None = 
     obs, info = out
     if not isinstance(info, dict):
         raise EnvError(f"{type(env).__name__}.reset() must return (obs, info) with info a dict, got info={info!r}.")
-    _check_in_space(obs, env.observation_space, "reset()")
+    label = env_label(env)
+    _check_in_space(obs, env.observation_space, "reset()", label)
     action = env.action_space.sample()
     try:
         result = env.step(action)
@@ -191,7 +253,7 @@ def check_env(env: Any, auto_wrap_old_gym_envs: bool = True, seed: int | None = 
             "is wrapped automatically only if its reset() also uses the old API."
         )
     obs, reward, terminated, truncated, info = result
-    _check_in_space(obs, env.observation_space, "step()")
+    _check_in_space(obs, env.observation_space, "step()", label)
     if isinstance(reward, (bool, np.bool_)) or not isinstance(reward, (numbers.Real, np.number)):
         if not (isinstance(reward, np.ndarray) and reward.shape == ()):
             raise EnvError(
@@ -203,11 +265,10 @@ def check_env(env: Any, auto_wrap_old_gym_envs: bool = True, seed: int | None = 
             f"{type(env).__name__}.step() returned reward {reward!r}; rewards must be finite numbers. Check the "
             "env's reward computation (a division by zero, log(0), a diverging simulation)."
         )
-    for name, flag in (("terminated", terminated), ("truncated", truncated)):
-        if not isinstance(flag, (bool, np.bool_)):
-            raise EnvError(
-                f"{type(env).__name__}.step() returned {name}={flag!r} ({type(flag).__name__}); it must be a bool."
-            )
+    odd = {name: flag for name, flag in (("terminated", terminated), ("truncated", truncated))
+           if not isinstance(flag, (bool, np.bool_))}
+    if odd:
+        warn_non_bool_flags(label, odd)
     if not isinstance(info, dict):
         raise EnvError(f"{type(env).__name__}.step() must return a dict as info, got {info!r}.")
     return env

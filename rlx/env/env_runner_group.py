@@ -28,7 +28,8 @@ from rlx.env.runner_group.backends import (BACKENDS, call_all, make_remote_runne
 from rlx.env.runner_group.calls import (AsyncSampleCall, RestoreCall, SampleCall, SetFilterCall, SetWeightsCall,
                                         env_info, get_metrics, pop_filter_delta)
 from rlx.env.runner_group.sampling import sample_remote
-from rlx.env.runner_group.stuck_runners import LocalSampleWatchdog
+from rlx.env.runner_group.spares import SpareWorker
+from rlx.env.runner_group.stuck_runners import LocalSampleBound
 from rlx.env.runner_host import RunnerFactory
 from rlx.env.runner_restarts import RunnerSupervisor
 from rlx.env.threaded_env_runner import ThreadedEnvRunner
@@ -94,9 +95,14 @@ class EnvRunnerGroup:
         self._runner_resets: dict[int, int] = {}
         self._sent_weights: dict[int, Any] = {}
         self._remote: list[Any] = []
+        #: A started worker process for the next restart of a runner whose process died.
+        self._spare = SpareWorker(self.backend, runner_cls, config, module_spec)
+        #: Threads stopping replaced runners' workers (stop() waits for them).
+        self._retiring: list[Any] = []
         #: Metrics of runners that failed, from the partial fragments they left (get_metrics()).
         self._salvaged_metrics: list[dict[str, Any]] = []
-        self._local_watchdog = LocalSampleWatchdog(config.sample_timeout_s, config.batch_mode)
+        #: sample_timeout_s for the local runner (it samples on its own thread, see LocalSampleBound).
+        self._local_bound = LocalSampleBound(config.sample_timeout_s, config.batch_mode)
         #: Asynchronous sampling (async_sample): the requests in flight per remote runner.
         self._async = AsyncSampler(self)
         self._in_flight = self._async.in_flight  # the same dict, under the name it had here
@@ -123,6 +129,8 @@ class EnvRunnerGroup:
             self._ft = RunnerSupervisor(self)
             for index, err in build_errors.items():  # restarted, or dropped with ignore_env_runner_failures
                 self._ft.failed(self._remote[index - 1], err, worker_kept=False)
+            # Started after the runners were built, so it does not slow their builds down.
+            self._spare.replenish()
         except BaseException:
             self.stop()
             raise
@@ -284,18 +292,25 @@ class EnvRunnerGroup:
 
     def _sample_local(self, num_timesteps: int | None, explore: bool | None) -> dict[str, np.ndarray]:
         runner = self._sampling_local_runner()
-        with self._local_watchdog:
-            if num_timesteps is None:
-                batch = runner.sample(explore=explore)
-            else:
-                batches = []
-                collected = 0
-                while collected < num_timesteps:
-                    batches.append(runner.sample(explore=explore))
-                    collected += self._count_steps(batches[-1])
-                batch = concat_batches(batches)
+        if num_timesteps is None:
+            batch = self._local_sample_call(runner, explore)
+        else:
+            batches = []
+            collected = 0
+            while collected < num_timesteps:
+                batches.append(self._local_sample_call(runner, explore))
+                collected += self._count_steps(batches[-1])
+            batch = concat_batches(batches)
         self.num_resets = runner.num_resets
         return batch
+
+    def _local_sample_call(self, runner: Any, explore: bool | None) -> Any:
+        """One sample() (a fragment) of the local runner, bounded by sample_timeout_s as a remote
+        runner's request is. Runners without sub-envs (external envs) bound their own waits."""
+        if not self._local_bound.bounded or not getattr(runner, "has_envs", True):
+            return runner.sample(explore=explore)
+        return self._local_bound.run(self.runner_handles()[0], _LocalSample(explore),
+                                     progress=lambda: runner.num_env_steps_sampled_lifetime + runner.num_resets)
 
     def _count_steps(self, batch: Any) -> int:
         """Steps in a sampled batch, as count_steps_by says."""
@@ -469,14 +484,25 @@ class EnvRunnerGroup:
     def stop(self) -> None:
         """Stop every runner and close its envs (all of them, even when one fails to stop; the
         first such error is raised afterwards)."""
-        steps: list[Callable[[], Any]] = [self._local_watchdog.close]
+        steps: list[Callable[[], Any]] = [self._spare.stop]
         steps.extend(handle.stop for handle in self._remote)
+        steps.extend(thread.join for thread in self._retiring)
         if hasattr(self, "_local_handle"):
             # Closes the envs once a call still running on the handle's thread has returned.
             steps.append(lambda: self._local_handle.stop(close_runner=True))
         elif self._local_env_runner is not None:
             steps.append(self._local_env_runner.stop)
         run_all(steps)
+
+
+class _LocalSample:
+    """The local runner's sample() call, run on its own thread (LocalSampleBound)."""
+
+    def __init__(self, explore: bool | None):
+        self.explore = explore
+
+    def __call__(self, runner: Any) -> Any:
+        return runner.sample(explore=self.explore)
 
 
 def _num_steps(batch: Any) -> int:

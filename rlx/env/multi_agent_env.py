@@ -184,7 +184,7 @@ def make_multi_agent(env_name_or_creator: str | Callable[[Any], Any]) -> type[Mu
     return MultiEnv
 
 
-def env_class_is_multi_agent(env: Any) -> bool:
+def names_multi_agent_env_class(env: Any) -> bool:
     """Whether `config.environment(env)` names a MultiAgentEnv class (directly or by import path).
     Creators and registered names are not called here: what they return is known once built."""
     if isinstance(env, type):

@@ -22,6 +22,7 @@ from rlx.env.runner.module_slot import ModuleSlot, slot_attribute
 from rlx.env.policy_learning import learn_on_batch
 from rlx.core.rl_module.agent_mapping import PolicySpec
 from rlx.core.rl_module.model_view import ModelView
+from rlx.utils.checkpoint_trust import checkpoint_off_sys_path
 
 
 def check_observation(obs: Any, space: Any) -> None:
@@ -76,6 +77,8 @@ def _policy_only_overrides(root: Any, policy_ids: list[str] | None) -> dict[str,
     overrides: dict[str, Any] = {"num_env_runners": 0, "evaluation_interval": None, "num_learners": 0,
                                  "policies_to_train": None, "num_envs_per_env_runner": 1}
     config = read_json(root / "config.json")
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{root / 'config.json'} holds {type(config).__name__}, not the config's settings.")
     if config.get("policies") is None:
         return overrides
     source = root / "config.json"
@@ -157,7 +160,7 @@ class Policy:
 
         from rlx.algorithms.algorithm import Algorithm
         from rlx.utils.atomic_directory import METADATA_FILE
-        from rlx.utils.checkpoints import checkpoint_dir
+        from rlx.utils.checkpoints import checkpoint_dir, read_metadata
         from rlx.utils.errors import CheckpointError
 
         path = Path(checkpoint_dir(checkpoint))
@@ -169,7 +172,10 @@ class Policy:
             raise CheckpointError(f"{path} is neither an rlx checkpoint nor a policies/<policy_id> folder of one "
                                   f"(no {METADATA_FILE}).")
         wanted = [single] if single is not None else policy_ids
-        algo = Algorithm.from_checkpoint(path, config_overrides=_policy_only_overrides(path, wanted))
+        read_metadata(path)  # refuses links out of the checkpoint before any of its files is read
+        with checkpoint_off_sys_path(path):
+            overrides = _policy_only_overrides(path, wanted)
+        algo = Algorithm.from_checkpoint(path, config_overrides=overrides)
         try:
             ids = wanted if wanted is not None else algo.policy_ids
             policies = {pid: algo.get_policy(pid) for pid in ids}

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import atexit
 import os
-import signal
 import weakref
 from concurrent.futures import Future
 from typing import Any, Callable
 
 from rlx.env.config_view import EnvConfig
-from rlx.env.runner_host import RunnerFactory, RunnerHost
+from rlx.env.runner_host import RebuildRunner, RunnerCall, RunnerFactory, RunnerHost
 from rlx.utils.errors import RLXError
 from rlx.utils.spawn import describe_exit, raise_startup_error, send_reply, serve_calls
 from rlx.utils.worker_process import WorkerProcess
+from rlx.utils.worker_signals import ignore_stop_signals
 
 
 class EnvRunnerDiedError(RLXError, RuntimeError):
@@ -32,16 +32,18 @@ class EnvRunnerDiedError(RLXError, RuntimeError):
 def _worker_main(conn: Any, payload: bytes) -> None:
     """Body of the worker process: build the runner, then answer calls until told to stop."""
     # Ctrl-C in a terminal reaches every process of the group; the driver decides what stops.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ignore_stop_signals()
     try:
         raise_startup_error()
         import cloudpickle
         import torch
 
-        spec = cloudpickle.loads(payload)
+        spec = cloudpickle.loads(payload)  # imports what the runner needs, also in a spare
         torch.set_num_threads(spec["num_threads"])
-        # A RebuildRunner call replaces the runner in this process (a restart in place).
-        host = RunnerHost(spec["factory"]())
+        # A RebuildRunner call replaces the runner in this process (a restart in place); a spare
+        # worker builds none until one adopts it (ProcessEnvRunner.adopt).
+        host = RunnerHost(None, missing="it is a spare worker that was not adopted") if spec.get("spare") \
+            else RunnerHost(spec["factory"]())
     except BaseException as err:  # reported to the driver as the answer to "start"
         send_reply(conn, "err", err)
         return
@@ -72,16 +74,30 @@ class ProcessEnvRunner(WorkerProcess):
     """
 
     def __init__(self, runner_cls: type, config: EnvConfig, index: int, num_workers: int, module_spec: Any = None,
-                 num_threads: int = 1):
+                 num_threads: int = 1, spare: bool = False):
         import cloudpickle
 
         self.index = index
         factory = RunnerFactory(runner_cls, config, index, num_workers, module_spec)
-        payload = cloudpickle.dumps({"factory": factory, "num_threads": max(1, int(num_threads))})
+        payload = cloudpickle.dumps({"factory": factory, "num_threads": max(1, int(num_threads)), "spare": spare})
+        name = "rlx-env-runner-spare" if spare else f"rlx-env-runner-{index}"
         # Not a daemon, so that its sub-envs may run in processes of their own
         # (remote_worker_envs); _stop_all_at_exit() ends it before the interpreter exits.
-        super().__init__(_worker_main, (payload,), name=f"rlx-env-runner-{index}", daemon=False)
+        super().__init__(_worker_main, (payload,), name=name, daemon=False)
         _LIVE.add(self)
+
+    @classmethod
+    def spare(cls, runner_cls: type, config: EnvConfig, num_workers: int, module_spec: Any = None,
+              num_threads: int = 1) -> "ProcessEnvRunner":
+        """A started worker process without a runner: its interpreter, torch and the runner's
+        modules load now, so that a restart that `adopt`s it only builds the runner."""
+        return cls(runner_cls, config, -1, num_workers, module_spec, num_threads=num_threads, spare=True)
+
+    def adopt(self, index: int, factory: RunnerFactory) -> Future:
+        """Make this spare worker runner `index`: build its runner with `factory` (queued behind
+        the worker's start). The Future resolves once the runner is built."""
+        self.index = index
+        return self.submit(RebuildRunner(factory))
 
     def _label(self) -> str:
         return f"EnvRunner {self.index} (pid {self.pid})"
@@ -93,7 +109,7 @@ class ProcessEnvRunner(WorkerProcess):
         """Block until the runner is built; re-raise whatever building it raised."""
         self.ready.result(timeout=timeout)
 
-    def submit(self, fn: Callable[[Any], Any]) -> Future:
+    def submit(self, fn: RunnerCall) -> Future:
         """Queue `fn(runner)` in the worker; the Future holds its result or exception."""
         import cloudpickle
 

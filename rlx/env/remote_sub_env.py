@@ -10,21 +10,20 @@ sub-envs, and collects the others' answers in a later poll (see rlx.env.partial_
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import pickle
-import signal
 import time
 import traceback
 from multiprocessing.connection import wait as wait_connections
 from typing import Any, Callable, Sequence
 
 from rlx.utils.errors import EnvError
-from rlx.utils.spawn import raise_startup_error, start_process
+from rlx.utils.spawn import raise_startup_error, spawn_pipe, start_process
+from rlx.utils.worker_signals import ignore_stop_signals
 
 
 def _serve(conn: Any, payload: bytes) -> None:
     """Body of the sub-env process: build the env, then answer (method, args) calls."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ignore_stop_signals()
     import cloudpickle
 
     try:
@@ -63,8 +62,7 @@ class RemoteSubEnv:
         import cloudpickle
 
         self._name = name
-        ctx = mp.get_context("spawn")
-        self._conn, child = ctx.Pipe()
+        self._conn, child = spawn_pipe()
         self._process = start_process(_serve, (child, cloudpickle.dumps(make_env)), name=f"rlx-sub-env-{name}")
         child.close()
         self._waiting = False

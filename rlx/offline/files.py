@@ -38,17 +38,17 @@ def resolve_input_files(inputs: Any, extensions: Sequence[str]) -> list[str]:
                                    "to a local directory and give its path.")
         path = os.path.abspath(os.path.expanduser(strip_local_scheme(pattern)))
         if os.path.isdir(path):
-            found = sorted(f for ext in extensions for f in glob.glob(os.path.join(path, f"*{ext}")))
+            found = sorted(f for ext in extensions for f in glob.glob(os.path.join(glob.escape(path), f"*{ext}")))
             if not found:
                 raise OfflineDataError(f"offline input directory {path} holds no {' or '.join(extensions)} files.")
             files.extend(found)
+        elif os.path.isfile(path):  # before globbing: "run[1].json" names that file when it exists
+            files.append(path)
         elif glob.has_magic(path):
-            found = sorted(f for f in glob.glob(path) if os.path.isfile(f))
+            found = _glob_files(path)
             if not found:
                 raise OfflineDataError(f"no files match the offline input {pattern!r}.")
             files.extend(found)
-        elif os.path.isfile(path):
-            files.append(path)
         else:
             raise OfflineDataError(f"offline input file {path} not found.")
     for path in files:
@@ -56,3 +56,21 @@ def resolve_input_files(inputs: Any, extensions: Sequence[str]) -> list[str]:
             raise OfflineDataError(f"offline input {path} is a zip archive; rlx reads the files themselves. "
                                    "Unzip it and give the extracted directory.")
     return files
+
+
+def _glob_files(pattern: str) -> list[str]:
+    """The files `pattern` matches, sorted. When it matches none, the pattern is tried again with
+    its longest existing directory prefix taken literally, so "/data/run[1]/*.json" finds the
+    files of the directory "run[1]"."""
+    found = sorted(f for f in glob.glob(pattern) if os.path.isfile(f))
+    if found:
+        return found
+    head, tail = pattern, ""
+    while head and not os.path.isdir(head):
+        parent, name = os.path.split(head)
+        if parent == head:
+            break
+        head, tail = parent, os.path.join(name, tail) if tail else name
+    if not head or not tail or not glob.has_magic(head):
+        return []
+    return sorted(f for f in glob.glob(os.path.join(glob.escape(head), tail)) if os.path.isfile(f))

@@ -12,6 +12,7 @@ from rlx.offline.concat import concat_flat, num_rows
 from rlx.offline.files import resolve_input_files
 from rlx.offline.input_reader import InputReader
 from rlx.offline.io_context import IOContext
+from rlx.offline.record_checks import check_record, record_has_rows
 from rlx.offline.spaces import OfflineDataError, check_batch, spaces_of
 
 logger = logging.getLogger("rlx")
@@ -34,7 +35,10 @@ class JsonReader(InputReader):
         ioctx: the IOContext; with a `worker` (an EnvRunner), every record is checked
             against the policies' observation and action spaces.
 
-    A line that is not valid JSON or not a batch raises OfflineDataError naming the file and line.
+    A line that is not valid JSON, not a batch, or holding values rlx cannot train on
+    (rlx.offline.record_checks) raises OfflineDataError naming the file, line and column.
+    Records of 0 rows are skipped; input whose files hold no rows at all raises
+    OfflineDataError once every file was read through.
     """
 
     def __init__(self, inputs: Any, ioctx: IOContext | None = None):
@@ -48,6 +52,9 @@ class JsonReader(InputReader):
         self.cur_file: Any = None
         self.cur_path: str | None = None
         self.cur_line = 0
+        #: Rows the current file gave so far, and the files read through without a row.
+        self._file_rows = 0
+        self._empty_files: set[str] = set()
 
     def next(self) -> Any:
         """At least `batch_size` rows of the next lines, as one SampleBatch (or MultiAgentBatch)."""
@@ -67,12 +74,22 @@ class JsonReader(InputReader):
                         yield self._parse(line, path, number)
 
     def _next_record(self) -> Any:
-        for _ in range(2 * len(self.files) + 100):
+        """The next record that holds rows. Each file read through without a row is not opened
+        again, so input without rows ends in OfflineDataError instead of reading forever."""
+        while True:
             line = self._next_line()
-            if line is not None:
-                return self._parse(line, self.cur_path, self.cur_line)
-        raise OfflineDataError(f"the offline input files hold no records: {', '.join(self.files[:5])}"
-                               f"{' ...' if len(self.files) > 5 else ''}.")
+            if line is None:  # a file ended
+                if self._file_rows == 0 and self.cur_path is not None:
+                    self._empty_files.add(self.cur_path)
+                if self._empty_files.issuperset(self.files):
+                    shown = ", ".join(self.files[:5]) + (" ..." if len(self.files) > 5 else "")
+                    raise OfflineDataError(f"the offline input files hold no rows (they are empty or hold only "
+                                           f"records of 0 rows): {shown}.")
+                continue
+            batch = self._parse(line, self.cur_path, self.cur_line)
+            if record_has_rows(batch):
+                self._file_rows += 1
+                return batch
 
     def _next_line(self) -> str | None:
         """The next non-empty line, moving on to another file at the end of one; None when a
@@ -99,10 +116,12 @@ class JsonReader(InputReader):
             index = round((len(self.files) - 1) * (self.ioctx.worker_index / total)) if total else 0
             path = self.files[index]
         else:
-            path = self._rng.choice(self.files)
+            files = self.files if not self._empty_files else [f for f in self.files if f not in self._empty_files]
+            path = self._rng.choice(files)
         self.cur_file = _open(path)
         self.cur_path = path
         self.cur_line = 0
+        self._file_rows = 0
 
     def _parse(self, line: str, path: str | None, number: int) -> Any:
         where = f"{path}, line {number}"
@@ -115,7 +134,8 @@ class JsonReader(InputReader):
             batch = from_json_dict(data)
         except BatchFormatError as err:
             raise OfflineDataError(f"{where}: {err}") from None
-        if self.ioctx.worker is not None:
+        check_record(batch, where)
+        if self.ioctx.worker is not None and record_has_rows(batch):
             check_batch(batch, spaces_of(self.ioctx.worker), where)
         return batch
 

@@ -23,12 +23,16 @@ from rlx.offline.concat import concat_flat, num_rows
 from rlx.offline.episode_rows import EpisodeTracker, to_sample_batch
 from rlx.offline.input_factory import SAMPLER, input_mentions_sampler, make_input_reader, make_output_writer
 from rlx.offline.io_context import IOContext
+from rlx.offline.record_checks import check_record, record_has_rows
 from rlx.offline.records import check_multi_agent_output
-from rlx.offline.spaces import check_batch, spaces_of
+from rlx.offline.spaces import OfflineDataError, check_batch, spaces_of
 from rlx.offline.training_batch import to_training_batch
 from rlx.utils.errors import NotSupportedYetError
 
 logger = logging.getLogger("rlx")
+
+#: Batches without rows an input reader may return in a row before `sample()` gives up on it.
+MAX_EMPTY_READS = 1000
 
 #: fn(num_timesteps, explore) -> time-major batch: the group's own sampling of its envs.
 SampleFn = Callable[[Any, Any], Any]
@@ -124,13 +128,26 @@ class OfflineIO:
                                "(the data counts as on-policy for the update).", " or ".join(added))
 
     def _read(self, num_timesteps: int | None) -> Any:
-        """Flat rows of at least `num_timesteps` steps (one reader batch when None)."""
-        batches, count = [], 0
+        """Flat rows of at least `num_timesteps` steps (one reader batch when None). A reader that
+        returns MAX_EMPTY_READS batches without rows in a row raises OfflineDataError."""
+        batches: list[Any] = []
+        count = empty = 0
         count_by = self._config.count_steps_by
         spaces = self._spaces
+        name = type(self.reader).__name__
         while not batches or (num_timesteps is not None and count < num_timesteps):
             batch = self.reader.next()
-            check_batch(batch, spaces, f"a batch of the input reader {type(self.reader).__name__}")
+            where = f"a batch of the input reader {name}"
+            check_record(batch, where)
+            if not record_has_rows(batch):
+                empty += 1
+                if empty >= MAX_EMPTY_READS:
+                    raise OfflineDataError(f"the input reader {name} returned {empty} batches without rows in a row; "
+                                           "an input reader's next() must return rows (raise when the input is "
+                                           "exhausted).")
+                continue
+            empty = 0
+            check_batch(batch, spaces, where)
             batches.append(batch)
             count += num_rows(batch, count_by)
         return concat_flat(batches)

@@ -12,6 +12,7 @@ episodes`; each such row is read back as one batch.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import math
@@ -28,6 +29,7 @@ from rlx.offline.files import resolve_input_files
 from rlx.offline.input_reader import InputReader
 from rlx.offline.io_context import IOContext
 from rlx.offline.json_writer import DEFAULT_MAX_FILE_SIZE, local_directory, output_file_name
+from rlx.offline.record_checks import check_record, record_has_rows
 from rlx.offline.records import RecordWriter, take
 from rlx.offline.spaces import OfflineDataError, check_batch, spaces_of
 from rlx.utils.errors import ConfigError, NotSupportedYetError, install_hint
@@ -102,7 +104,9 @@ class ParquetWriter(RecordWriter):
             self.file_index += 1
             path = os.path.join(self.path, output_file_name(self.ioctx, self.file_index, "parquet"))
         self._sink = open(path, "wb")
-        self._writer = self._pq.ParquetWriter(self._sink, schema)
+        # Page checksums let readers detect damaged pages (ParquetReader verifies them).
+        self._writer = self._pq.ParquetWriter(self._sink, schema,
+                                              **_if_supported(self._pq.ParquetWriter, write_page_checksum=True))
         self._schema = schema
         self._finalizer.detach()
         self._finalizer = weakref.finalize(self, _close_parquet, [self._writer, self._sink])
@@ -241,7 +245,11 @@ class ParquetReader(InputReader):
     """Reads batches from Parquet files (one row group per batch, or one row per episode record),
     as JsonReader does from JSON:
     the first file by worker index, later ones at random with the config's seed; at least
-    `train_batch_size` rows per `next()`; every batch checked against the worker's spaces."""
+    `train_batch_size` rows per `next()`; every batch checked for values rlx cannot train on
+    (rlx.offline.record_checks) and against the worker's spaces. Row groups of 0 rows are
+    skipped, and input without rows raises OfflineDataError once every file was read through.
+    Pages with checksums (rlx writes them) are verified: a damaged page, like any row group
+    pyarrow cannot decode, raises OfflineDataError naming the file, row group and column."""
 
     def __init__(self, inputs: Any, ioctx: IOContext | None = None):
         self._pa, self._pq = import_pyarrow()
@@ -258,6 +266,10 @@ class ParquetReader(InputReader):
         self._rng = random.Random(None if seed is None else int(seed) + self.ioctx.worker_index)
         self._groups: Iterator[Any] | None = None
         self._started = False
+        self._path: str | None = None
+        #: Record batches the current file gave so far, and the files read through without a row.
+        self._file_rows = 0
+        self._empty_files: set[str] = set()
 
     def next(self) -> Any:
         """At least `batch_size` rows of the next row groups, as one batch."""
@@ -275,28 +287,70 @@ class ParquetReader(InputReader):
             yield from self._file_groups(path)
 
     def _next_group(self) -> Any:
-        for _ in range(2 * len(self.files) + 100):
+        """The next record that holds rows (see the class docstring on input without rows)."""
+        while True:
             if self._groups is None:
-                path = self.files[0] if not self._started else self._rng.choice(self.files)
+                files = self.files if not self._empty_files else [f for f in self.files if f not in self._empty_files]
+                self._path = files[0] if not self._started else self._rng.choice(files)
                 self._started = True
-                self._groups = self._file_groups(path)
+                self._groups = self._file_groups(self._path)
+                self._file_rows = 0
             batch = next(self._groups, None)
-            if batch is not None:
+            if batch is None:  # the file ended
+                self._groups = None
+                if self._file_rows == 0 and self._path is not None:
+                    self._empty_files.add(self._path)
+                if self._empty_files.issuperset(self.files):
+                    shown = ", ".join(self.files[:5]) + (" ..." if len(self.files) > 5 else "")
+                    raise OfflineDataError(f"the offline input files hold no rows (they are empty or hold only "
+                                           f"row groups of 0 rows): {shown}.")
+                continue
+            if record_has_rows(batch):
+                self._file_rows += 1
                 return batch
-            self._groups = None
-        raise OfflineDataError(f"the offline input files hold no rows: {', '.join(self.files[:5])}.")
 
     def _file_groups(self, path: str) -> Iterator[Any]:
         try:
-            parquet = self._pq.ParquetFile(path)
+            parquet = self._pq.ParquetFile(
+                path, **_if_supported(self._pq.ParquetFile, page_checksum_verification=True))
         except Exception as err:  # pyarrow raises ArrowInvalid and OSError for damaged files
             raise OfflineDataError(f"{path}: not a readable Parquet file ({type(err).__name__}: {err}); a file "
                                    "whose writer did not close it has no footer.") from None
         for index in range(parquet.num_row_groups):
-            for batch in table_to_batches(parquet.read_row_group(index)):
-                if self.ioctx.worker is not None:
-                    check_batch(batch, spaces_of(self.ioctx.worker), f"{path}, row group {index}")
+            where = f"{path}, row group {index}"
+            try:
+                batches = table_to_batches(parquet.read_row_group(index))
+            except OfflineDataError:
+                raise
+            except Exception as err:  # a damaged page (checksum, encoding) or a column rlx cannot decode
+                detail = " ".join(str(err).split())  # pyarrow's messages span lines
+                raise OfflineDataError(f"{where}: {_damaged_column(parquet, index)} cannot be read "
+                                       f"({type(err).__name__}: {detail}); the file is damaged. Restore it from its "
+                                       "source or leave it out of the input.") from None
+            for batch in batches:
+                check_record(batch, where)
+                if self.ioctx.worker is not None and record_has_rows(batch):
+                    check_batch(batch, spaces_of(self.ioctx.worker), where)
                 yield batch
 
     def __repr__(self) -> str:
         return f"ParquetReader({len(self.files)} file(s), batch_size={self.batch_size})"
+
+
+def _if_supported(cls: Any, **options: Any) -> dict:
+    """The `options` the installed pyarrow's `cls` takes (page checksums need pyarrow >= 13)."""
+    try:
+        params = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return {}
+    return {k: v for k, v in options.items() if k in params}
+
+
+def _damaged_column(parquet: Any, index: int) -> str:
+    """Which column of row group `index` fails to read ("a column" when each reads alone)."""
+    for name in parquet.schema_arrow.names:
+        try:
+            table_to_batches(parquet.read_row_group(index, columns=[name]))
+        except Exception:  # noqa: BLE001 - the failing column is what we look for
+            return f"column {name!r}"
+    return "a column"

@@ -48,6 +48,7 @@ class AtomicDirectory:
 
     def __enter__(self) -> Path:
         recover_interrupted_save(self.target)
+        sweep_interrupted_saves(self.target.parent)
         if self.target.exists():
             if not self.target.is_dir():
                 raise CheckpointError(f"Cannot save a checkpoint to {self.target}: it is a file.")
@@ -126,6 +127,44 @@ def recover_interrupted_save(target: str | os.PathLike) -> bool:
     logger.warning("Restored checkpoint %s from %s, left there by a save that was interrupted.", target, source.name)
     _remove([p for p in tmps + olds if p != source])
     return True
+
+
+#: Names of what any save in a directory leaves behind: `.{name}.tmp-{pid}-XXXX` and `.{name}.old-{pid}`.
+_LEFTOVER_RE = re.compile(r"\.(?P<name>.+)\.(?:tmp-\d+-[a-z0-9_]+|old-\d+)")
+
+
+def sweep_interrupted_saves(parent: str | os.PathLike) -> None:
+    """Recover or remove what killed saves left in directory `parent`, for every checkpoint
+    name there (not only the one being saved or loaded now): a save killed while writing a new
+    checkpoint leaves a temp directory that no later save to another path would otherwise
+    remove. Each name is handled as `recover_interrupted_save` handles it; leftovers of
+    running saves are never touched. Errors (a read-only directory) are ignored."""
+    try:
+        found = [(m["name"], p) for p in Path(parent).iterdir() if (m := _LEFTOVER_RE.fullmatch(p.name))]
+    except OSError:
+        return
+    names = {name for name, _ in found} - {name for name, path in found if not _looks_like_a_save(path)}
+    for name in sorted(names):
+        if "/" in name or name in (".", ".."):
+            continue
+        try:
+            recover_interrupted_save(Path(parent) / name)
+        except OSError as err:
+            logger.debug("Could not clean up the leftovers of %s: %s", name, err)
+
+
+#: What a save writes first (an Algorithm checkpoint, a module directory) or last.
+_SAVE_FILES = ("config.json", "module.safetensors", METADATA_FILE)
+
+
+def _looks_like_a_save(path: Path) -> bool:
+    """Whether a hidden directory named like a save's leftover holds what a save writes (or
+    nothing yet), so that the sweep never removes someone else's directory of that name."""
+    try:
+        return path.is_dir() and not path.is_symlink() and (
+            not any(path.iterdir()) or any((path / name).exists() for name in _SAVE_FILES))
+    except OSError:
+        return False
 
 
 def _dead_leftovers(target: Path) -> tuple[list[Path], list[Path], bool]:

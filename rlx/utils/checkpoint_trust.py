@@ -14,20 +14,29 @@ never calls anything a checkpoint names unless it is of the kind its field expec
 
 Importing a module runs its top-level code, as any Python import does: a checkpoint can make
 rlx import a module that is installed (or, for `rlx evaluate`, one its `env_source` records),
-never one of the standard library. Anything else is a CheckpointError naming the field,
-raised before anything is imported or called.
+never one of the standard library, never a `__main__` module (importing one runs a program),
+and never one that would be loaded from inside the checkpoint directory (as happens when the
+loading process runs in it, with its working directory on `sys.path`). Where a module would
+come from is checked with `importlib.util.find_spec` before it is imported, one package level
+at a time. While a checkpoint loads, `sys.path` entries inside it are set aside
+(`checkpoint_off_sys_path`). Anything else is a CheckpointError naming the field, raised
+before anything is imported or called.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
+import importlib.util
+import os
 import re
 import sys
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+from rlx.utils.checkpoint_paths import checkpoint_of, is_inside
 from rlx.utils.errors import CheckpointError
 from rlx.utils.registry import get_registered_creator
 
@@ -101,7 +110,7 @@ def import_checked(path: Any, field: str, source: str | Path) -> Any:
     if _is_stdlib(module_name):
         raise _refused(source, field, path, kind, f"it is in the standard library module '{module_name}'")
     try:
-        obj: Any = importlib.import_module(module_name)
+        obj: Any = import_module_checked(module_name, field, source)
         for part in attr.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as err:
@@ -142,8 +151,139 @@ def check_string_paths(config: dict[str, Any], source: str | Path) -> None:
             value: Any = scope
             for part in field.split("."):
                 value = value.get(part) if isinstance(value, dict) else None
-            if isinstance(value, str) and _looks_like_import_path(field, value):
+            if not isinstance(value, str):
+                continue
+            if _looks_like_import_path(field, value):
                 import_checked(value, prefix + field, source)
+            elif field == "env" and ":" in value:
+                check_plugin_module(value, prefix + field, source)
+
+
+def check_plugin_module(env: str, field: str, source: str | Path) -> None:
+    """Check the module of Gymnasium's plugin form `"MODULE:NS/Name-vN"` (imported when the env
+    is made, to register its envs) as an import path's module: not from the standard library,
+    not a `__main__` module, not from inside the checkpoint. Nothing is imported here."""
+    module_name = env.partition(":")[0]
+    if not _MODULE_NAME.fullmatch(module_name):
+        raise CheckpointError(f"{source}: field '{field}' holds {env!r:.120}, whose module {module_name!r:.80} is "
+                              "not a module name.")
+    if _is_stdlib(module_name):
+        raise _refused(source, field, env, _ENV, f"it names the standard library module '{module_name}', which "
+                       "registers no Gymnasium env")
+    check_module_source(module_name, field, source, import_parents=False)
+
+
+_MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+def import_module_checked(module_name: str, field: str, source: str | Path,
+                          root: str | os.PathLike | None = None) -> types.ModuleType:
+    """Import module `module_name`, which checkpoint file `source` names in `field`, after
+    checking, one package level at a time, where it would be loaded from (see
+    `check_module_source`). Returns the module."""
+    check_module_source(module_name, field, source, root)
+    return importlib.import_module(module_name)
+
+
+def check_module_source(module_name: str, field: str, source: str | Path, root: str | os.PathLike | None = None,
+                        import_parents: bool = True) -> None:
+    """Raise a CheckpointError, before the module is imported, when module `module_name` is a
+    `__main__` module not yet imported (importing one runs a program), or would be loaded from
+    inside the checkpoint `root` (default: the checkpoint `source` belongs to).
+
+    Each package level is looked up with `importlib.util.find_spec`, which imports nothing of
+    its own; its parent packages are imported first (when `import_parents`, after their own
+    check), as any import of the module would. ModuleNotFoundError when a level is not there.
+    """
+    if root is None:
+        root = checkpoint_of(source) if _is_file_path(source) else None
+    parts = module_name.split(".")
+    # A module already imported runs nothing when imported again (the script's own `__main__`
+    # of a process that saved and loads a checkpoint, say).
+    if "__main__" in parts and module_name not in sys.modules:
+        raise CheckpointError(
+            f"{source}: field '{field}' names the module {module_name}, a `__main__` module: importing one runs "
+            "a program, so a checkpoint may not name it. Loading refuses it without importing it.")
+    for depth in range(1, len(parts) + 1):
+        name = ".".join(parts[:depth])
+        loaded = sys.modules.get(name)
+        if loaded is not None:
+            _check_locations(name, _module_locations(loaded), field, source, root)
+            continue
+        if depth > 1 and not import_parents:
+            return  # the parent package is not imported: its children are found when it is
+        if depth > 1:
+            importlib.import_module(".".join(parts[:depth - 1]))
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError) as err:
+            raise ModuleNotFoundError(f"No module named '{name}' ({err})", name=name) from err
+        if spec is None:
+            # Not importable here (the checkpoint is off sys.path while it loads): say so when
+            # the module is one the checkpoint brings along.
+            stem = Path(root or "", *name.split("."))
+            if root is not None and (stem.with_suffix(".py").exists() or stem.is_dir()):
+                _check_locations(name, [str(stem)], field, source, root)
+            raise ModuleNotFoundError(f"No module named '{name}'", name=name)
+        locations = list(spec.submodule_search_locations or [])
+        if spec.has_location and spec.origin:
+            locations.append(spec.origin)
+        if Path(spec.origin or "").name == "__main__.py":
+            raise CheckpointError(f"{source}: field '{field}' names the module {module_name}, whose file is "
+                                  f"{spec.origin}, a `__main__` script: importing it runs a program.")
+        _check_locations(name, locations, field, source, root)
+
+
+def _module_locations(module: types.ModuleType) -> list[str]:
+    """The file and package directories a loaded module came from."""
+    found = [getattr(module, "__file__", None) or ""]
+    found += list(getattr(module, "__path__", None) or [])
+    return [f for f in found if f]
+
+
+def _check_locations(name: str, locations: list[str], field: str, source: str | Path,
+                     root: str | os.PathLike | None) -> None:
+    if root is None:
+        return
+    for location in locations:
+        if is_inside(location, root):
+            raise CheckpointError(
+                f"{source}: field '{field}' names the module '{name}', which would be loaded from "
+                f"{os.path.realpath(location)}, inside the checkpoint {os.path.realpath(root)}. A checkpoint may not bring code along: rlx imports nothing from "
+                "inside a checkpoint (run the loading process from another directory, or move the module out "
+                "of the checkpoint and install it).")
+
+
+def _is_file_path(source: str | Path) -> bool:
+    try:
+        return Path(source).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def checkpoint_off_sys_path(root: str | os.PathLike) -> Iterator[None]:
+    """While the checkpoint `root` loads, set aside the `sys.path` entries that lie inside it
+    (`''` and the working directory when the process runs in the checkpoint), so that no module,
+    rlx's own lazy imports included, is found there; they are put back afterwards."""
+    removed = [(i, entry) for i, entry in enumerate(sys.path) if _path_entry_inside(entry, root)]
+    for i, _ in reversed(removed):
+        del sys.path[i]
+    try:
+        yield
+    finally:
+        for i, entry in removed:
+            if entry not in sys.path:
+                sys.path.insert(min(i, len(sys.path)), entry)
+
+
+def _path_entry_inside(entry: Any, root: str | os.PathLike) -> bool:
+    if not isinstance(entry, str):
+        return False
+    try:
+        return is_inside(entry or os.getcwd(), root)
+    except (OSError, ValueError):
+        return False
 
 
 def dataclass_type(path: Any, field: str, source: str | Path) -> type:
@@ -156,7 +296,7 @@ def dataclass_type(path: Any, field: str, source: str | Path) -> type:
         raise CheckpointError(f"{source}: field '{field}' names the dataclass {path}; a checkpoint may construct "
                               "only rlx's own value types.")
     try:
-        obj: Any = importlib.import_module(module_name)
+        obj: Any = import_module_checked(module_name, field, source)
         for part in attr.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as err:

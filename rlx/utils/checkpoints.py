@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 from pathlib import Path, PurePath
 from typing import Any
@@ -14,7 +15,9 @@ from typing import Any
 import numpy as np
 
 from rlx.utils import checkpoint_trust as trust
-from rlx.utils.atomic_directory import METADATA_FILE, AtomicDirectory, recover_interrupted_save  # noqa: F401
+from rlx.utils.atomic_directory import (METADATA_FILE, AtomicDirectory, recover_interrupted_save,  # noqa: F401
+                                        sweep_interrupted_saves)
+from rlx.utils.checkpoint_paths import check_links_stay_inside, checkpoint_of, is_inside
 from rlx.utils.checkpoint_recipes import RECIPE_KEY, make_from_recipe, recipe_of
 from rlx.utils.errors import CheckpointError
 
@@ -197,8 +200,28 @@ def _decode(value: Any, key: str, source: str | Path) -> Any:
         if unknown:
             raise CheckpointError(f"{source}: field '{key}' gives {cls.__name__} unknown fields "
                                   f"{', '.join(map(str, unknown))}.")
-        return cls(**{k: _decode(v, f"{key}.{k}", source) for k, v in fields.items()})
+        decoded = {k: _decode(v, f"{key}.{k}", source) for k, v in fields.items()}
+        _drop_foreign_load_state_path(decoded, f"{key}.load_state_path", source)
+        return cls(**decoded)
     return {k: _decode(v, f"{key}.{k}" if key else k, source) for k, v in value.items()}
+
+
+def _drop_foreign_load_state_path(fields: dict[str, Any], field: str, source: str | Path) -> None:
+    """An RLModuleSpec's `load_state_path` stored in a checkpoint that leads outside it is not
+    read: the checkpoint's own weights replace what it would load (a WARNING says so)."""
+    path = fields.get("load_state_path")
+    if path is None:
+        return
+    root = checkpoint_of(source) if Path(source).is_file() else None
+    if isinstance(path, str) and root is not None and is_inside(root / path, root):
+        return
+    if not isinstance(path, (str, os.PathLike)):
+        raise CheckpointError(f"{source}: field '{field}' holds {path!r:.120}, not a path.")
+    logging.getLogger("rlx").warning(
+        "%s: field '%s' names %s, outside the checkpoint; rlx does not read it (the checkpoint's own weights are "
+        "loaded instead). Set RLModuleSpec(load_state_path=...) in code to load weights from elsewhere.",
+        source, field, str(path)[:200])
+    fields["load_state_path"] = None
 
 
 def space_to_dict(space: Any) -> dict:
@@ -266,6 +289,13 @@ def read_json(path: Path) -> Any:
         return json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise CheckpointError(f"Checkpoint file {path} is corrupt (not valid JSON): {err}.") from err
+    except RecursionError as err:
+        raise CheckpointError(f"Checkpoint file {path} is corrupt: its JSON is nested too deeply to read "
+                              f"({err}).") from None
+    except ValueError as err:  # e.g. an integer of more digits than Python converts
+        raise CheckpointError(f"Checkpoint file {path} is corrupt: {err}.") from err
+    except OSError as err:
+        raise CheckpointError(f"Checkpoint file {path} cannot be read: {err}.") from err
 
 
 def write_tensors(path: Path, tensors: dict[str, Any]) -> None:
@@ -379,6 +409,8 @@ def read_metadata(path: Any) -> dict[str, Any]:
         raise CheckpointError(f"Checkpoint directory does not exist: {root}.")
     if not root.is_dir():
         raise CheckpointError(f"Checkpoint path {root} is a file; give the checkpoint directory.")
+    sweep_interrupted_saves(root.parent)
+    check_links_stay_inside(root)
     meta = read_json(root / METADATA_FILE)
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__

@@ -432,6 +432,10 @@ def _plugin_env_id(name: str) -> str | None:
         return None
     import gymnasium as gym
 
+    if "__main__" in module_name.split(".") or module_name.split(".")[0] in sys.stdlib_module_names:
+        raise EnvError(f"Env '{name}': '{module_name}' is a standard-library or `__main__` module, which registers "
+                       "no Gymnasium env (importing a `__main__` module runs a program); rlx does not import it. Name "
+                       "the package that registers the env, e.g. 'ale_py:ALE/Pong-v5'.")
     try:
         importlib.import_module(module_name)
     except ImportError as err:

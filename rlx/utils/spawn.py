@@ -1,15 +1,24 @@
-"""Starting helper processes (EnvRunners, sub-envs, learners) with the "spawn" method.
+"""Starting helper processes (EnvRunners, sub-envs, learners).
 
-Spawn normally re-imports the parent's `__main__` script in each child, so a script
+Workers start from a fork server (multiprocessing's "forkserver" method) that imported torch,
+Gymnasium and rlx's runner once: each worker is a fork of it, so starting one (or restarting a
+failed one) takes milliseconds instead of the seconds a fresh interpreter spends importing
+torch. Where the platform has no fork server, or with RLX_START_METHOD=spawn, workers are
+fresh "spawn" interpreters. Neither method copies the starting process's memory, threads or
+open files into the worker.
+
+Both methods normally re-import the parent's `__main__` script in each child, so a script
 without an `if __name__ == "__main__":` guard would run again in every worker and build
 workers of its own. rlx ships everything a worker needs with cloudpickle (which carries
 classes and functions defined in `__main__` by value), so the children are started
 without the main script: users need no main guard.
 
 What the driver set up for its workers reaches every child before the child's own code
-runs (see `start_process`): the env registry (`rlx.register_env` and Ray Tune's
-`register_env`), and, when Ray is initialised in the starting process, a connection to the
-same Ray cluster and namespace, so env code can reach the driver's named actors.
+runs (see `start_process`): the environment variables as they are when the worker starts
+(a fork server was started earlier, with the variables of that time), the env registry
+(`rlx.register_env` and Ray Tune's `register_env`), and, when Ray is initialised in the
+starting process, a connection to the same Ray cluster and namespace, so env code can reach
+the driver's named actors.
 """
 from __future__ import annotations
 
@@ -18,6 +27,7 @@ import logging
 import multiprocessing as mp
 import os
 import sys
+import threading
 from typing import Any, Callable, Iterator
 
 from rlx.utils.errors import RLXError
@@ -27,6 +37,11 @@ from rlx.utils.stack_dump import install as install_stack_dumps
 logger = logging.getLogger(__name__)
 
 _MISSING = object()
+#: Modules the fork server imports once, so that workers forked from it need not: what an
+#: EnvRunner or Learner process imports first. (A module that fails to import is skipped.)
+FORKSERVER_PRELOAD = ("numpy", "torch", "gymnasium", "rlx.env.process_env_runner", "rlx.core.learner.learner_process")
+#: Environment variable choosing the start method: "forkserver" or "spawn".
+START_METHOD_ENV_VAR = "RLX_START_METHOD"
 #: What went wrong while this worker process started (connecting to the driver's Ray);
 #: raised by `raise_startup_error()` inside the worker's own error reporting.
 _STARTUP_ERROR: BaseException | None = None
@@ -77,9 +92,33 @@ def _driver_ray() -> dict[str, str] | None:
 
 def worker_startup_state() -> dict[str, Any]:
     """What a worker process needs from this one before its own code runs: the env registry
-    (`rlx.utils.registry.registry_snapshot()`) and where this process's Ray is, if initialised.
-    `start_process` ships it. (Ray actors, already in Ray, get only the registry snapshot.)"""
-    return {"env_registry": registry_snapshot(), "ray": _driver_ray()}
+    (`rlx.utils.registry.registry_snapshot()`), where this process's Ray is, if initialised, and
+    this process's environment variables and pid. `start_process` ships it. (Ray actors,
+    already in Ray, get only the registry snapshot.)"""
+    return {"env_registry": registry_snapshot(), "ray": _driver_ray(), "environ": dict(os.environ),
+            "parent_pid": os.getpid()}
+
+
+def start_method() -> str:
+    """The multiprocessing start method of rlx's worker processes: $RLX_START_METHOD when set,
+    else "forkserver" where the platform has it, else "spawn"."""
+    available = mp.get_all_start_methods()
+    chosen = os.environ.get(START_METHOD_ENV_VAR, "").strip().lower()
+    if chosen:
+        if chosen not in ("forkserver", "spawn") or chosen not in available:
+            raise RLXError(f"{START_METHOD_ENV_VAR}={chosen!r}: rlx starts worker processes with 'forkserver' or "
+                           f"'spawn'; this platform has {', '.join(m for m in available if m != 'fork')}.")
+        return chosen
+    return "forkserver" if "forkserver" in available else "spawn"
+
+
+def _context() -> Any:
+    """The multiprocessing context workers start from (the fork server preloads FORKSERVER_PRELOAD)."""
+    method = start_method()
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(list(FORKSERVER_PRELOAD))
+    return ctx
 
 
 def _gcs_reachable(address: str, timeout_s: float = 5.0) -> str | None:
@@ -128,8 +167,15 @@ def _bootstrap(startup: dict[str, Any], name: str, target: Callable[..., Any], a
     """First code of every worker process: restore the starting process's env registry and
     join its Ray, then run `target(*args)`."""
     where = f"worker process {name} (pid {os.getpid()})"
-
-    install_stack_dumps(_stack_role(name), name)  # `rlx stack` finds it and can ask for its stacks
+    if os.environ.pop(_SAFE_PATH_MARK, None):  # the processes this one starts get the user's environment
+        os.environ.pop("PYTHONSAFEPATH", None)
+    environ = startup.get("environ")
+    if environ is not None and environ != os.environ:
+        # A fork server started earlier has the variables of that time; the worker gets today's.
+        os.environ.clear()
+        os.environ.update(environ)
+    # `rlx stack` finds it (under the process that started it) and can ask for its stacks.
+    install_stack_dumps(_stack_role(name), name, parent_pid=startup.get("parent_pid"))
     restore_registry(startup["env_registry"], where=where)
     if startup["ray"] is not None:
         _connect_ray(startup["ray"], where)
@@ -143,7 +189,7 @@ def _stack_role(name: str) -> str:
 
 
 def start_process(target: Callable[..., Any], args: tuple, name: str, daemon: bool = True) -> Any:
-    """Start a "spawn" process running `target(*args)` without re-running `__main__`.
+    """Start a worker process (see `start_method`) running `target(*args)` without re-running `__main__`.
 
     Before `target` runs, the new process gets this one's env registrations (names
     registered afterwards do not reach it) and, when Ray is initialised here, joins the same
@@ -152,17 +198,40 @@ def start_process(target: Callable[..., Any], args: tuple, name: str, daemon: bo
     sub-envs run in processes); whoever starts it must then stop it before exit, since
     multiprocessing waits for non-daemon children when the interpreter exits.
     """
-    ctx = mp.get_context("spawn")
+    ctx = _context()
     startup = worker_startup_state()
     process = ctx.Process(target=_bootstrap, args=(startup, name, target, args), name=name, daemon=daemon)
-    with _main_module_hidden():
+    with _main_module_hidden(), _safe_child_path():
         process.start()
     return process
 
 
+_SAFE_PATH_LOCK = threading.Lock()
+#: Set (with PYTHONSAFEPATH) in the environment of a child while it starts; its _bootstrap removes both.
+_SAFE_PATH_MARK = "RLX_SET_PYTHONSAFEPATH"
+
+
+@contextlib.contextmanager
+def _safe_child_path() -> Iterator[None]:
+    """Start the child with PYTHONSAFEPATH, so that its interpreter does not put its working
+    directory first on sys.path before multiprocessing hands it this process's sys.path: a
+    process running in a directory it does not trust (a checkpoint) must not import, say, a
+    `multiprocessing/` package of that directory while its children start."""
+    with _SAFE_PATH_LOCK:
+        if os.environ.get("PYTHONSAFEPATH"):
+            yield
+            return
+        os.environ["PYTHONSAFEPATH"] = os.environ[_SAFE_PATH_MARK] = "1"
+        try:
+            yield
+        finally:
+            os.environ.pop("PYTHONSAFEPATH", None)
+            os.environ.pop(_SAFE_PATH_MARK, None)
+
+
 def spawn_pipe() -> tuple[Any, Any]:
-    """A duplex pipe (parent end, child end) from the spawn context."""
-    return mp.get_context("spawn").Pipe(duplex=True)
+    """A duplex pipe (parent end, child end) for a worker process."""
+    return _context().Pipe(duplex=True)
 
 
 def send_reply(conn: Any, status: str, value: Any, what: str = "call") -> None:

@@ -70,10 +70,13 @@ def process_start_time(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
-def install(role: str, name: str | None = None) -> None:
+def install(role: str, name: str | None = None, parent_pid: int | None = None) -> None:
     """Register this process under `role` (e.g. "driver", "env-runner") and make SIGUSR1 dump its
     Python stacks for `rlx stack`. Once per process; later calls add their role. Never raises:
-    a process that cannot register still runs."""
+    a process that cannot register still runs. `parent_pid` is the process that started this one
+    when that is not the OS parent (a worker forked by a fork server)."""
+    if parent_pid is not None:
+        _installed["parent_pid"] = int(parent_pid)
     try:
         _install(role, name)
     except Exception:  # noqa: BLE001 - debugging support must not break training
@@ -114,7 +117,7 @@ def _write_record() -> None:
     pid = _installed["pid"]
     record = {
         "pid": pid,
-        "ppid": os.getppid(),
+        "ppid": _installed.get("parent_pid") or os.getppid(),
         "roles": list(_installed["roles"]),
         "name": _installed["name"],
         "start_time": process_start_time(pid),

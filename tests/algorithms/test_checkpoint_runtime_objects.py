@@ -68,7 +68,7 @@ def test_make_multi_agent_of_an_env_name_and_a_lambda_mapping_round_trip(tmp_pat
 
     restored = Algorithm.from_checkpoint(tmp_path / "ckpt")
     try:
-        assert restored.is_multi_agent and sorted(restored.policy_ids) == ["p0", "p1"]
+        assert restored.config.is_multi_agent and sorted(restored.policy_ids) == ["p0", "p1"]
         assert_acts_as_saved(restored, expected)
         # Saved again, the restored Algorithm's checkpoint loads too (the stored forms re-store).
         restored.save(str(tmp_path / "again"))

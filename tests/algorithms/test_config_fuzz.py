@@ -124,3 +124,71 @@ def test_nan_never_reaches_a_built_algorithm():
         with pytest.raises(ConfigError, match=key):
             config.training(**{key: NAN})
     assert not math.isnan(config.gamma)
+
+
+# ---------------------------------------------------------------- end to end: no hang, no raw error
+
+def _probe_module():
+    """benchmarks/config_fuzz_probe.py, the fuzz harness (its cases, bad values and the forked,
+    time-bounded build-and-train of one case)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "config_fuzz_probe.py"
+    spec = importlib.util.spec_from_file_location("config_fuzz_probe", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _configure_within(probe, case, seconds: float = 60.0) -> tuple[str, str]:
+    """Stage 1 of the probe (set the value, validate) on a thread: ('hang', ...) past `seconds`
+    (generous: a first check of a torch.compile backend imports torch._dynamo, ~10 s on a busy
+    machine)."""
+    import threading
+
+    out: list = []
+    thread = threading.Thread(target=lambda: out.append(probe.configure_only(case)), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return out[0] if out else ("hang", f"validate() gave no answer within {seconds} s")
+
+
+def _fuzz(algos: list[str], sample: int, trained: int, seed: int = 0) -> list[str]:
+    """Set a fixed-seed sample of bad values (wrong types, NaN, inf, negatives, huge) and validate;
+    build and train one tiny iteration (forked, time-bounded) for `trained` of the huge values
+    that validation accepts. Returns the cases that hung or ended in an error not naming the key."""
+    probe = _probe_module()
+    cases = probe.cases(algos)
+    rng = random.Random(seed)
+    if sample < len(cases):
+        cases = rng.sample(cases, sample)
+    problems, accepted_huge = [], []
+    for case in cases:
+        outcome, detail = _configure_within(probe, case)
+        if outcome in ("raw", "hang"):
+            problems.append(f"{case[0]}.{case[1]}={probe.show_value(case[2])}: {outcome}: {detail}")
+        elif outcome == "ran" and case[2] in (1e308, 2 ** 70, 10 ** 12) and case[1] not in probe.RUN_LENGTH_OPTIONS \
+                and case[0] in probe.BASES:
+            accepted_huge.append(case)
+    for case in rng.sample(accepted_huge, min(trained, len(accepted_huge))):
+        outcome, detail, _ = probe.probe(case, 2, timeout=60.0)
+        if outcome in ("raw", "hang"):
+            problems.append(f"{case[0]}.{case[1]}={probe.show_value(case[2])} (built): {outcome}: {detail}")
+    return problems
+
+
+def test_fuzzed_config_values_end_in_an_error_naming_the_key_or_run():
+    """A fixed-seed sample over seven algorithms' options; the whole surface is the slow test below."""
+    problems = _fuzz(["PPO", "DQN", "SAC", "IMPALA", "APPO", "A2C", "DDPG"], sample=800, trained=2)
+    assert not problems, f"{len(problems)} bad values hung or ended in a raw error:\n" + "\n".join(problems)
+
+
+@pytest.mark.slow
+def test_fuzzed_config_values_of_every_algorithm_end_in_an_error_naming_the_key_or_run():
+    from rlx.algorithms.registry import ALGORITHMS
+
+    # A fixed-seed eighth of every algorithm's options x bad values; benchmarks/config_fuzz_probe.py
+    # runs the whole surface (about 35,000 cases) when asked.
+    problems = _fuzz(list(ALGORITHMS), sample=4500, trained=4)
+    assert not problems, f"{len(problems)} bad values hung or ended in a raw error:\n" + "\n".join(problems)

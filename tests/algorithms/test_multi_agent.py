@@ -424,7 +424,7 @@ def test_old_multiagent_dict_through_the_algorithm_constructor():
         "train_batch_size": 256, "sgd_minibatch_size": 64, "num_sgd_iter": 1, "seed": 0,
     })
     try:
-        assert algo.is_multi_agent and sorted(algo.policy_ids) == ["p0", "p1"]
+        assert algo.config.is_multi_agent and sorted(algo.policy_ids) == ["p0", "p1"]
         result = algo.train()
         assert set(result["env_runners"]["module_episode_returns_mean"]) == {"p0", "p1"}
     finally:
@@ -946,7 +946,7 @@ def test_registered_multi_agent_env_without_multi_agent_config_uses_default_poli
               .debugging(seed=0))
     algo = config.build()
     try:
-        assert algo.is_multi_agent
+        assert algo.config.is_multi_agent
         assert algo.policy_ids == ["default_policy"]
         result = algo.train()
         env_runners = result["env_runners"]

@@ -273,7 +273,7 @@ def test_legacy_dict_config_builds_the_mapped_buffer():
 @pytest.mark.parametrize("training,match", [
     (dict(n_step=0), "n_step"),
     (dict(n_step=(3, 2)), "low <= high"),
-    (dict(n_step=(0, 2)), "low <= high"),
+    (dict(n_step=(0, 2)), "'n_step' must be >= 1, got 0"),
     (dict(n_step="3"), "n_step"),
     (dict(n_step=True), "n_step"),
     (dict(replay_buffer_config={"type": "Nope"}), "unknown replay buffer type 'Nope'.*ReplayBuffer"),

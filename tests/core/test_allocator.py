@@ -28,10 +28,11 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 30)
 @glibc_linux
 def test_sac_updates_reuse_freed_memory_without_page_faults():
     # SAC's default [256, 256] networks on 256 rows: with glibc's own thresholds each update
-    # faulted about 300 pages back in (measured on a 2-core machine); kept, nearly none.
+    # faulted about 300 pages back in (measured on a 2-core machine); kept, 0-17 on an idle
+    # machine and up to ~24 beside a parallel test suite (other allocations in the process).
     out = subprocess.run([sys.executable, "-c", _SAC_FAULTS], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert float(out.stdout.strip().splitlines()[-1]) < 20
+    assert float(out.stdout.strip().splitlines()[-1]) < 60
 
 
 @glibc_linux

@@ -20,7 +20,9 @@ CARTPOLE = gym.make("CartPole-v1")
 def _values(rng: random.Random):
     pool = [None, True, 0, -1, 2**70, 1e308, -0.0, "", "x" * 200, [], {}, [1, 2, 3, 4], [[1, 2], [3, 4]],
             [0.1, 0.2, 0.3, float("nan")], [0, 0, 0, 0], [1e40, 0, 0, 0], {"a": 1}, [None] * 4, "0", 1.5,
-            [[[[[]]]]], ["1", "2", "3", "4"], 7, [0, 0, 0], [True, False, True, False]]
+            [[[[[]]]]], ["1", "2", "3", "4"], 7, [0, 0, 0], [True, False, True, False],
+            # finite in float64 but not in float32, and no float at all (issue 33): 422, never 500
+            1e39, -1e39, 10**400, [0, 1e39, 0, 0], [0, 10**400, 0, 0], [10**400, 0.0]]
     return rng.choice(pool)
 
 
@@ -117,3 +119,61 @@ def test_fuzzed_requests_get_4xx_and_the_server_survives():
         algo.stop()
     assert sum(s == 200 for s in statuses) < len(statuses)  # most were refused
     assert len(statuses) == 400
+
+
+def _number_paths(value, path=()):
+    """The paths to every number in a JSON value."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _number_paths(item, path + (key,))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _number_paths(item, path + (i,))
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield path
+
+
+def _replaced(value, path, new):
+    if not path:
+        return new
+    copy = dict(value) if isinstance(value, dict) else list(value)
+    copy[path[0]] = _replaced(value[path[0]], path[1:], new)
+    return copy
+
+
+def test_every_number_beyond_float32_or_any_float_gets_422():
+    """Each number of each valid command, replaced by one that is finite in float64 but inf in
+    float32 (1e39) or no float at all (10**400), alone or inside a REPORT: 422, never 200 or 500."""
+    config = (PPOConfig().environment(env=None, observation_space=CARTPOLE.observation_space,
+                                      action_space=CARTPOLE.action_space)
+              .env_runners(num_env_runners=0)
+              .offline_data(input_=lambda ioctx: PolicyServerInput(ioctx, "127.0.0.1", 0, auth_token=TOKEN))
+              .debugging(seed=0))
+    algo = config.build()
+    server = algo.env_runner_group.offline_io.reader
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        episode_id = PolicyClient(server.url, inference_mode="remote", auth_token=TOKEN).start_episode()
+        obs = [0.01, 0.0, 0.02, 0.0]
+        valid = [
+            {"command": "GET_ACTION", "episode_id": episode_id, "observation": obs},
+            {"command": "LOG_ACTION", "episode_id": episode_id, "observation": obs, "action": 0,
+             "action_logp": -0.5, "action_dist_inputs": [0.1, -0.1]},
+            {"command": "LOG_RETURNS", "episode_id": episode_id, "reward": 1.0},
+            {"command": "END_EPISODE", "episode_id": episode_id, "observation": obs},
+            {"command": "COMPUTE_ACTIONS", "observations": [obs, obs]},
+        ]
+        sent = 0
+        for body in valid:
+            for path in _number_paths(body):
+                for bad in (1e39, -1e39, 10**400, -10**400):
+                    poisoned = _replaced(body, path, bad)
+                    for request in (poisoned, {"command": "REPORT", "commands": [poisoned]}):
+                        status = _send(server.port, json.dumps(request).encode(), auth)
+                        sent += 1
+                        assert status == 422, (status, request)
+        assert sent >= 100
+        # The episode took none of them: it still ends cleanly.
+        assert _send(server.port, json.dumps(valid[3]).encode(), auth) == 200
+    finally:
+        algo.stop()

@@ -147,6 +147,17 @@ def test_episode_chunks_continue_across_messages_and_train_on_the_one_path():
                                         "actions": {"data": [5], "lookback": 0},
                                         "rewards": {"data": [1.0], "lookback": 0}}]},
      "action 0 .* is outside Discrete"),
+    # finite in float64, inf in float32 (the space's dtype and the batch's rewards): refused (issue 33)
+    ({"type": "EPISODES", "episodes": [{"id_": "e1", "observations": {"data": [np.zeros(4), np.full(4, 1e39)],
+                                                                      "lookback": 0},
+                                        "actions": {"data": [0], "lookback": 0},
+                                        "rewards": {"data": [1.0], "lookback": 0}}]},
+     "observations holds 1e\\+39 .* float32"),
+    ({"type": "EPISODES", "episodes": [{"id_": "e1", "observations": {"data": [np.zeros(4), np.zeros(4)],
+                                                                      "lookback": 0},
+                                        "actions": {"data": [0], "lookback": 0},
+                                        "rewards": {"data": [1e39], "lookback": 0}}]},
+     "reward must be a finite number within float32"),
     ({"type": "SET_STATE", "state": {}}, "SET_STATE is not a request this server answers"),
 ])
 def test_bad_messages_get_an_error_and_the_port_serves_the_next_client(fields, error):

@@ -333,3 +333,53 @@ def test_real_checkpoint_save_over_crash_leftovers(tmp_path, dead_pid):
         algo.stop()
         if restored is not None:
             restored.stop()
+
+
+# ------------------------------------------------------------------ leftovers of saves to other paths
+
+
+def test_a_save_removes_the_partial_temp_dirs_of_every_name_in_the_directory(tmp_path, dead_pid):
+    """A save killed while writing a new checkpoint_000003 leaves `.checkpoint_000003.tmp-PID-*`;
+    later saves go to other paths, and each cleans the whole parent directory."""
+    partial = [tmp_path / f".checkpoint_00000{i}.tmp-{dead_pid}-abcd123{i}" for i in (3, 4)]
+    for path in partial:
+        path.mkdir()
+        (path / "config.json").write_text("{}")  # written before the kill, no metadata yet
+    with AtomicDirectory(tmp_path / "checkpoint_000005") as tmp:
+        (tmp / METADATA_FILE).write_text(json.dumps({"files": []}))
+    assert not any(p.exists() for p in partial)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint_000005"]
+
+
+def test_a_load_removes_the_partial_temp_dirs_beside_the_checkpoint(tmp_path, dead_pid):
+    from rlx.utils.checkpoints import read_metadata
+    from rlx.utils.errors import CheckpointError
+
+    make_checkpoint(tmp_path / "checkpoint_000001", "one")
+    leftover = tmp_path / f".checkpoint_000002.tmp-{dead_pid}-abcd1234"
+    leftover.mkdir()
+    with pytest.raises(CheckpointError, match="format version"):  # a hand-made checkpoint; the sweep ran first
+        read_metadata(tmp_path / "checkpoint_000001")
+    assert not leftover.exists()
+
+
+def test_the_sweep_leaves_running_saves_and_other_dotfiles_alone(tmp_path, live_pid, dead_pid):
+    running = tmp_path / f".checkpoint_000002.tmp-{live_pid}-abcd1234"
+    running.mkdir()
+    mine = tmp_path / ".notes.txt"
+    mine.write_text("mine")
+    other = tmp_path / f".cache.tmp-{dead_pid}"  # not a checkpoint save's name
+    other.mkdir()
+    with AtomicDirectory(tmp_path / "checkpoint_000003") as tmp:
+        (tmp / METADATA_FILE).write_text(json.dumps({"files": []}))
+    assert running.exists() and mine.exists() and other.exists()
+
+
+def test_the_sweep_keeps_a_directory_named_like_a_leftover_that_holds_no_save(tmp_path, dead_pid):
+    """Only what a save writes is swept: someone else's `.x.tmp-PID-XXXX` directory stays."""
+    foreign = tmp_path / f".notes.tmp-{dead_pid}-abcd1234"
+    foreign.mkdir()
+    (foreign / "draft.txt").write_text("mine")
+    with AtomicDirectory(tmp_path / "checkpoint_000001") as tmp:
+        (tmp / METADATA_FILE).write_text(json.dumps({"files": []}))
+    assert (foreign / "draft.txt").read_text() == "mine"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlx.algorithms.a2c.a2c import A2C, A2CConfig
-from rlx.algorithms.config_options import Option, integer
+from rlx.algorithms.config_options import Option, count
 
 T = ("training",)
 
@@ -23,7 +23,7 @@ class A3CConfig(A2CConfig):
     """
 
     _extra_options = [
-        Option("grads_per_step", 100, T, integer(1),
+        Option("grads_per_step", 100, T, count(1),
                doc="Gradients (one per arriving fragment) applied per training step."),
     ]
     _default_overrides = {

@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 
 from rlx.algorithms.appo.appo_learner import APPOLearner
-from rlx.algorithms.config_options import Option, boolean, integer, number
+from rlx.algorithms.config_options import Option, boolean, count, integer, number
 from rlx.algorithms.impala.impala import IMPALA, IMPALAConfig
 from rlx.algorithms.impala.learner_queue import LearnerQueue
 from rlx.utils.errors import ConfigError
@@ -55,7 +55,7 @@ class APPOConfig(IMPALAConfig):
         Option("use_circular_buffer", True, T, boolean,
                doc="Keep train batches in a circular buffer (reused, picked at random) instead of a FIFO queue."),
         Option("circular_buffer_num_batches", 8, T, integer(1), doc="Train batches the circular buffer holds (N)."),
-        Option("circular_buffer_iterations_per_batch", 2, T, integer(1),
+        Option("circular_buffer_iterations_per_batch", 2, T, count(1),
                doc="Times each batch of the circular buffer is trained on at most (K)."),
         Option("simple_queue_size", 32, T, integer(1),
                doc="Train batches the FIFO queue holds (use_circular_buffer=False)."),

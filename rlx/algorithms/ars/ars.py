@@ -6,7 +6,7 @@ from typing import Any
 
 from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.ars.ars_learner import ARSLearner
-from rlx.algorithms.config_options import Option, choice, integer, number
+from rlx.algorithms.config_options import Option, choice, count, number
 from rlx.algorithms.es.es import ES, evolution_options
 from rlx.utils.errors import ConfigError
 
@@ -29,8 +29,8 @@ class ARSConfig(AlgorithmConfig):
     """
 
     _extra_options = evolution_options(action_noise_std=0.0) + [
-        Option("num_rollouts", 32, T, integer(1), doc="Perturbation directions (episode pairs) per update."),
-        Option("rollouts_used", 32, T, integer(1),
+        Option("num_rollouts", 32, T, count(1), doc="Perturbation directions (episode pairs) per update."),
+        Option("rollouts_used", 32, T, count(1),
                doc="How many of the best directions (by max(r+, r-)) the update uses; at most num_rollouts."),
         Option("sgd_stepsize", 0.01, T, number(0.0, exclusive_min=True), doc="Step size of the SGD update."),
         Option("offset", 0.0, T, number(), doc="Subtracted from every step's reward in the update's returns "

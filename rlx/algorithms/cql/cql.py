@@ -14,6 +14,7 @@ from typing import Any
 import gymnasium as gym
 
 from rlx.algorithms.algorithm_config import AlgorithmConfig
+from rlx.algorithms.config_bounds import rows_option
 from rlx.algorithms.config_options import Option, boolean, integer, number
 from rlx.algorithms.cql.cql_learner import CQLLearner
 from rlx.algorithms.sac.sac import SAC, SACConfig
@@ -39,7 +40,7 @@ class CQLConfig(SACConfig):
                    "of SAC's."),
         Option("temperature", 1.0, T, number(0.0, exclusive_min=True),
                doc="Temperature of the logsumexp over sampled actions' Q-values in the CQL penalty."),
-        Option("num_actions", 10, T, integer(1),
+        Option("num_actions", 10, T, rows_option(1, "sampled actions per state"),
                doc="Actions sampled per state (uniformly, from the policy at s, from the policy at s') for the "
                    "CQL penalty."),
         Option("lagrangian", False, T, boolean,

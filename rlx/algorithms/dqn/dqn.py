@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlx.algorithms.algorithm_config import AlgorithmConfig
+from rlx.algorithms.config_bounds import check_rows
 from rlx.algorithms.config_options import Option, boolean, choice, integer, number, validate_schedule
 from rlx.algorithms.dqn.dqn_learner import DQNLearner
 from rlx.algorithms.dqn.dqn_rl_module import DQNRLModule
@@ -101,6 +102,8 @@ class DQNConfig(OffPolicyConfig):
         if v["v_min"] >= v["v_max"]:
             raise ConfigError(f"DQN needs v_min < v_max (the range of the return distribution's atoms), "
                               f"got v_min={v['v_min']}, v_max={v['v_max']}.")
+        # The Q head has num_atoms outputs per action, each a row of weights.
+        check_rows("num_atoms", int(v["num_atoms"]), "Q-head outputs per action")
         if v["before_learn_on_batch"] is not None and not callable(v["before_learn_on_batch"]):
             raise ConfigError("'before_learn_on_batch' must be a callable(batch, policies, train_batch_size).")
 

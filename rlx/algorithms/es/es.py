@@ -10,7 +10,8 @@ import numpy as np
 
 from rlx.algorithms.algorithm import Algorithm
 from rlx.algorithms.algorithm_config import AlgorithmConfig
-from rlx.algorithms.config_options import Option, boolean, choice, integer, number
+from rlx.algorithms.config_bounds import rows_option
+from rlx.algorithms.config_options import Option, boolean, choice, count, integer, number
 from rlx.algorithms.es.es_learner import ESLearner
 from rlx.algorithms.es.perturbations import (
     PerturbationResults, evaluate_perturbations, module_offsets, noise_seed,
@@ -32,7 +33,7 @@ def evolution_options(*, action_noise_std: float) -> list[Option]:
                    "(discrete actions are taken deterministically)."),
         Option("noise_stdev", 0.02, T, number(0.0, exclusive_min=True),
                doc="Std (sigma) of the parameter perturbations."),
-        Option("noise_size", DEFAULT_NOISE_SIZE, T, integer(1),
+        Option("noise_size", DEFAULT_NOISE_SIZE, T, rows_option(1, "noise table entries (float32)", row_bytes=4),
                doc="Entries of the shared noise table (float32), regenerated from the seed in every process."),
         Option("eval_prob", 0.03, T, number(0.0, 1.0),
                doc="Probability, per perturbation, of also running one episode of the unperturbed policy; their "
@@ -60,7 +61,7 @@ class ESConfig(AlgorithmConfig):
     _extra_options = evolution_options(action_noise_std=0.01) + [
         Option("l2_coeff", 0.005, T, number(0.0),
                doc="L2 penalty on the parameters, added to the Adam step's gradient."),
-        Option("episodes_per_batch", 1000, T, integer(2),
+        Option("episodes_per_batch", 1000, T, count(2),
                doc="Minimum perturbed episodes per update (two per perturbation)."),
         Option("return_proc_mode", "centered_rank", T, choice("centered_rank"),
                doc="How returns are normalised before weighting the noise: centered ranks in [-0.5, 0.5]."),

@@ -8,7 +8,7 @@ import numpy as np
 
 from rlx.algorithms.algorithm import Algorithm
 from rlx.algorithms.algorithm_config import AlgorithmConfig
-from rlx.algorithms.config_options import Option, boolean, choice, integer, number, schedule_or_number
+from rlx.algorithms.config_options import Option, boolean, choice, count, integer, number, schedule_or_number, seconds
 from rlx.algorithms.impala.impala_learner import IMPALALearner
 from rlx.algorithms.impala.learner_queue import LearnerQueue
 from rlx.env.env_runner_group import AsyncSample, join_runner_batches
@@ -47,7 +47,7 @@ class IMPALAConfig(AlgorithmConfig):
         Option("vf_loss_coeff", 0.5, T, number(0.0), doc="Weight of the value-function loss."),
         Option("entropy_coeff", 0.01, T, schedule_or_number(0.0), aliases=("entropy_coeff_schedule",),
                doc="Entropy bonus: a float or a schedule [[timestep, value], ...]."),
-        Option("num_epochs", 1, T, integer(1), aliases=("num_sgd_iter",),
+        Option("num_epochs", 1, T, count(1), aliases=("num_sgd_iter",),
                doc="Passes over each train batch."),
         Option("minibatch_size", None, T, integer(1, allow_none=True),
                aliases=("sgd_minibatch_size", "mini_batch_size_per_learner"),
@@ -56,13 +56,13 @@ class IMPALAConfig(AlgorithmConfig):
                doc="Train batches that may wait for the learner. While the queue is full the runners get no new "
                    "sample requests (so they run at most this far ahead of the learner); a batch arriving at a "
                    "full queue replaces the oldest (counted in async_sampling/num_env_steps_dropped)."),
-        Option("learner_queue_timeout", 300.0, T, number(0.0, exclusive_min=True),
+        Option("learner_queue_timeout", 300.0, T, seconds(exclusive_min=True),
                doc="Seconds a training step waits for samples while the learner queue is empty before it fails "
                    "with an error."),
-        Option("timeout_s_sampler_manager", 0.0, T, number(0.0),
+        Option("timeout_s_sampler_manager", 0.0, T, seconds(),
                doc="Seconds a training step waits for more sample results while the learner has a batch to "
                    "train on (with an empty queue it waits for the first result)."),
-        Option("timeout_s_aggregator_manager", 0.0, T, number(0.0),
+        Option("timeout_s_aggregator_manager", 0.0, T, seconds(),
                later="aggregator actors (rlx's EnvRunners return ready time-major batches)"),
         Option("broadcast_interval", 1, T, integer(1),
                doc="Learner updates between sending new weights to the runners."),

@@ -5,7 +5,7 @@ from typing import Any
 
 from rlx.algorithms.on_policy import OnPolicyAlgorithm
 from rlx.algorithms.algorithm_config import AlgorithmConfig
-from rlx.algorithms.config_options import Option, boolean, integer, number, schedule_or_number
+from rlx.algorithms.config_options import Option, boolean, count, integer, number, schedule_or_number
 from rlx.utils.errors import ConfigError
 
 T = ("training",)
@@ -34,7 +34,7 @@ class PPOConfig(AlgorithmConfig):
         Option("kl_target", 0.01, T, number(0.0), doc="Target KL for the adaptive coefficient."),
         Option("minibatch_size", 512, T, integer(1, allow_none=True), aliases=("sgd_minibatch_size", "mini_batch_size_per_learner"),
                doc="SGD minibatch size; None: the whole train batch is one minibatch (as RLlib's Learner)."),
-        Option("num_epochs", 8, T, integer(1), aliases=("num_sgd_iter",), doc="Passes over each train batch."),
+        Option("num_epochs", 8, T, count(1), aliases=("num_sgd_iter",), doc="Passes over each train batch."),
         Option("shuffle_batch_per_epoch", True, T, boolean, aliases=("shuffle_sequences",)),
         Option("vf_loss_coeff", 0.5, T, number(0.0)),
         Option("entropy_coeff", 0.0, T, schedule_or_number(0.0), aliases=("entropy_coeff_schedule",),

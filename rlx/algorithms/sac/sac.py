@@ -21,8 +21,10 @@ T = ("training",)
 
 
 def _target_entropy(name: str, value: Any) -> Any:
-    if value == "auto" or (isinstance(value, numbers.Real) and not isinstance(value, bool)):
-        return value if value == "auto" else float(value)
+    if value == "auto":
+        return value
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return number()(name, value)  # finite, within float32's range
     raise ConfigError(f"'{name}' must be 'auto' or a number, got {value!r}.")
 
 

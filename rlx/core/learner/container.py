@@ -169,12 +169,6 @@ class LearnerContainer:
         elif getattr(self.module, "module_cache", None) is not None and module_id in self.module:
             self.module.module_cache.detach(module_id, learner)
 
-    @property
-    def is_multi_agent(self) -> bool:
-        """Whether these are a MultiRLModule's Learners (False for a one-Learner view, `of_one`):
-        weight sources say so, so that a runner group unwraps a single-agent Learner's weights."""
-        return self.sole_module_id is None
-
     # ------------------------------------------------------------ what users see
 
     def per_module(self, metrics: Mapping[str, Any]) -> dict[str, Any]:

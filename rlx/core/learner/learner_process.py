@@ -23,7 +23,6 @@ others, so all ranks always hold the same weights.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import sys
 from concurrent.futures import Future
@@ -36,6 +35,7 @@ from rlx.core.config_view import ResolvedConfig
 from rlx.utils.errors import RLXError
 from rlx.utils.spawn import describe_exit, raise_startup_error, send_reply, serve_calls
 from rlx.utils.worker_process import WorkerProcess
+from rlx.utils.worker_signals import ignore_stop_signals
 
 __all__ = ["LearnerDiedError", "LearnerGroupError"]
 
@@ -335,7 +335,7 @@ class _LearnerWorker:
 
 def _learner_main(conn: Any, payload: bytes, rank: int) -> None:
     """Body of a learner process: build the Learner, then answer calls until told to stop."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver decides when learners stop
+    ignore_stop_signals()  # the driver decides when learners stop
     try:
         raise_startup_error()
         import cloudpickle

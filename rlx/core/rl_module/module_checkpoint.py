@@ -18,6 +18,8 @@ from typing import Any
 
 from rlx.core import COMPONENT_LEARNER, COMPONENT_LEARNER_GROUP, COMPONENT_RL_MODULE
 from rlx.utils.atomic_directory import AtomicDirectory
+from rlx.utils.checkpoint_paths import check_links_stay_inside, enclosing_checkpoint, resolve_inside, warn_unverified
+from rlx.utils.checkpoint_trust import checkpoint_off_sys_path
 from rlx.utils.checkpoints import (checkpoint_dir, decode_value, encode_value, read_json, read_tensors, write_json,
                                    write_tensors)
 from rlx.utils.errors import CheckpointError
@@ -100,21 +102,30 @@ def read_module_dir(path: str | os.PathLike) -> tuple[dict[str, Any], Path]:
         raise CheckpointError(f"{folder} is not an RLModule directory: it has no {MODULE_METADATA_FILE} (write one with "
                               f"module.save_to_path(path), or use an Algorithm checkpoint's "
                               f"{component_dir('<module_id>')} directory).{hint}")
+    # The module directory, or the Algorithm checkpoint around it: nothing outside it is read.
+    root = enclosing_checkpoint(folder)
+    check_links_stay_inside(root)
     meta = read_json(meta_path)
     if not isinstance(meta, dict) or meta.get("format") != MODULE_FORMAT:
         raise CheckpointError(f"{meta_path} is not an rlx module file (its 'format' is not {MODULE_FORMAT!r}).")
-    if int(meta.get("format_version", 0)) > MODULE_FORMAT_VERSION:
+    version = meta.get("format_version", 0)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise CheckpointError(f"{meta_path}: field 'format_version' is {version!r:.40}, not an integer.")
+    if version > MODULE_FORMAT_VERSION:
         raise CheckpointError(f"{meta_path} has format_version {meta['format_version']}, newer than this rlx reads "
                               f"({MODULE_FORMAT_VERSION}); upgrade rlx.")
     weights = meta.get("weights")
     if not isinstance(weights, str) or Path(weights).is_absolute() or not weights.endswith(".safetensors"):
         raise CheckpointError(f"{meta_path}: field 'weights' must be a relative path to a .safetensors file, "
                               f"got {weights!r:.120}.")
-    weights_path = (folder / weights).resolve()
+    weights_path = resolve_inside(root, weights, meta_path, "weights", base=folder)
     if not weights_path.is_file():
         raise CheckpointError(f"{meta_path} names the weights {weights_path}, which do not exist: the checkpoint was "
                               "copied partially, or the module directory was moved out of its checkpoint.")
-    if meta.get("checksum") is not None and _sha256(weights_path) != meta["checksum"]:
+    checksum = meta.get("checksum")
+    if checksum is None:
+        warn_unverified(root, [os.path.relpath(weights_path, os.path.realpath(root))], meta_path)
+    elif _sha256(weights_path) != checksum:
         raise CheckpointError(f"{weights_path} does not match its checksum in {meta_path}: the file was changed or "
                               "damaged after it was written.")
     return meta, weights_path
@@ -123,7 +134,9 @@ def read_module_dir(path: str | os.PathLike) -> tuple[dict[str, Any], Path]:
 def load_module_state(module: Any, path: str | os.PathLike) -> None:
     """Load the weights of the module directory `path` into `module` (an inference-only module
     takes the subset of the weights it has)."""
-    _, weights_path = read_module_dir(path)
+    folder = checkpoint_dir(path)
+    with checkpoint_off_sys_path(enclosing_checkpoint(folder)):
+        _, weights_path = read_module_dir(folder)
     tensors = read_tensors(weights_path)
     target = getattr(module, "unwrapped_module", module)
     if getattr(target, "inference_only", False):
@@ -142,10 +155,20 @@ def module_spec_args(path: str | os.PathLike, expected: type | None = None) -> d
     load its weights (`RLModule.from_checkpoint` builds it); CheckpointError when it is not an
     `expected` (subclass)."""
     folder = checkpoint_dir(path)
+    with checkpoint_off_sys_path(enclosing_checkpoint(folder)):
+        return _module_spec_args(folder, expected)
+
+
+def _module_spec_args(folder: Path, expected: type | None) -> dict[str, Any]:
     meta, _ = read_module_dir(folder)
     source = folder / MODULE_METADATA_FILE
     module_class = decode_value(meta.get("module_class"), "module_class", source)
     catalog_class = decode_value(meta.get("catalog_class"), "catalog_class", source)
+    for field in ("inference_only", "learner_only"):
+        if not isinstance(meta.get(field, False), bool):
+            raise CheckpointError(f"{source}: field '{field}' is {meta[field]!r:.40}, not true or false.")
+    if not isinstance(module_class, type):
+        raise CheckpointError(f"{source}: field 'module_class' holds {module_class!r:.80}, not an RLModule class.")
     if expected is not None and not issubclass(module_class, expected):
         raise CheckpointError(f"{source} holds a {module_class.__name__}, which is not a {expected.__name__}; load it "
                               f"with {module_class.__name__}.from_checkpoint(path) or RLModule.from_checkpoint(path).")

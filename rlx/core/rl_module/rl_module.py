@@ -19,7 +19,7 @@ from rlx.core.columns import Columns
 from rlx.core.distributions import BoundDistribution, dist_class_for_space
 from rlx.core.catalog import Catalog, model_config_as_dict
 from rlx.core.rl_module.module_checkpoint import load_module_state, module_spec_args, save_module
-from rlx.utils.errors import ConfigError, NotSupportedYetError
+from rlx.utils.errors import CheckpointError, ConfigError, NotSupportedYetError, RLXError
 from rlx.utils.model_summary import summarize
 
 
@@ -171,7 +171,14 @@ class RLModule(nn.Module):
     @classmethod
     def from_checkpoint(cls, path: str | Any) -> "RLModule":
         """Build the module stored in a module directory (see restore_from_path) and load its weights."""
-        return RLModuleSpec(**module_spec_args(path, expected=cls)).build()
+        spec = RLModuleSpec(**module_spec_args(path, expected=cls))
+        try:
+            return spec.build()
+        except RLXError:
+            raise
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError, RuntimeError) as err:
+            raise CheckpointError(f"The module directory {path} describes a module that cannot be built (its "
+                                  f"rlx_module.json may be damaged): {type(err).__name__}: {err}.") from err
 
     def get_state(self) -> dict[str, np.ndarray]:
         """Weights as a flat dict of NumPy arrays."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import os
+import re
 
 from rlx.utils.errors import ConfigError
 
@@ -12,13 +13,29 @@ TOKEN_ENV_VAR = "RLX_POLICY_SERVER_TOKEN"
 DEFAULT_ADDRESS = "127.0.0.1"
 
 
+#: RFC 6750's b64token: the characters a bearer token may have (no spaces, no control characters).
+_B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+
+
 def resolve_token(token: str | None) -> str | None:
-    """The given token, else $RLX_POLICY_SERVER_TOKEN, else None."""
+    """The given token, else $RLX_POLICY_SERVER_TOKEN, else None; ConfigError unless it is an
+    RFC 6750 bearer token (letters, digits, -._~+/ and trailing =) of at least 8 characters."""
+    source = "auth_token"
     if token is None:
         token = os.environ.get(TOKEN_ENV_VAR) or None
-    if token is not None and (not isinstance(token, str) or len(token) < 8):
-        raise ConfigError("auth_token must be a string of at least 8 characters (e.g. secrets.token_urlsafe(32)).")
-    return token
+        source = f"${TOKEN_ENV_VAR}"
+    if token is None:
+        return None
+    if not isinstance(token, str):
+        got = f"a {type(token).__name__}"
+    elif not _B64TOKEN.fullmatch(token):
+        got = "a token with spaces or characters a bearer token cannot have"
+    elif len(token) < 8:
+        got = f"{len(token)} characters"
+    else:
+        return token
+    raise ConfigError(f"{source} must be a bearer token (RFC 6750) of at least 8 characters: letters, digits and "
+                      f"-._~+/ (e.g. secrets.token_urlsafe(32)); got {got}.")
 
 
 def is_loopback(address: str) -> bool:
@@ -41,9 +58,14 @@ def check_bind(address: str, token: str | None) -> None:
 
 
 def authorized(header: str | None, token: str | None) -> bool:
-    """Whether an Authorization header carries `token` (always True without a token)."""
+    """Whether an Authorization header carries `token` (always True without a token): the
+    scheme "Bearer" in any case (RFC 7235), then spaces, then exactly the token (RFC 6750)."""
     if token is None:
         return True
-    if not header or not header.startswith("Bearer "):
+    if not header:
         return False
-    return hmac.compare_digest(header[len("Bearer "):].strip().encode(), token.encode())
+    scheme, _, credentials = header.partition(" ")
+    credentials = credentials.lstrip(" ")
+    if scheme.lower() != "bearer" or not _B64TOKEN.fullmatch(credentials):
+        return False
+    return hmac.compare_digest(credentials.encode("ascii"), token.encode("ascii"))

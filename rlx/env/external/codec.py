@@ -127,10 +127,62 @@ def agent_dict(value: Any, what: str, allow_empty: bool = False, allow_all: bool
 
 
 def reward(value: Any) -> float:
-    """A checked reward: one finite number."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
-        raise RequestError(422, f"reward must be a finite number, got {_short(value)}.")
-    return float(value)
+    """A checked reward: one number that is finite in float32 (the dtype of the batch's rewards)."""
+    return batch_float(value, "reward")
+
+
+def log_prob(value: Any, what: str = "action_logp") -> float:
+    """A checked log-probability: a number <= 0 (up to rounding) that is finite in float32."""
+    number = batch_float(value, what)
+    if number > 1e-4:
+        raise RequestError(422, f"{what} must be a finite log-probability (<= 0), got {_short(value)}.")
+    return number
+
+
+def batch_float(value: Any, what: str) -> float:
+    """`value` as a float that stays finite when stored in a float32 batch column (RequestError
+    422 naming `what` otherwise: 1e39 is finite in float64 but inf in float32, and 10**400 is no
+    float at all)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RequestError(422, f"{what} must be a finite number, got {_short(value)}.")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number) or abs(number) > FLOAT32_MAX:
+        raise RequestError(422, f"{what} must be a finite number within float32's range (|x| <= {FLOAT32_MAX:.4g}), "
+                                f"got {_short(value)}.")
+    return number
+
+
+#: The largest finite float32: rewards, log-probabilities and float observations beyond it
+#: would become inf in the batch and fail the next update.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def cast(array: np.ndarray, dtype: Any, what: str) -> np.ndarray:
+    """`array` (float64, finite) cast to `dtype`, checked after the cast: RequestError 422 naming
+    `what` when a value does not survive it (inf in float32, wrapped or truncated in an integer
+    dtype)."""
+    dtype = np.dtype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = array.astype(dtype)
+    if dtype.kind == "f":
+        ok = np.isfinite(out)
+    elif dtype.kind in "iu":
+        bits = dtype.itemsize * 8
+        low, high = (-(2.0 ** (bits - 1)), 2.0 ** (bits - 1)) if dtype.kind == "i" else (0.0, 2.0 ** bits)
+        ok = (array >= low) & (array < high) & (array == np.round(array))
+    elif dtype.kind == "b":
+        ok = (array == 0) | (array == 1)
+    else:
+        ok = np.ones(array.shape, bool)
+    if not np.all(ok):
+        index = tuple(int(i) for i in np.argwhere(~np.asarray(ok))[0])
+        where = f" at index {list(index)}" if index else ""
+        raise RequestError(422, f"{what} holds {float(array[index])!r}{where}, which the space's dtype {dtype} "
+                                "cannot hold (it would become inf or wrap around).")
+    return out
 
 
 def flag(value: Any, name: str, default: bool) -> bool:
@@ -187,7 +239,9 @@ def _array(value: Any, space: Any, what: str, check_bounds: bool) -> np.ndarray:
         raise RequestError(422, f"{what} must be numbers (nested lists of shape {space.shape}), got {_short(value)}.")
     try:
         array = np.asarray(value, dtype=np.float64)
-    except (ValueError, TypeError, OverflowError):
+    except OverflowError:
+        raise RequestError(422, f"{what} holds an integer too large for any float.") from None
+    except (ValueError, TypeError):
         raise RequestError(422, f"{what} must be a rectangular array of shape {space.shape}.") from None
     if array.shape != space.shape:
         raise RequestError(422, f"{what} has shape {array.shape}; the space {space} expects shape {space.shape}.")
@@ -196,16 +250,15 @@ def _array(value: Any, space: Any, what: str, check_bounds: bool) -> np.ndarray:
     if isinstance(space, gym.spaces.Box):
         if check_bounds and not (np.all(array >= space.low) and np.all(array <= space.high)):
             raise RequestError(422, f"{what} is outside the bounds of {space}.")
-        return array.astype(space.dtype)
+        return cast(array, space.dtype, what)
     if not np.all(array == np.round(array)):
         raise RequestError(422, f"{what} must hold integers for {space}.")
-    ints = array.astype(np.int64)
     high = np.asarray(space.nvec) + np.asarray(getattr(space, "start", 0)) if isinstance(
         space, gym.spaces.MultiDiscrete) else 2
     low = np.asarray(getattr(space, "start", 0))
-    if np.any(ints < low) or np.any(ints >= high):
+    if np.any(array < low) or np.any(array >= high):  # compared as floats: no int64 overflow
         raise RequestError(422, f"{what} is outside {space}.")
-    return ints.astype(space.dtype)
+    return cast(array, space.dtype, what)
 
 
 def _numeric_nested(value: Any, depth: int = 0) -> bool:
@@ -227,13 +280,14 @@ def float_row(value: Any, size: int | None, what: str) -> np.ndarray:
     if not isinstance(value, list) or not _numeric_nested(value):
         raise RequestError(422, f"{what} must be a list of numbers, got {_short(value)}.")
     try:
-        row = np.asarray(value, dtype=np.float32).reshape(-1)
+        with np.errstate(over="ignore"):  # 1e39 becomes inf here, refused below
+            row = np.asarray(value, dtype=np.float32).reshape(-1)
     except (ValueError, TypeError, OverflowError):
         raise RequestError(422, f"{what} must be a flat list of numbers.") from None
     if size is not None and row.size != size:
         raise RequestError(422, f"{what} holds {row.size} numbers; this policy has {size}.")
     if not np.all(np.isfinite(row)):
-        raise RequestError(422, f"{what} holds NaN or infinite values.")
+        raise RequestError(422, f"{what} holds NaN or values that are infinite in float32 (|x| > {FLOAT32_MAX:.4g}).")
     return row
 
 

@@ -71,7 +71,7 @@ class EnvRunnerServerForExternalInference(SingleAgentEnvRunner):
             raise ConfigError("EnvRunnerServerForExternalInference has no env to read spaces from: set "
                               "config.environment(observation_space=..., action_space=...) to the external "
                               "simulator's spaces.")
-        if config.is_multi_agent:
+        if config.policies is not None:  # (there is no env here that could be a MultiAgentEnv)
             raise NotSupportedYetError("EnvRunnerServerForExternalInference with a multi-agent config",
                                        "RLlink episodes are SingleAgentEpisodes",
                                        fix="Train one policy, or use PolicyServerInput for multi-agent clients.")

@@ -78,13 +78,13 @@ def _read_chunk(episode: Any, key: str, observation_space: Any, action_space: An
     dists: list[np.ndarray | None] = [None] * n
     known = [t for t in range(n) if logps_in[t] is not None and dists_in[t] is not None]
     if known:  # steps without both: the learner computes them with the current policy
-        logp = _numbers([logps_in[t] for t in known], f"{what} action_logp", (1,)).reshape(-1)
+        logp = _numbers([logps_in[t] for t in known], f"{what} action_logp", (1,), in_float32=True).reshape(-1)
         bad = np.flatnonzero(logp > 1e-4)
         if bad.size:
             raise RequestError(422, f"{what} step {known[bad[0]]}: action_logp must be a log-probability (<= 0), "
                                     f"got {logp[bad[0]]}.")
         dist = _numbers([dists_in[t] for t in known], f"{what} action_dist_inputs",
-                        None if dist_size is None else (dist_size,))
+                        None if dist_size is None else (dist_size,), in_float32=True)
         for i, t in enumerate(known):
             logps[t], dists[t] = float(logp[i]), dist[i].reshape(-1)
     return Chunk(key, observations, actions, rewards, logps, dists, bool(episode.is_terminated),
@@ -101,7 +101,7 @@ def _values(items: list[Any], space: Any, what: str, bounds: bool) -> list[Any]:
             first = int(np.flatnonzero(~((array >= space.low) & (array <= space.high)).reshape(len(items), -1)
                                        .all(axis=1))[0])
             raise RequestError(422, f"{what} {first} is outside the bounds of {space}.")
-        return list(array.astype(space.dtype))
+        return list(codec.cast(array, space.dtype, f"{what}s"))
     if items and isinstance(space, gym.spaces.Discrete) and all(
             isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in items):
         ints = np.asarray(items, np.int64)
@@ -113,8 +113,9 @@ def _values(items: list[Any], space: Any, what: str, bounds: bool) -> list[Any]:
             for t, v in enumerate(items)]
 
 
-def _numbers(items: list[Any], what: str, shape: tuple | None) -> np.ndarray:
-    """`items` as one finite float array of shape [len(items), *shape]."""
+def _numbers(items: list[Any], what: str, shape: tuple | None, in_float32: bool = False) -> np.ndarray:
+    """`items` as one finite float array of shape [len(items), *shape] (`in_float32`: finite
+    when cast to float32 too)."""
     try:
         array = np.asarray(items, dtype=np.float64)
     except (ValueError, TypeError, OverflowError):
@@ -122,9 +123,13 @@ def _numbers(items: list[Any], what: str, shape: tuple | None) -> np.ndarray:
             from None
     if shape is not None and array.shape[1:] != tuple(shape) and not (shape == (1,) and array.ndim == 1):
         raise RequestError(422, f"{what}s have shape {array.shape[1:]}; expected {tuple(shape)}.")
-    finite = np.isfinite(array).reshape(len(items), -1).all(axis=1)
+    ok = np.isfinite(array)
+    if in_float32:  # batches hold these values as float32, where 1e39 would become inf
+        ok &= np.abs(array) <= codec.FLOAT32_MAX
+    finite = ok.reshape(len(items), -1).all(axis=1)
     if not finite.all():
-        raise RequestError(422, f"{what} {int(np.flatnonzero(~finite)[0])} holds NaN or infinite values.")
+        raise RequestError(422, f"{what} {int(np.flatnonzero(~finite)[0])} holds NaN or infinite values"
+                                f"{' (in float32)' if in_float32 else ''}.")
     return array
 
 

@@ -22,8 +22,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import numpy as np
-
 from rlx.env.config_view import EnvConfig
 from rlx.env.external import codec
 from rlx.env.external.codec import RequestError
@@ -79,11 +77,7 @@ class MultiAgentServerApp(ServerApp):
             dist = codec.agent_dict(dist, "action_dist_inputs", allow_empty=True)
             if set(logp) != set(actions) or set(dist) != set(actions):
                 raise RequestError(422, "action_logp and action_dist_inputs must name the same agents as action.")
-            for aid, value in logp.items():
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) \
-                        or value > 1e-4:
-                    raise RequestError(422, f"action_logp[{str(aid)!r}] must be a finite log-probability (<= 0), got "
-                                            f"{codec._short(value)}.")
+            logp = {aid: codec.log_prob(value, f"action_logp[{str(aid)!r}]") for aid, value in logp.items()}
             dist = {aid: codec.float_row(v, self.policy.get(policies[aid]).dist_size,
                                          f"action_dist_inputs[{str(aid)!r}]") for aid, v in dist.items()}
         self.backend.log_action(key, observations, actions, logp, dist)

@@ -81,7 +81,7 @@ class EpisodeBackend:
         self.book.end(episode_id, {SOLE_AGENT: self.policy.prepare(observation)}, bool(truncated))
 
 
-def is_multi_agent_runner(worker: Any) -> bool:
+def has_policy_slots(worker: Any) -> bool:
     """Whether `worker` is a MultiAgentEnvRunner (one module per policy)."""
     return isinstance(getattr(worker, "slots", None), dict)
 
@@ -113,7 +113,7 @@ class ExternalEnvInput(InputReader):
         worker: Any = getattr(ioctx, "worker", None)  # the local EnvRunner; check_external_runner refuses None
         what = type(env).__name__
         check_external_runner(worker, what)
-        multi_agent = is_multi_agent_runner(worker)
+        multi_agent = has_policy_slots(worker)
         _check_env_kind(env, what, multi_agent)
         for name in () if multi_agent else ("observation_space", "action_space"):
             ours, theirs = getattr(worker, name), getattr(env, name, None)

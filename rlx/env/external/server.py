@@ -17,8 +17,6 @@ import time
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
-import numpy as np
-
 from rlx.env.config_view import EnvConfig
 from rlx.env.external import codec
 from rlx.env.external.codec import RequestError
@@ -106,10 +104,9 @@ class ServerApp:
         if (logp is None) != (dist is None):
             raise RequestError(422, "give both action_logp and action_dist_inputs, or neither.")
         if logp is not None:
-            if isinstance(logp, bool) or not isinstance(logp, (int, float)) or not np.isfinite(logp) or logp > 1e-4:
-                raise RequestError(422, f"action_logp must be a finite log-probability (<= 0), got {codec._short(logp)}.")
+            logp = codec.log_prob(logp)
             dist = codec.float_row(dist, self.policy.dist_size, "action_dist_inputs")
-        self.backend.log_action(key, obs, action, None if logp is None else float(logp), dist)
+        self.backend.log_action(key, obs, action, logp, dist)
         return {}
 
     def _log_returns(self, request: dict) -> dict:

@@ -19,7 +19,7 @@ import numpy as np
 
 from rlx.core.columns import Columns
 from rlx.core.preprocessors import NoPreprocessor, Preprocessor
-from rlx.env.env_checker import describe_value
+from rlx.env.env_checker import describe_value, env_label, flag_truth, warn_non_bool_flags, warn_out_of_bounds
 from rlx.env.runner.actions import ActionAdapter
 from rlx.env.runner.module_slot import ModuleSlot, slot_attribute
 from rlx.env.runner.runner import EnvRunner
@@ -68,9 +68,61 @@ class StepChecks(EnvRunner):
     _stateful: bool
     #: The sub-env whose step failed in the current row (None: none).
     _failed_sub_env: int | None
+    #: Whether sampling already flagged (or cannot see) observations outside the Box's bounds.
+    _bounds_flagged: bool = False
 
     preprocessor: Preprocessor = slot_attribute("preprocessor", "The observation preprocessor.")
     actions: ActionAdapter = slot_attribute("actions", "The adapter from module actions to env actions.")
+
+    def _step_flags(self, i: int, terminated: Any, truncated: Any) -> tuple[bool, bool]:
+        """Sub-env i's terminated and truncated as bools when one is not a bool: its truth value, as
+        RLlib (Gymnasium's vector envs) reads it, flagged once as a warning unless env checking is
+        off; EnvOutputError for a flag without a truth value (e.g. an array of several values)."""
+        flags = {"terminated": terminated, "truncated": truncated}
+        odd = {name: flag for name, flag in flags.items() if type(flag) is not bool and type(flag) is not np.bool_}
+        for name, flag in odd.items():
+            truth = flag_truth(flag)
+            if truth is None:
+                raise EnvOutputError(f"{self._sub_env_label(i)} returned {name}={describe_value(flag)} "
+                                     f"{self._at_step(i)}; it must be a bool.{RESTART_HINT}")
+            flags[name] = truth
+        if not self.config.disable_env_checking:
+            warn_non_bool_flags(env_label(self.env.envs[i]), odd,
+                                where=f"step() ({self._sub_env_label(i)}, {self._at_step(i)})")
+        return bool(flags["terminated"]), bool(flags["truncated"])
+
+    def _check_obs_bounds(self, batch: dict[str, np.ndarray]) -> None:
+        """Flag once, as a warning, a sampled observation outside the Box observation space's
+        low/high (RLlib samples such envs without a word; many step slightly outside their
+        bounds). One vectorized test per sample() call on the batch's new observations, until the
+        first one is found; off with disable_env_checking, preprocessed or filtered observations."""
+        space = self.observation_space
+        if self._bounds_flagged or self.config.disable_env_checking \
+                or not isinstance(space, gym.spaces.Box) or type(self.preprocessor) is not NoPreprocessor \
+                or not self.filter.is_identity:
+            return
+        low, high = space.low, space.high
+        if space.dtype.kind in "iu":
+            limits = np.iinfo(space.dtype)
+            if (low <= limits.min).all() and (high >= limits.max).all():
+                self._bounds_flagged = True  # every value of the dtype is inside: nothing to check
+                return
+        elif not (np.isfinite(low).any() or np.isfinite(high).any()):
+            self._bounds_flagged = True
+            return
+        rows = batch[Columns.NEXT_OBS]
+        if rows.shape[2:] != low.shape:
+            return
+        with np.errstate(invalid="ignore"):
+            outside = ((rows < low) | (rows > high)).reshape(rows.shape[:2] + (-1,)).any(axis=2)
+        valid = batch.get(Columns.VALID)
+        if valid is not None:
+            outside &= valid
+        if not outside.any():
+            return
+        self._bounds_flagged = True
+        t, i = (int(x[0]) for x in np.nonzero(outside))
+        warn_out_of_bounds(env_label(self.env.envs[i]), f"step() ({self._sub_env_label(i)})", space, rows[t, i])
 
     def _write_obs(self, obs: Any, out: np.ndarray, i: int) -> None:
         """Store sub-env i's reset() observation in out[i]; EnvOutputError if rlx cannot use it."""

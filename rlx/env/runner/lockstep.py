@@ -148,7 +148,7 @@ class LockstepSampling(StepChecks):
         obs_dtype = getattr(self.observation_space, "dtype", None)
         check_info = not self.config.disable_env_checking
         check_finite = self._float_obs
-        reward_types, ndarray, isfinite = REWARD_TYPES, np.ndarray, math.isfinite
+        reward_types, ndarray, isfinite, np_bool = REWARD_TYPES, np.ndarray, math.isfinite, np.bool_
         identity_filter = self.filter.is_identity
         raw = self._raw_obs
         active = list(range(B if num_episodes is None else min(B, num_episodes)))
@@ -215,6 +215,14 @@ class LockstepSampling(StepChecks):
                     self._fail_sub_env(i, err)
                     self._drop_row(buf, t, i, finished, dropped)
                     continue
+                if (type(te) is not bool and type(te) is not np_bool) or \
+                        (type(tr) is not bool and type(tr) is not np_bool):
+                    try:
+                        te, tr = self._step_flags(i, te, tr)  # their truth values, flagged once
+                    except EnvOutputError as err:
+                        self._fail_sub_env(i, err)
+                        self._drop_row(buf, t, i, finished, dropped)
+                        continue
                 if (direct and type(r) in reward_types and type(obs) is ndarray and obs.dtype is obs_dtype
                         and obs.shape == obs_shape and (type(info) is dict or not check_info)):
                     rew_t[i] = r
@@ -311,6 +319,7 @@ class LockstepSampling(StepChecks):
             batch, row_episodes = compact_columns(batch, row_episodes)
         if num_episodes is None and not complete and (partial is None or batch[Columns.VALID].all()):
             del batch[Columns.VALID]
+        self._check_obs_bounds(batch)
         self._clip_rewards(batch[Columns.REWARDS])
         if row_episodes is not None:
             self._postprocess_trajectories(batch, row_episodes)

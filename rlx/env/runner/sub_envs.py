@@ -230,6 +230,8 @@ class SubEnvs(RunnerParts):
             pass
         envs[i] = self._connected(self._adapt_env(self._build_env(i)), i)
         self.num_sub_env_restarts += 1
+        # Reaches result["env_runners"]["num_sub_env_restarts"] (this iteration, all runners).
+        self.metrics.log_value("num_sub_env_restarts", 1, reduce="sum", clear_on_reduce=True)
 
     def _fire_environment_created(self) -> None:
         """on_environment_created (and the old API's on_sub_environment_created per sub-env)."""

@@ -1,11 +1,13 @@
 """Replacing an EnvRunnerGroup's runners: a new runner for a failed or retired one.
 
 The restart supervisor (rlx.env.runner_restarts) decides when; this module does it: builds the
-new runner in the old worker or in a new one (process, actor or thread), and brings a restarted
-runner up to date before its first sample(). `recreate_runner` replaces a runner on request.
+new runner in the old worker or in a new one (process, actor or thread; a dead runner's process
+is replaced by the group's spare worker when it has one, see rlx.env.runner_group.spares), and
+brings a restarted runner up to date before its first sample(). `recreate_runner` replaces a runner on request.
 """
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future
 from typing import Any
 
@@ -27,7 +29,14 @@ def start_replacement(group: Any, index: int, in_place: bool) -> Future:
     handle = group._remote[pos]
     if in_place and handle.healthy:
         return handle.submit(RebuildRunner(group._runner_factory(index)))
-    retire(handle)
+    # Off the driver's path: stopping a worker that is still alive may take seconds.
+    retiring = threading.Thread(target=retire, args=(handle,), name=f"rlx-retire-env-runner-{index}", daemon=True)
+    retiring.start()
+    group._retiring = [t for t in group._retiring if t.is_alive()] + [retiring]
+    adopted = group._spare.take(index, group._runner_factory(index))
+    if adopted is not None:  # a started worker process: only the runner is built
+        group._remote[pos], started = adopted
+        return started
     group._remote[pos] = group._make_remote(index, build_in_background=True)
     return group._remote[pos].ready
 
@@ -39,6 +48,7 @@ def runner_restarted(group: Any, index: int) -> Future | None:
     handle = group._remote[_position(group, index)]
     group._runner_resets.pop(index, None)
     group.num_resets += 1
+    group._spare.replenish()  # for the next restart, now that this one no longer needs the CPUs
     return restore_restarted(group, handle)
 
 

@@ -2,18 +2,14 @@
 
 A remote runner that hangs past its deadline is killed and reported as failed (with a hint
 when batch_mode='complete_episodes' may be the cause); the runner in the driver's own process
-cannot be killed, so a watchdog thread warns about it instead.
+cannot be killed, so the driver stops waiting for it after sample_timeout_s and raises.
 """
 from __future__ import annotations
 
-import logging
-import threading
-import time
-from typing import Any
+from concurrent.futures import Future, TimeoutError as FutureTimeoutError
+from typing import Any, Callable
 
 from rlx.env.runner_restarts import EnvRunnerFailureError
-
-logger = logging.getLogger("rlx")
 
 
 def complete_episodes_hint(batch_mode: str) -> str:
@@ -41,55 +37,53 @@ def stop_stuck(handle: Any, what: str, timeout: float, batch_mode: str) -> EnvRu
         f"was stopped.{complete_episodes_hint(batch_mode)}")
 
 
-class LocalSampleWatchdog:
-    """Warns once per sample() call of the local EnvRunner that has not returned after `timeout_s`.
+class LocalSampleBound:
+    """Bounds the local EnvRunner's sample() calls by `timeout_s` (sample_timeout_s), as a
+    remote runner's are.
 
-    A remote runner that hangs is killed after sample_timeout_s; the runner in the driver's
-    own process cannot be, so at least the user learns why training does not move on. One
-    thread (started on first use, ended by `close()`) watches every call; entering and
-    leaving a call costs two attribute writes.
+    A remote runner that hangs is killed after sample_timeout_s; the runner in the driver's own
+    process cannot be killed, so its calls run on the runner's own thread (a
+    ThreadedEnvRunner) and the driver stops waiting once the call has made no progress (no env
+    step or reset done) for `timeout_s`, raising an error that says so. A call that is slow but
+    stepping is never cut short (RLlib does not bound the local runner at all). The stuck call
+    keeps its thread until it returns; until then every further call fails at once with the
+    same error (the runner is not free). Without a timeout (None or 0) calls run on the
+    caller's thread, unbounded.
     """
 
     def __init__(self, timeout_s: float | None, batch_mode: str):
         self._timeout_s = float(timeout_s or 0.0)
         self._batch_mode = batch_mode
-        self._calls = 0
-        #: (number of the running call, when it started), or None between calls.
-        self._running: tuple[int, float] | None = None
-        self._closed = threading.Event()
-        self._thread: threading.Thread | None = None
+        #: The call that ran past the timeout, while it has not returned.
+        self._stuck: Future | None = None
 
-    def __enter__(self) -> "LocalSampleWatchdog":
-        if self._timeout_s > 0 and not self._closed.is_set():
-            self._calls += 1
-            self._running = (self._calls, time.monotonic())
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._watch, name="rlx-local-sample-watchdog", daemon=True)
-                self._thread.start()
-        return self
+    @property
+    def bounded(self) -> bool:
+        """Whether calls are bounded (sample_timeout_s is set)."""
+        return self._timeout_s > 0
 
-    def __exit__(self, *exc: Any) -> None:
-        self._running = None
+    def run(self, handle: Any, fn: Callable[[Any], Any], progress: Callable[[], int]) -> Any:
+        """`fn(runner)` on `handle` (the local runner's thread), waiting while `progress()` (a
+        count of the runner's env steps and resets) moves at least once per timeout."""
+        if self._stuck is not None and not self._stuck.done():
+            raise self._error(f"made no progress for sample_timeout_s={self._timeout_s:g} s and is still running")
+        self._stuck = None
+        future = handle.submit(fn)
+        seen = progress()
+        while True:
+            try:
+                return future.result(timeout=self._timeout_s)
+            except FutureTimeoutError:
+                now = progress()
+                if now == seen:
+                    self._stuck = future
+                    raise self._error(f"made no progress (no env step or reset returned) within "
+                                      f"sample_timeout_s={self._timeout_s:g} s") from None
+                seen = now
 
-    def _watch(self) -> None:
-        warned = 0
-        delay = self._timeout_s
-        while not self._closed.wait(delay):
-            running, delay = self._running, self._timeout_s
-            if running is None or running[0] == warned:
-                continue
-            elapsed = time.monotonic() - running[1]
-            if elapsed < self._timeout_s:
-                delay = self._timeout_s - elapsed
-                continue
-            warned = running[0]
-            logger.warning(
-                "The local EnvRunner's sample() has not returned after sample_timeout_s=%g s. rlx cannot stop a "
-                "runner in the driver's own process and keeps waiting; is an env's step() or reset() stuck?%s",
-                self._timeout_s, complete_episodes_hint(self._batch_mode))
-
-    def close(self) -> None:
-        """End the watching thread."""
-        self._closed.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
+    def _error(self, what: str) -> EnvRunnerFailureError:
+        return EnvRunnerFailureError(
+            f"The local EnvRunner's sample() {what}; is an env's step() or reset() stuck? rlx cannot stop a "
+            f"call in the driver's own process: it keeps the runner busy until it returns. Fix the env, raise "
+            f"sample_timeout_s (None: no bound), or sample with remote runners (num_env_runners > 0), which are "
+            f"stopped and restarted when they hang.{complete_episodes_hint(self._batch_mode)}")

@@ -21,10 +21,11 @@ def filter_has_state(runner_filter: Any) -> bool:
 
 
 def source_weights(source: Any) -> Any:
-    """`source.get_weights()`, a single-agent source's without the "default_policy" level."""
+    """`source.get_weights()`; a one-module view's (LearnerContainer.of_one) without the module id level."""
     weights = source.get_weights()
-    if isinstance(weights, dict) and "default_policy" in weights and not getattr(source, "is_multi_agent", False):
-        weights = weights["default_policy"]
+    sole = getattr(source, "sole_module_id", None)
+    if isinstance(weights, dict) and sole is not None and set(weights) == {sole}:
+        weights = weights[sole]
     return weights
 
 
