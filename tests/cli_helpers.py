@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,14 +59,45 @@ def _console_script_path(executable: str, environ: dict) -> list[str]:
     return [os.path.dirname(executable), *python_path, *interpreter]
 
 
-def _cli_child(argv: list[str], environ: dict, cwd: str, out_path: str, err_path: str) -> None:
-    """Body of the forked CLI process: the console script's environment, then entry_point()."""
+def run_python_script(script: Path, cwd: Path, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`python SCRIPT` (text stdout/stderr captured) in a process forked from rlx's fork server:
+    the script's directory first on sys.path, then $PYTHONPATH and the interpreter's entries,
+    run as `__main__` with `env` as its environment and `cwd` as its working directory."""
+    command = [sys.executable, str(script)]
+    return _run_forked(command, env, str(cwd), timeout, body=_script_child)
+
+
+def _redirect_output(out_path: str, err_path: str) -> None:
     for fd, path in ((1, out_path), (2, err_path)):
         target = os.open(path, os.O_WRONLY | os.O_TRUNC)
         os.dup2(target, fd)
         os.close(target)
     sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1)
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1)
+
+
+def _script_child(argv: list[str], environ: dict, cwd: str, out_path: str, err_path: str) -> None:
+    """Body of a forked `python SCRIPT` process."""
+    import runpy
+
+    _redirect_output(out_path, err_path)
+    os.environ.clear()
+    os.environ.update(environ)
+    os.chdir(cwd)
+    script = argv[1]
+    sys.path[:] = [os.path.dirname(os.path.abspath(script)), *_console_script_path(argv[0], environ)[1:]]
+    sys.argv = argv[1:]
+    try:
+        runpy.run_path(script, run_name="__main__")
+    finally:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+def _cli_child(argv: list[str], environ: dict, cwd: str, out_path: str, err_path: str) -> None:
+    """Body of the forked CLI process: the console script's environment, then entry_point()."""
+    _redirect_output(out_path, err_path)
     os.environ.clear()
     os.environ.update(environ)
     os.chdir(cwd)
@@ -88,15 +120,16 @@ def _cli_child(argv: list[str], environ: dict, cwd: str, out_path: str, err_path
         sys.stderr.flush()
 
 
-def _run_forked(command: list[str], environ: dict, cwd: str, timeout: float) -> subprocess.CompletedProcess:
-    """`command` run by `_cli_child` in a process forked from rlx's fork server."""
+def _run_forked(command: list[str], environ: dict, cwd: str, timeout: float,
+                body: Any = None) -> subprocess.CompletedProcess:
+    """`command` run by `body` (default `_cli_child`) in a process forked from rlx's fork server."""
     from rlx.utils.spawn import _context, _main_module_hidden
 
     with tempfile.TemporaryDirectory(prefix="rlx-cli-test-") as folder:
         out_path, err_path = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
         for path in (out_path, err_path):
             open(path, "w").close()
-        process = _context().Process(target=_cli_child, args=(command, environ, cwd, out_path, err_path),
+        process = _context().Process(target=body or _cli_child, args=(command, environ, cwd, out_path, err_path),
                                      name="rlx-cli-test", daemon=False)
         with _main_module_hidden():
             process.start()

@@ -11,8 +11,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,8 @@ from rlx.algorithms.common_options import CALLBACK_EVENTS, COMMON_OPTIONS, LEGAC
 from rlx.algorithms.ppo import PPOConfig
 from rlx.models.model_defaults import MODEL_DEFAULTS
 from rlx.utils.errors import ConfigError
+
+from cli_helpers import run_python_script
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -131,8 +131,7 @@ def test_examples_run(page, tmp_path):
     script.write_text("\n\n".join(blocks))
     env = dict(os.environ, RLX_RESULTS_DIR=str(tmp_path / "rlx_results"), PYTHONWARNINGS="ignore")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = run_python_script(script, cwd=tmp_path, env=env, timeout=600)
     assert proc.returncode == 0, f"examples of docs/{page} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
 
 
