@@ -3,8 +3,8 @@
 Workers start from a fork server (multiprocessing's "forkserver" method) that imported torch,
 Gymnasium and rlx's runner once: each worker is a fork of it, so starting one (or restarting a
 failed one) takes milliseconds instead of the seconds a fresh interpreter spends importing
-torch. Where the platform has no fork server, or with RLX_START_METHOD=spawn, workers are
-fresh "spawn" interpreters. Neither method copies the starting process's memory, threads or
+torch. On other platforms than Linux, or with RLX_START_METHOD=spawn, workers are fresh "spawn"
+interpreters. Neither method copies the starting process's memory, threads or
 open files into the worker.
 
 Both methods normally re-import the parent's `__main__` script in each child, so a script
@@ -101,7 +101,8 @@ def worker_startup_state() -> dict[str, Any]:
 
 def start_method() -> str:
     """The multiprocessing start method of rlx's worker processes: $RLX_START_METHOD when set,
-    else "forkserver" where the platform has it, else "spawn"."""
+    else "forkserver" on Linux, else "spawn" (macOS frameworks are not safe to use in a fork of
+    a process that loaded them, as torch's import may have)."""
     available = mp.get_all_start_methods()
     chosen = os.environ.get(START_METHOD_ENV_VAR, "").strip().lower()
     if chosen:
@@ -109,7 +110,7 @@ def start_method() -> str:
             raise RLXError(f"{START_METHOD_ENV_VAR}={chosen!r}: rlx starts worker processes with 'forkserver' or "
                            f"'spawn'; this platform has {', '.join(m for m in available if m != 'fork')}.")
         return chosen
-    return "forkserver" if "forkserver" in available else "spawn"
+    return "forkserver" if sys.platform.startswith("linux") and "forkserver" in available else "spawn"
 
 
 def _context() -> Any:

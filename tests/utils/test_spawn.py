@@ -32,7 +32,7 @@ def _ask_a_worker(names=()):
     return answer
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="Windows has no fork server")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="rlx uses a fork server on Linux only")
 def test_workers_start_with_torch_already_imported(monkeypatch):
     monkeypatch.delenv(START_METHOD_ENV_VAR, raising=False)
     assert start_method() == "forkserver"
