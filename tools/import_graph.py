@@ -202,8 +202,14 @@ def summary(graph: ImportGraph) -> dict[str, object]:
 
 # Layers of DESIGN.md ("Turn 3 layout"): the first prefix that matches a module names its layer.
 LAYERS: list[tuple[str, int]] = [
+    # The episode replay buffers build SingleAgentEpisode/MultiAgentEpisode objects: they sit
+    # beside rlx.env (rlx.utils.replay_buffers imports them lazily).
+    ("rlx.utils.replay_buffers.episode_storage", 4), ("rlx.utils.replay_buffers.episode_replay_buffer", 4),
+    ("rlx.utils.replay_buffers.prioritized_episode_buffer", 4),
+    ("rlx.utils.replay_buffers.multi_agent_episode_buffer", 4),
+    ("rlx.utils.replay_buffers.multi_agent_prioritized_episode_buffer", 4),
     ("rlx.utils.exploration", 2), ("rlx.utils.replay_buffers", 2), ("rlx.utils.postprocessing", 2),
-    ("rlx.utils.filters", 2), ("rlx.utils.test_utils", 9),
+    ("rlx.utils.filters", 2), ("rlx.utils.filter", 2), ("rlx.utils.test_utils", 9),
     ("rlx.utils", 0),
     ("rlx.core", 1),
     ("rlx.connectors", 3), ("rlx.callbacks", 3), ("rlx.loggers", 3),

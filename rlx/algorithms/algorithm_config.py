@@ -11,9 +11,9 @@ import copy
 import dataclasses
 import json
 import logging
-import math
 from typing import Any, ClassVar, Iterable
 
+from rlx.algorithms import config_defaults
 from rlx.algorithms.common_options import CALLBACK_EVENTS, COMMON_OPTIONS, LEGACY_NOOP_KEYS
 from rlx.algorithms.config_bounds import check_machine_bounds
 from rlx.algorithms.config_module_spec import rl_module_spec_of
@@ -78,6 +78,9 @@ class AlgorithmConfig:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._table = cls._build_table()
+        if "__init__" in cls.__dict__ and config_defaults.declares_settings_in_init(cls):
+            # setattr: mypy forbids assigning to a method, and wrapping the class's own __init__ is the point.
+            setattr(cls, "__init__", config_defaults.declaring_init(cls.__dict__["__init__"]))
 
     @classmethod
     def _build_table(cls) -> OptionTable:
@@ -113,6 +116,8 @@ class AlgorithmConfig:
         canonical = self._table.resolve(name)
         if canonical is not None:
             return values[canonical]
+        if name in values:  # declared by a config subclass's __init__ in another process (unpickled)
+            return values[name]
         if name.startswith("__"):
             raise AttributeError(name)
         raise AttributeError(
@@ -124,6 +129,14 @@ class AlgorithmConfig:
             if self._table.resolve(name) is None:
                 object.__setattr__(self, name, value)
                 return
+        if self.__dict__.get("_declaring"):
+            # Inside a user config subclass's __init__ (RLlib style): a new name declares a
+            # setting of that class, a known one sets the class's default.
+            if self._table.resolve(name) is None:
+                config_defaults.declare_setting(type(self), name, value)
+            self._set(name, value)
+            self._user_set.discard(self._table.resolve(name))
+            return
         self._set(name, value)
 
     def __getitem__(self, key: str) -> Any:
@@ -167,6 +180,10 @@ class AlgorithmConfig:
         if key in _LEGACY_SCHEDULES and value is None:
             return  # old configs spell "no schedule" as None
         canonical = self._table.resolve(key)
+        if canonical is None and key in self._values:
+            # Declared by this config subclass's __init__ in another process (an unpickled copy).
+            config_defaults.declare_setting(type(self), key, self._values[key])
+            canonical = key
         if canonical is None:
             where = f" in {section}()" if section else ""
             raise ConfigError(
@@ -479,13 +496,71 @@ class AlgorithmConfig:
         return self._values["train_batch_size"]
 
     def get_rollout_fragment_length(self, worker_index: int = 0) -> int:
-        """Steps each sub-env collects per `sample()` call ('auto' matches the batch size)."""
+        """Steps each sub-env of EnvRunner `worker_index` collects per `sample()` call. 'auto'
+        splits the total train batch over all sub-envs as RLlib does: when it does not divide
+        evenly, the first EnvRunners take one step more, so the fragments add up to exactly
+        the batch (index 0, the local EnvRunner, rounds up)."""
         value = self._values["rollout_fragment_length"]
         if value != "auto":
             return int(value)
-        runners = max(1, self._values["num_env_runners"])
-        envs = self._values["num_envs_per_env_runner"]
-        return max(1, math.ceil(self.total_train_batch_size / (runners * envs)))
+        return config_defaults.rollout_fragment_length(
+            self.total_train_batch_size, self._values["num_env_runners"], self._values["num_envs_per_env_runner"],
+            worker_index)
+
+    def validate_train_batch_size_vs_rollout_fragment_length(self) -> None:
+        """Raise ConfigError when a fixed rollout_fragment_length times the EnvRunners and their
+        sub-envs cannot add up to the total train batch size within 10% (RLlib's check of
+        on-policy algorithms); 'auto' always fits."""
+        config_defaults.check_train_batch_vs_fragment(self)
+
+    # ------------------------------------------------------------ RLlib's derived attributes
+
+    @property
+    def learner_class(self) -> Any:
+        """The Learner class: `training(learner_class=...)` when set, else `get_default_learner_class()`."""
+        value = self._values["learner_class"]
+        return value if value is not None else self.get_default_learner_class()
+
+    def get_default_learner_class(self) -> Any:
+        """The Learner class this config's algorithm uses by default (None for a config without
+        an algorithm class). Config subclasses override it, as in RLlib."""
+        if self.algo_class is None:
+            return None
+        return config_defaults.default_learner_class(self)
+
+    @property
+    def rl_module_spec(self) -> Any:
+        """The RLModuleSpec the algorithm builds its module from: the default one completed with
+        `rl_module(rl_module_spec=...)` and the model config (a MultiRLModuleSpec when given
+        one). For a config without an algorithm class, the value given (or None)."""
+        if self.algo_class is None:
+            return self._values["rl_module_spec"]
+        return self.get_rl_module_spec()
+
+    def get_default_rl_module_spec(self) -> Any:
+        """The RLModuleSpec of the algorithm's default module, before the config's
+        rl_module_spec and spaces are applied. Config subclasses override it, as in RLlib."""
+        return config_defaults.default_rl_module_spec(self)
+
+    def get_multi_rl_module_spec(self, *, env: Any = None, spaces: dict | None = None,
+                                 inference_only: bool = False, **kwargs: Any) -> Any:
+        """The MultiRLModuleSpec of this config: one RLModuleSpec per policy (a single-agent
+        config's one module under "default_policy"), spaces from `env` or `spaces`
+        ({module_id: (observation_space, action_space)}) when given."""
+        if kwargs:
+            raise ConfigError(f"get_multi_rl_module_spec() got {sorted(kwargs)}: rlx builds module specs from "
+                              "the config, env and spaces only (RLlib's hybrid-stack policy_dict and "
+                              "single_agent_rl_module_spec are not supported).")
+        spec = self.get_rl_module_spec(env=env, spaces=spaces, inference_only=inference_only)
+        return config_defaults.multi_rl_module_spec(self, spec, spaces)
+
+    @property
+    def is_atari(self) -> bool | None:
+        """Whether the env is an Atari game: `environment(is_atari=...)` when set, else judged
+        from a Gymnasium id without creating the env; None when that cannot be told (an env
+        class or creator), and the EnvRunner then judges the env it creates."""
+        value = self._values["is_atari"]
+        return value if value is not None else config_defaults.env_is_atari(self._values["env"])
 
     def get_rl_module_spec(self, env: Any = None, spaces: dict | None = None,
                            inference_only: bool | None = None) -> Any:

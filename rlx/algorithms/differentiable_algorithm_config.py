@@ -44,7 +44,7 @@ class DifferentiableAlgorithmConfig(AlgorithmConfig):
 
     def get_default_learner_class(self) -> Any:
         """The meta learner class: config.training(learner_class=...) when set, else TorchMetaLearner."""
-        return self.learner_class or TorchMetaLearner
+        return self.get("learner_class") or TorchMetaLearner
 
     def get_differentiable_learner_classes(self) -> list[Any]:
         """The DifferentiableLearner class of each inner learner."""

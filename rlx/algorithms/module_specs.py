@@ -56,7 +56,7 @@ def default_rl_module_spec(algo: "Algorithm") -> RLModuleSpec:
 def module_spec(algo: "Algorithm") -> RLModuleSpec | MultiRLModuleSpec:
     """The RLModuleSpec every module is built from, or (for a MultiRLModuleSpec in the config)
     a MultiRLModuleSpec of one completed spec per module id, with the default for others."""
-    user = algo.config.rl_module_spec
+    user = algo.config.get("rl_module_spec")  # the value given (the property completes it)
     multi_agent = algo.config.is_multi_agent
     if isinstance(user, MultiRLModuleSpec):
         if not multi_agent:
@@ -78,6 +78,13 @@ def _builds_memory(module_class: Any, memory_key: str) -> bool:
         return False
     # A custom_model with use_lstm runs in an LSTMWrapper inside ModelV2RLModule.
     return getattr(module_class, "builds_use_lstm", False) or module_class is _modelv2_module_class()
+
+
+def _user_written(module_class: Any) -> bool:
+    """Whether a module class is a user's (or one of RLlib's examples): its model config may hold
+    keys of its own, where rlx's default modules take only the known model keys."""
+    module = getattr(module_class, "__module__", "") or ""
+    return not module.startswith("rlx.") or module.startswith("rlx.examples.")
 
 
 def completed_spec(algo: "Algorithm", user: Any) -> RLModuleSpec:
@@ -115,7 +122,8 @@ def completed_spec(algo: "Algorithm", user: Any) -> RLModuleSpec:
         observation_space=user.observation_space,
         action_space=user.action_space,
         model_config=None if user_model is None else merge_model_config(
-            model, user_model, custom_keys=user.module_class not in (None, spec.module_class)),
+            model, user_model, custom_keys=user.module_class not in (None, spec.module_class)
+            or _user_written(spec.module_class)),
         inference_only=user.inference_only,
         learner_only=refuse_learner_only(user),
         catalog_class=user.catalog_class,

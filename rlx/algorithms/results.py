@@ -112,7 +112,7 @@ def add_policy_hist_stats(hist_stats: dict[str, Any], episodes: list[Episode]) -
 def add_algorithm_metrics(metrics: MetricsLogger, result: dict[str, Any]) -> None:
     """Reduce the Algorithm's MetricsLogger (clearing per-iteration stats) and put what
     Algorithm callbacks logged at the top level of `result`."""
-    reduced = metrics.reduce()
+    reduced = metrics.reduce(compile=True)
     env_runner_values = reduced.pop("env_runners", {})
     # Keys logged under env_runners by Algorithm callbacks (not by the runners) are added too.
     for key, value in env_runner_values.items():
@@ -126,7 +126,7 @@ def summarize_runner_metrics(runner_metrics: list[dict], keep_per_episode_custom
     `{"env_runners": {...}, "episode_reward_mean": ..., ...}`."""
     merged = MetricsLogger()
     merged.merge_and_log_n_dicts(list(runner_metrics), key="env_runners")
-    reduced = merged.reduce().get("env_runners", {}) if runner_metrics else {}
+    reduced = merged.reduce(compile=True).get("env_runners", {}) if runner_metrics else {}
     env_runners = env_runner_section(reduced, keep_per_episode_custom_metrics)
     return {"env_runners": env_runners, **legacy_episode_keys(env_runners)}
 

@@ -14,7 +14,8 @@ from typing import Any, Callable, Iterable, Union
 
 from rlx.callbacks.dict_callbacks import dict_callbacks_class
 from rlx.callbacks.events import (ALGORITHM_EVENTS, CALLBACK_EVENTS, ENV_RUNNER_EVENTS, EPISODE_EVENTS, EVENT_KWARGS,
-                                  KWARG_ALIASES, OLD_API_EVENTS, RENAMED_EVENTS, check_event_name, event_hint)
+                                  KWARG_ALIASES, OLD_API_EVENTS, OPTIONAL_EVENT_KWARGS, RENAMED_EVENTS,
+                                  check_event_name, event_hint)
 from rlx.callbacks.rllib_callback import DefaultCallbacks, RLlibCallback
 from rlx.utils.errors import ConfigError, did_you_mean
 
@@ -279,6 +280,10 @@ def _adapt(handler: Callable[..., Any], event: str) -> Callable[..., Any]:
             return handler
         return lambda **kw: handler(**kw, **{name: kw[src] for name, src in renamed if src in kw})
     wanted = tuple(pairs)
+    if any(src in OPTIONAL_EVENT_KWARGS for _, src in wanted):
+        # A handler that names an argument a runner may not pass gets None for it, as by RLlib's default.
+        return lambda **kw: handler(**{name: kw.get(src) for name, src in wanted
+                                       if src in kw or src in OPTIONAL_EVENT_KWARGS})
     return lambda **kw: handler(**{name: kw[src] for name, src in wanted if src in kw})
 
 
@@ -315,10 +320,15 @@ def _resolve(
     return table
 
 
-class CallbackDispatcher:
+class CallbackDispatcher(list):
     """Per-component callback resolution: fresh instances, one precomposed callable per event.
 
     `get(event)` is None for events nobody handles, so callers can skip building arguments.
+
+    It is also what RLlib 2.60 exposes as `algo.callbacks`: the list of RLlibCallback instances
+    (one per configured class, in order: `algo.callbacks[0]`). Old-API-stack code that reads an
+    attribute of its one callbacks object (`algo.callbacks.my_counter`) still works when there
+    is exactly one instance.
     """
 
     def __init__(
@@ -330,6 +340,7 @@ class CallbackDispatcher:
             event: normalize_event_callables(event, value) for event, value in (event_callables or {}).items()
         }
         self.instances: list[RLlibCallback] = _instantiate(normalize_callbacks_class(callbacks_class))
+        super().__init__(self.instances)
         self._table = _resolve(self.instances, callables)
         self.handled_events: frozenset[str] = frozenset(e for e, h in self._table.items() if h is not None)
 
@@ -353,6 +364,14 @@ class CallbackDispatcher:
         handler = self.get(event)
         if handler is not None:
             handler(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names the dispatcher lacks: the one instance's attribute (old API stack).
+        instances = self.__dict__.get("instances")
+        if name.startswith("__") or not instances or len(instances) != 1:
+            raise AttributeError(f"'CallbackDispatcher' object has no attribute '{name}' (algo.callbacks is the "
+                                 f"list of callback instances: use algo.callbacks[i].{name}).")
+        return getattr(instances[0], name)
 
     def __repr__(self) -> str:
         names = ", ".join(type(i).__name__ for i in self.instances)

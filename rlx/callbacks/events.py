@@ -44,6 +44,9 @@ EVENT_KWARGS: dict[str, tuple[str, ...]] = {
     "on_environment_created": ("env_runner", "metrics_logger", "env", "env_context"),
     "on_sub_environment_created": ("worker", "sub_environment", "env_context", "env_index"),
     **{event: _EPISODE_KWARGS for event in EPISODE_EVENTS},
+    # The earlier chunks of the ending episode (RLlib 2.60); a handler that names it gets None
+    # by its default where the runner does not pass it.
+    "on_episode_end": _EPISODE_KWARGS + ("prev_episode_chunks",),
     "on_sample_end": ("env_runner", "metrics_logger", "samples", "worker"),
     "on_postprocess_trajectory": (
         "worker", "episode", "agent_id", "policy_id", "policies", "postprocessed_batch",
@@ -51,6 +54,9 @@ EVENT_KWARGS: dict[str, tuple[str, ...]] = {
     ),
     "on_learn_on_batch": ("policy", "train_batch", "result"),
 }
+
+#: Keyword arguments an event passes only where the component has them (RLlib's default: None).
+OPTIONAL_EVENT_KWARGS = frozenset({"prev_episode_chunks"})
 
 # Old event names whose handlers would otherwise never run.
 RENAMED_EVENTS = {

@@ -97,6 +97,7 @@ class RLlibCallback:
         self,
         *,
         episode: Any,
+        prev_episode_chunks: Any = None,
         env_runner: Any = None,
         metrics_logger: Any = None,
         env: Any = None,
@@ -107,7 +108,8 @@ class RLlibCallback:
         policies: Any = None,
         **kwargs: Any,
     ) -> None:
-        """Called when an episode terminated or was truncated."""
+        """Called when an episode terminated or was truncated. ``prev_episode_chunks``: the chunks
+        of this episode that earlier ``sample()`` calls returned (None where the runner keeps none)."""
 
     def on_sample_end(
         self, *, env_runner: Any = None, metrics_logger: Any = None, samples: Any, worker: Any = None, **kwargs: Any

@@ -137,7 +137,7 @@ class ConnectorEnv(_Forwarding, gym.Env):
 
     def _record_step(self, obs: Any, action: Any, reward: Any, terminated: bool, truncated: bool, info: Any) -> None:
         episode = self._started()
-        if episode.t >= _MAX_EPISODE_STEPS_KEPT:
+        if len(episode) >= _MAX_EPISODE_STEPS_KEPT:
             self.episode = episode = episode.cut(_LOOKBACK_KEPT)
         scalar = np.isscalar(reward)  # (a plain bool: np.isscalar's TypeGuard would narrow `reward` to str too)
         episode.add_env_step(obs, action, float(reward) if scalar else reward,

@@ -11,8 +11,9 @@ protocol's EPISODES messages carry lists of them):
      "_observation_space", "_action_space", "_start_time", "_last_step_time", "custom_data"}
 
 A buffer's data holds its first L items as lookback (steps before this chunk of the
-episode); `t - t_started` is the chunk's length. A finalized buffer's data is one array
-(or a dict/tuple of arrays) with the steps along axis 0. Spaces are written as None.
+episode); `t_started` is the global step the chunk starts at and `t - t_started` its
+length. A finalized buffer's data is one array (or a dict/tuple of arrays) with the steps
+along axis 0. Spaces are written as None.
 
 `episode_from_state` checks a state it did not write (it reads what network peers send):
 every malformed part raises EpisodeStateError naming it.
@@ -39,7 +40,7 @@ def _buffer(items: list[Any], lookback: int) -> dict[str, Any]:
 
 def episode_get_state(episode: Any) -> dict[str, Any]:
     """The state dict of an rlx SingleAgentEpisode (RLlib's layout)."""
-    lookback = int(episode.t_started)
+    lookback = int(episode._lookback)
     extra = {k: _buffer(v, lookback) for k, v in episode._extra_model_outputs.items()}
     return {
         "id_": episode.id_,
@@ -53,7 +54,7 @@ def episode_get_state(episode: Any) -> dict[str, Any]:
         "extra_model_outputs": extra or None,
         "is_terminated": bool(episode.is_terminated),
         "is_truncated": bool(episode.is_truncated),
-        "t_started": lookback,
+        "t_started": int(episode.t_started),
         "t": int(episode.t),
         "_observation_space": None,
         "_action_space": None,
@@ -112,7 +113,11 @@ def episode_from_state(state: Any, episode_class: type) -> Any:
     episode._rewards = rewards
     episode._infos = [info if isinstance(info, dict) else {} for info in infos]
     episode._extra_model_outputs = extra
-    episode.t_started = lookback
+    episode._lookback = lookback
+    t_started = state.get("t_started", 0)
+    if isinstance(t_started, bool) or not isinstance(t_started, (int, np.integer)) or t_started < 0:
+        raise EpisodeStateError(f"Episode {episode_id}: t_started must be an integer >= 0, got {t_started!r:.40}.")
+    episode.t_started = int(t_started)
     episode.is_terminated, episode.is_truncated = bool(terminated), bool(truncated)
     try:
         episode._return = float(sum(float(r) for r in rewards[lookback:]))

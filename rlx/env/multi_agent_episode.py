@@ -11,15 +11,17 @@ import time
 import uuid
 from typing import Any
 
-from rlx.env.single_agent_episode import SingleAgentEpisode
+from rlx.env.single_agent_episode import EpisodeError, SingleAgentEpisode
 
 
 class MultiAgentEpisode:
     """One episode of one multi-agent sub-env: agents, their policies, returns and user data."""
 
     def __init__(self, id_: str | None = None, *, env_index: int = 0, worker_index: int = 0,
-                 record: bool = False):
+                 record: bool = False, env_t_started: int = 0):
         self.id_ = id_ if id_ is not None else uuid.uuid4().hex
+        #: The global env step at which this chunk starts (0 for an episode's first chunk).
+        self.env_t_started = int(env_t_started)
         self.env_index = env_index
         self.worker_index = worker_index
         self.user_data: dict[str, Any] = {}
@@ -44,10 +46,14 @@ class MultiAgentEpisode:
         self._last_actions: dict[Any, Any] = {}
         self._last_rewards: dict[Any, float] = {}  # since each agent's last observation
         self._awaiting: set[Any] = set()  # acted, next observation not yet received
+        self._last_extra: dict[Any, Any] = {}  # the extra model outputs of each awaiting agent's action
         self._last_step_agents: list[Any] = []  # agents that got an observation in the latest step
         self.observation_space: Any = None
         self.action_space: Any = None
-        self._env_t = 0
+        self._env_t = self.env_t_started
+        #: Each agent's return and steps before this chunk (a chunk's own are the differences).
+        self._returns_before: dict[Any, float] = {}
+        self._steps_before: dict[Any, int] = {}
         self._start_time = time.perf_counter()
         self._end_time: float | None = None
 
@@ -58,16 +64,21 @@ class MultiAgentEpisode:
         self.add_env_step(observations, {}, {}, {}, {}, infos, count_step=False)
 
     def add_env_step(self, observations: dict, actions: dict, rewards: dict, terminateds: dict,
-                     truncateds: dict, infos: dict, count_step: bool = True) -> None:
-        """Record one env step: the actions of the agents that acted and what the env returned."""
+                     truncateds: dict, infos: dict, count_step: bool = True,
+                     extra_model_outputs: dict | None = None) -> None:
+        """Record one env step: the actions of the agents that acted (and, by agent, their
+        modules' extra outputs: {agent_id: {key: value}}) and what the env returned."""
         if not self._record and count_step:
             self._fast_step(observations, actions, rewards, infos)
             return
         if count_step:
             self._env_t += 1
         self._last_step_agents = list(observations)
+        extra = extra_model_outputs or {}
         for aid, action in actions.items():
             self._last_actions[aid] = action
+            if extra:
+                self._last_extra[aid] = extra.get(aid)
             self._agent_steps[aid] = self._agent_steps.get(aid, 0) + 1
             self._awaiting.add(aid)
         for aid, reward in rewards.items():
@@ -91,7 +102,8 @@ class MultiAgentEpisode:
                 reward = self._last_rewards.pop(aid, 0.0)
                 if self._record and episode is not None and not episode.is_done:
                     episode.add_env_step(self._last_obs.get(aid), self._last_actions[aid], reward, info,
-                                         terminated=done_t, truncated=done_tr)
+                                         terminated=done_t, truncated=done_tr,
+                                         extra_model_outputs=self._last_extra.pop(aid, None))
             elif self._record and aid in observations and (episode is None or episode.is_done):
                 self._last_rewards.pop(aid, None)
                 episode = SingleAgentEpisode(env_index=self.env_index, worker_index=self.worker_index)
@@ -158,17 +170,21 @@ class MultiAgentEpisode:
     policy_for = module_for
 
     def get_return(self) -> float:
-        """The sum of every agent's rewards so far."""
+        """The sum of every agent's rewards in this chunk (the whole episode unless it was `cut()`)."""
+        return float(sum(self._agent_returns.values()) - sum(self._returns_before.values()))
+
+    def whole_episode_return(self) -> float:
+        """The sum of every agent's rewards since the episode's reset (across chunks)."""
         return float(sum(self._agent_returns.values()))
 
     @property
     def total_reward(self) -> float:
-        """Old name of `get_return()`."""
-        return self.get_return()
+        """Old name of the episode's return (since its reset)."""
+        return self.whole_episode_return()
 
     @property
     def agent_episode_returns(self) -> dict[Any, float]:
-        """{agent_id: return so far}."""
+        """{agent_id: return since the episode's reset}."""
         return dict(self._agent_returns)
 
     @property
@@ -177,25 +193,25 @@ class MultiAgentEpisode:
         return {(aid, self.agent_to_module_map.get(aid)): ret for aid, ret in self._agent_returns.items()}
 
     def env_steps(self) -> int:
-        """Env steps taken in this episode."""
-        return self._env_t
+        """Env steps taken in this chunk (the whole episode unless it was `cut()`)."""
+        return self._env_t - self.env_t_started
 
     def agent_steps(self) -> int:
-        """Actions taken by all agents together in this episode."""
-        return int(sum(self._agent_steps.values()))
+        """Actions taken by all agents together in this chunk."""
+        return int(sum(self._agent_steps.values()) - sum(self._steps_before.values()))
 
     @property
     def env_t(self) -> int:
-        """Env steps taken in this episode."""
+        """The global env step the episode has reached (env steps since its reset)."""
         return self._env_t
 
     @property
     def length(self) -> int:
-        """Env steps taken in this episode (old API)."""
+        """Env steps since the episode's reset (old API)."""
         return self._env_t
 
     def __len__(self) -> int:
-        return self._env_t
+        return self._env_t - self.env_t_started
 
     def get_duration_s(self) -> float:
         """Seconds since the episode started (until it ended, once it has)."""
@@ -260,6 +276,75 @@ class MultiAgentEpisode:
         """{agent id: infos}, indexed as get_observations (recorded episodes)."""
         return self._per_agent("get_infos", indices, agent_ids, kwargs)
 
+    def get_agents_to_act(self) -> list[Any]:
+        """The agents that received an observation in the latest step and are not done: those
+        whose actions the env expects next."""
+        return [aid for aid in self._last_step_agents
+                if aid not in self.agent_episodes or not self.agent_episodes[aid].is_done]
+
+    # ------------------------------------------------------------------ chunks
+
+    def cut(self, len_lookback_buffer: int = 0) -> "MultiAgentEpisode":
+        """A successor chunk of this ongoing episode: same id, length 0, starting at global env
+        step `self.env_t`; each agent's episode still going on is cut (keeping
+        `len_lookback_buffer` steps as lookback), agents' hanging actions and rewards carry over."""
+        if self.is_done:
+            raise EpisodeError(f"Episode {self.id_} is done; only an ongoing episode can be cut into a successor.")
+        successor = MultiAgentEpisode(self.id_, env_index=self.env_index, worker_index=self.worker_index,
+                                      record=self._record, env_t_started=self._env_t)
+        successor.agent_to_module_map = dict(self.agent_to_module_map)
+        successor.agent_episodes = {aid: ep.cut(len_lookback_buffer) for aid, ep in self.agent_episodes.items()
+                                    if not ep.is_done}
+        successor.user_data.update(self.user_data)
+        successor.observation_space, successor.action_space = self.observation_space, self.action_space
+        successor._agent_returns = dict(self._agent_returns)
+        successor._agent_steps = dict(self._agent_steps)
+        successor._returns_before = dict(self._agent_returns)
+        successor._steps_before = dict(self._agent_steps)
+        successor._last_obs, successor._last_infos = dict(self._last_obs), dict(self._last_infos)
+        successor._last_actions, successor._last_rewards = dict(self._last_actions), dict(self._last_rewards)
+        successor._awaiting = set(self._awaiting)
+        successor._last_extra = dict(self._last_extra)
+        successor._last_step_agents = list(self._last_step_agents)
+        return successor
+
+    def concat_episode(self, other: "MultiAgentEpisode") -> None:
+        """Append chunk `other` (this episode's successor, starting at this chunk's last env step)
+        in place: each agent's episode is concatenated with its successor (agents new in `other`
+        are added)."""
+        if other.id_ != self.id_:
+            raise EpisodeError(f"concat_episode: episode {other.id_} is not a chunk of episode {self.id_}.")
+        if self.is_done:
+            raise EpisodeError(f"concat_episode: episode {self.id_} is already done; nothing can follow it.")
+        if other.env_t_started != self._env_t:
+            raise EpisodeError(f"concat_episode: the other chunk starts at env step {other.env_t_started}, this one "
+                               f"ends at env step {self._env_t}; concatenate chunks in order.")
+        for aid, episode in other.agent_episodes.items():
+            mine = self.agent_episodes.get(aid)
+            if mine is None or mine.is_done:
+                self.agent_episodes[aid] = episode
+            else:
+                mine.concat_episode(episode)
+        self.agent_to_module_map.update(other.agent_to_module_map)
+        for aid, ret in other._agent_returns.items():
+            self._agent_returns[aid] = self._agent_returns.get(aid, 0.0) + ret - other._returns_before.get(aid, 0.0)
+        for aid, steps in other._agent_steps.items():
+            self._agent_steps[aid] = self._agent_steps.get(aid, 0) + steps - other._steps_before.get(aid, 0)
+        self._env_t = other._env_t
+        self._last_obs.update(other._last_obs)
+        self._last_infos.update(other._last_infos)
+        self._last_actions.update(other._last_actions)
+        self._last_step_agents = list(other._last_step_agents)
+        self.is_terminated, self.is_truncated = other.is_terminated, other.is_truncated
+        self._end_time = other._end_time
+        self.custom_data.update(other.custom_data)
+
+    def to_numpy(self) -> "MultiAgentEpisode":
+        """Turn every agent's episode into NumPy arrays (SingleAgentEpisode.to_numpy), in place; returns self."""
+        for episode in self.agent_episodes.values():
+            episode.to_numpy()
+        return self
+
     def _agent_episode(self, agent_id: Any) -> SingleAgentEpisode:
         if agent_id not in self.agent_episodes:
             raise KeyError(f"Agent {agent_id!r} has no recorded steps in episode {self.id_}; it has "
@@ -268,7 +353,7 @@ class MultiAgentEpisode:
         return self.agent_episodes[agent_id]
 
     def __repr__(self) -> str:
-        return (f"MultiAgentEpisode(id_={self.id_!r}, env_index={self.env_index}, env_steps={self._env_t}, "
+        return (f"MultiAgentEpisode(id_={self.id_!r}, env_index={self.env_index}, env_steps={len(self)}, "
                 f"agents={self.agent_ids!r}, return={self.get_return():.3f})")
 
 

@@ -6,6 +6,9 @@
 - `rlx.offline.records`: what one record holds (a sampled batch, or an episode with
   `output_write_episodes`) and files of `output_max_rows_per_file` rows.
 - `ShuffledInput`, `MixedInput`: shuffle a reader's batches; mix sources by probability.
+- `OfflineData`, `OfflinePreLearner` (RLlib's new stack): `input_` read through `ray.data` (rlx's
+  embedded Parquet/JSON reader without Ray) and mapped to train batches; used when
+  `offline_data()` sets a new-stack key such as `input_read_method` (see docs/offline.md).
 - `IOContext`, `InputReader`, `OutputWriter`, `NoopOutput`: the interfaces custom readers
   and writers implement.
 
@@ -24,6 +27,8 @@ _EXPORTS = {
     "JsonWriter": "rlx.offline.json_writer",
     "MixedInput": "rlx.offline.mixed_input",
     "NoopOutput": "rlx.offline.output_writer",
+    "OfflineData": "rlx.offline.offline_data",
+    "OfflinePreLearner": "rlx.offline.offline_prelearner",
     "OutputWriter": "rlx.offline.output_writer",
     "ShuffledInput": "rlx.offline.shuffled_input",
 }

@@ -7,6 +7,7 @@ from rlx.offline.input_reader import InputReader
 from rlx.offline.io_context import IOContext
 from rlx.offline.json_writer import JsonWriter
 from rlx.offline.mixed_input import MixedInput
+from rlx.offline.offline_data import OfflineDataInput, uses_offline_data
 from rlx.offline.output_writer import OutputWriter
 from rlx.offline.parquet_io import ParquetWriter
 from rlx.offline.shuffled_input import ShuffledInput
@@ -31,13 +32,17 @@ def input_mentions_sampler(input_: Any) -> bool:
 
 def make_input_reader(ioctx: IOContext) -> InputReader | None:
     """The InputReader of the config's `input_` (None for 'sampler': the envs are sampled
-    directly), shuffled over `shuffle_buffer_size` batches when that is positive."""
+    directly), shuffled over `shuffle_buffer_size` batches when that is positive. Files read
+    with new-stack settings (rlx.offline.offline_data.NEW_STACK_KEYS) go through OfflineData."""
     config = ioctx.config
     input_ = _setting(config, "input_")
     if input_ == SAMPLER:
         return None
-    if isinstance(input_, dict):
-        reader: InputReader = MixedInput(input_, ioctx)
+    if not isinstance(input_, dict) and not callable(input_) and uses_offline_data(config):
+        # New-stack reading (input_read_method, prelearner_class, ...): through ray.data when installed.
+        reader: InputReader = OfflineDataInput(config)
+    elif isinstance(input_, dict):
+        reader = MixedInput(input_, ioctx)
     elif input_ == DATASET:
         reader = file_reader(_dataset_paths(ioctx.input_config), ioctx)
     else:

@@ -78,3 +78,36 @@ def check_columns(name: str, value: Any) -> list:
             or not all(isinstance(c, str) for c in value):
         raise ConfigError(f"'{name}' must be a list of column names, e.g. ['obs', 'new_obs'] or []; got {value!r}.")
     return list(value)
+
+
+#: `input_filesystem` values RLlib names (besides a pyarrow.fs.FileSystem instance).
+FILESYSTEMS = ("gcs", "s3", "abs")
+
+
+def check_read_method(name: str, value: Any) -> Any:
+    """input_read_method: None (by the files' extension), the name of a `ray.data` read function
+    ('read_parquet', 'read_json', ...) or a callable fn(paths, **input_read_method_kwargs)."""
+    if value is None or callable(value):
+        return value
+    if isinstance(value, str) and value.startswith("read_"):
+        return value
+    raise ConfigError(f"'{name}' must be the name of a ray.data read function such as 'read_parquet' or "
+                      f"'read_json', a callable fn(paths, **kwargs) -> Dataset, or None; got {value!r}.")
+
+
+def check_filesystem(name: str, value: Any) -> Any:
+    """input_filesystem: None (local files), 'gcs', 's3', 'abs' or a pyarrow.fs.FileSystem."""
+    if value is None or value in FILESYSTEMS:
+        return value
+    if type(value).__module__.startswith("pyarrow"):
+        return value
+    raise ConfigError(f"'{name}' must be None (local files), one of {list(FILESYSTEMS)} or a "
+                      f"pyarrow.fs.FileSystem instance; got {value!r}.")
+
+
+def check_schema(name: str, value: Any) -> dict:
+    """input_read_schema: {rlx column name: the column's name in the data}."""
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ConfigError(f"'{name}' must map column names to the data's column names, e.g. "
+                          f"{{'obs': 'o_t', 'new_obs': 'o_tp1'}}; got {value!r}.")
+    return dict(value)

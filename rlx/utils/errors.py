@@ -35,6 +35,26 @@ class EnvOutputError(EnvError):
     that is not a dict."""
 
 
+class StepFailedRecreateEnvError(RLXError):
+    """Raised by an env's ``step()`` to say the step failed and the env must be recreated
+    (RLlib's ``ray.rllib.env.env_errors.StepFailedRecreateEnvError``): with
+    ``fault_tolerance(restart_failed_sub_environments=True)`` the EnvRunner recreates the env
+    and resets it, as for any step error, without logging the error."""
+
+
+class UnsupportedSpaceException(RLXError, ValueError):
+    """An observation or action space a component cannot handle (RLlib's
+    ``ray.rllib.utils.error.UnsupportedSpaceException``)."""
+
+
+class MultiAgentEnvError(EnvError):
+    """A multi-agent env broke the MultiAgentEnv API (e.g. returned data of unknown agents)."""
+
+
+class NotSerializableError(RLXError, TypeError):
+    """An object that must be sent to another process cannot be pickled (RLlib's NotSerializable)."""
+
+
 class LearnerError(RLXError, RuntimeError):
     """A Learner cannot apply an update (e.g. its loss or gradients are not finite)."""
 

@@ -35,6 +35,25 @@ class NoFilter:
     def merge_delta(self, delta: dict[str, Any]) -> None:
         """Fold another runner's statistics in: nothing to do for NoFilter."""
 
+    # RLlib's Filter API (ray.rllib.utils.filter): a NoFilter has nothing to merge or copy.
+
+    def apply_changes(self, other: "NoFilter", *args: Any, **kwargs: Any) -> None:
+        """Fold another filter's new statistics in: nothing to do for NoFilter."""
+
+    def sync(self, other: "NoFilter") -> None:
+        """Take another filter's state: nothing to do for NoFilter."""
+
+    def reset_buffer(self) -> None:
+        """Forget the statistics gathered since the last sync: none for NoFilter."""
+
+    clear_buffer = reset_buffer
+
+    def copy(self) -> "NoFilter":
+        """An independent copy."""
+        return NoFilter(self.shape)
+
+    as_serializable = copy
+
 
 class MeanStdFilter:
     """Normalizes observations by a running mean and standard deviation, clipped to +-clip.
@@ -90,6 +109,39 @@ class MeanStdFilter:
         other = (int(delta["count"]), np.asarray(delta["mean"], dtype=np.float64).reshape(self.shape),
                  np.asarray(delta["m2"], dtype=np.float64).reshape(self.shape))
         self.count, self.mean, self.m2 = _combine((self.count, self.mean, self.m2), other)
+
+    # RLlib's Filter API (ray.rllib.utils.filter), on top of pop_delta/merge_delta.
+
+    def apply_changes(self, other: "MeanStdFilter", with_buffer: bool = False, *args: Any, **kwargs: Any) -> None:
+        """Fold in what `other` saw since its buffer was last reset (its delta); with
+        `with_buffer`, also take that delta as this filter's own buffer."""
+        count, mean, m2 = other._delta
+        if count:
+            self.count, self.mean, self.m2 = _combine((self.count, self.mean, self.m2), (count, mean, m2))
+        if with_buffer:
+            self._delta = (count, mean.copy(), m2.copy())
+
+    def sync(self, other: "MeanStdFilter") -> None:
+        """Take `other`'s statistics and buffer (the settings stay this filter's)."""
+        if other.shape != self.shape:
+            raise ValueError(f"cannot sync a MeanStdFilter of shape {self.shape} with one of shape {other.shape}.")
+        self.count, self.mean, self.m2 = other.count, other.mean.copy(), other.m2.copy()
+        count, mean, m2 = other._delta
+        self._delta = (count, mean.copy(), m2.copy())
+
+    def reset_buffer(self) -> None:
+        """Forget the statistics gathered since the last reset (they stay in the running stats)."""
+        self._clear_delta()
+
+    clear_buffer = reset_buffer
+
+    def copy(self) -> "MeanStdFilter":
+        """An independent copy (statistics and buffer)."""
+        new = MeanStdFilter(self.shape, self.demean, self.destd, self.clip)
+        new.sync(self)
+        return new
+
+    as_serializable = copy
 
     def apply_batch(self, x: np.ndarray, update: bool = True) -> np.ndarray:
         """Update with (if `update`) and normalize a batch [N, *shape]."""

@@ -1,6 +1,7 @@
 """NumPy helpers of RLlib's `ray.rllib.utils.numpy` that user code imports."""
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -46,3 +47,61 @@ def convert_to_numpy(x: Any, reduce_type: bool = True) -> Any:
         elif x.dtype == np.int64:
             x = x.astype(np.int32)
     return x
+
+
+def _as_array(x: Any) -> np.ndarray:
+    """x as a NumPy array (a torch tensor is detached and moved to the CPU first)."""
+    if hasattr(x, "detach") and hasattr(x, "cpu"):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def fc(x: Any, weights: Any, biases: Any = None, framework: str | None = None) -> np.ndarray:
+    """The output x @ weights + biases of a dense layer. With framework="torch" a weight matrix
+    stored as torch stores it ([out, in]) is transposed when x's width needs that."""
+    x, weights = _as_array(x), _as_array(weights)
+    if framework == "torch" and x.shape[1] != weights.shape[0] and x.shape[1] == weights.shape[1]:
+        weights = weights.T
+    return np.matmul(x, weights) + (0.0 if biases is None else _as_array(biases))
+
+
+def huber_loss(x: Any, delta: float = 1.0) -> np.ndarray:
+    """Elementwise Huber loss: 0.5 * x^2 where |x| < delta, else delta * (|x| - 0.5 * delta)."""
+    x = np.asarray(x)
+    return np.where(np.abs(x) < delta, 0.5 * np.square(x), delta * (np.abs(x) - 0.5 * delta))
+
+
+def l2_loss(x: Any) -> float:
+    """Half the sum of squares of x."""
+    return float(np.sum(np.square(x)) / 2.0)
+
+
+def relu(x: Any, alpha: float = 0.0) -> np.ndarray:
+    """Leaky ReLU: x where x > 0, alpha * x elsewhere."""
+    x = np.asarray(x)
+    return np.maximum(x, x * alpha)
+
+
+def sigmoid(x: Any, derivative: bool = False) -> np.ndarray:
+    """The logistic function of x; with `derivative`, x * (1 - x) (x being a sigmoid output)."""
+    x = np.asarray(x)
+    return x * (1 - x) if derivative else 1.0 / (1.0 + np.exp(-x))
+
+
+def one_hot_multidiscrete(x: Any, depths: list) -> np.ndarray:
+    """The one-hot encodings of each component of a MultiDiscrete value (or batch [B, n]),
+    concatenated along the last axis."""
+    x = _as_array(x)
+    columns = [x[i] if x.ndim == 1 else x[:, i] for i in range(len(depths))]
+    return np.concatenate([one_hot(c, depth=int(n)) for c, n in zip(columns, depths)], axis=-1)
+
+
+def make_action_immutable(obj: Any) -> Any:
+    """obj made read-only: an array's write flag is cleared, a dict becomes a read-only mapping
+    view; anything else is returned as it is."""
+    if isinstance(obj, np.ndarray):
+        obj.setflags(write=False)
+        return obj
+    if isinstance(obj, dict):
+        return MappingProxyType(dict(obj))
+    return obj

@@ -95,17 +95,6 @@ def _logger_keeps_arrays() -> bool:
     return True
 
 
-def _ppo_runs_custom_models() -> bool:
-    from rlx.algorithms.algorithm import Algorithm
-    from rlx.models.modelv2_rl_module import ModelV2RLModule
-
-    fake = types.SimpleNamespace(config=types.SimpleNamespace(model={"custom_model": "pa_model"}))
-    try:
-        return Algorithm.get_default_rl_module_spec(fake).module_class is ModelV2RLModule
-    except Exception:  # noqa: BLE001
-        return False
-
-
 def _tbx_logger_takes_videos() -> bool:
     from rlx.loggers.tbx_logger import _summary_values
 
@@ -125,9 +114,6 @@ needs_tbx_videos = pytest.mark.xfail(
     not _tbx_logger_takes_videos(), strict=True,
     reason="rlx.loggers.tbx_logger makes a histogram of every list, and np.asarray fails on videos of "
            "different lengths")
-needs_custom_model_routing = pytest.mark.xfail(
-    not _ppo_runs_custom_models(), strict=True,
-    reason="Algorithm.get_default_rl_module_spec must return ModelV2RLModule when model['custom_model'] is set")
 
 
 @pytest.fixture
@@ -415,7 +401,6 @@ def _pa_config(**env_kwargs):
             .debugging(seed=0))
 
 
-@needs_custom_model_routing
 def test_ppo_trains_the_parametric_actions_model_and_never_picks_a_masked_action(pa_model):
     from rlx.models.modelv2_rl_module import ModelV2RLModule
 
@@ -451,7 +436,6 @@ def test_ppo_trains_the_parametric_actions_model_and_never_picks_a_masked_action
         algo.stop()
 
 
-@needs_custom_model_routing
 def test_custom_model_on_an_algorithm_without_modelv2_support_is_refused(pa_model):
     from rlx.algorithms.dqn import DQNConfig
     from rlx.utils.errors import NotSupportedYetError

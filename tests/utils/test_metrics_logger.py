@@ -249,7 +249,7 @@ def test_merge_plain_dicts_count_each_value_once():
     a = _runner([1.0, 2.0], window=10)
     b = _runner([3.0], window=10)
     main = MetricsLogger()
-    main.merge_and_log_n_dicts([a.reduce(), b.reduce()], window=10)
+    main.merge_and_log_n_dicts([a.reduce(compile=True), b.reduce(compile=True)], window=10)
     assert main.peek("x") == pytest.approx((1.5 + 3.0) / 2)
 
 
@@ -299,9 +299,15 @@ def test_merge_min_max(method, expected):
 def test_merge_ema_takes_mean_of_sources():
     main = MetricsLogger()
     main.merge_and_log_n_dicts([{"x": 2.0}, {"x": 4.0}])
-    assert main.peek("x") == pytest.approx(3.0)  # first value initialises the EMA
+    assert main.peek("x") == pytest.approx(3.0)
     main.merge_and_log_n_dicts([{"x": 13.0}])
-    assert main.peek("x") == pytest.approx(0.99 * 3.0 + 0.01 * 13.0)
+    # As in RLlib 2.60: the mean of everything merged since the last reduce (the sources'
+    # values are EMAs already)...
+    assert main.peek("x") == pytest.approx((2.0 + 4.0 + 13.0) / 3)
+    assert main.reduce(compile=True)["x"] == pytest.approx((2.0 + 4.0 + 13.0) / 3)
+    # ... and after a reduce, the mean of what the next merge brings.
+    main.merge_and_log_n_dicts([{"x": 7.0}])
+    assert main.peek("x") == pytest.approx(7.0)
 
 
 def test_merge_reduce_none_lists():

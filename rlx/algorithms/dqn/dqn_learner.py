@@ -12,6 +12,20 @@ from rlx.core.columns import Columns
 from rlx.core.config_view import ResolvedConfig
 from rlx.core.learner import Learner, make_target_network
 
+#: RLlib's result and batch key names of DQN's Learner (`ray.rllib.algorithms.dqn.dqn_learner`).
+ATOMS = "atoms"
+QF_LOSS_KEY = "qf_loss"
+QF_LOGITS = "qf_logits"
+QF_MEAN_KEY = "qf_mean"
+QF_MAX_KEY = "qf_max"
+QF_MIN_KEY = "qf_min"
+QF_NEXT_PREDS = "qf_next_preds"
+QF_TARGET_NEXT_PREDS = "qf_target_next_preds"
+QF_TARGET_NEXT_PROBS = "qf_target_next_probs"
+QF_PREDS = "qf_preds"
+QF_PROBS = "qf_probs"
+TD_ERROR_MEAN_KEY = "td_error_mean"
+
 
 def project_distribution(next_probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor,
                          support: torch.Tensor) -> torch.Tensor:

@@ -17,6 +17,10 @@ from rlx.utils.postprocessing import estimate_advantages
 #: Learner result names (RLlib's).
 MOVING_AVG_SQD_ADV_NORM_KEY = "moving_avg_sqd_adv_norm"
 VF_EXPLAINED_VAR_KEY = "vf_explained_var"
+#: RLlib's names of these keys (`ray.rllib.algorithms.marwil.marwil_learner`); the explained
+#: variance is reported as "vf_explained_var", as PPO reports it.
+LEARNER_RESULTS_MOVING_AVG_SQD_ADV_NORM_KEY = MOVING_AVG_SQD_ADV_NORM_KEY
+LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY = VF_EXPLAINED_VAR_KEY
 
 
 class MARWILLearner(TorchLearner):

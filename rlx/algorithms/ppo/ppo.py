@@ -16,6 +16,13 @@ T = ("training",)
 #: it would take a quarter of the gradient steps and learn several times slower).
 RLLIB_DEFAULT_MINIBATCH_SIZE = 128
 
+#: PPO's learner result keys, under RLlib's names (`ray.rllib.algorithms.ppo.ppo`).
+LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY = "vf_loss_unclipped"
+LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY = "vf_explained_var"
+LEARNER_RESULTS_KL_KEY = "mean_kl_loss"
+LEARNER_RESULTS_CURR_KL_COEFF_KEY = "curr_kl_coeff"
+LEARNER_RESULTS_CURR_ENTROPY_COEFF_KEY = "curr_entropy_coeff"
+
 
 class PPOConfig(AlgorithmConfig):
     """Config of PPO. Defaults learn classic-control tasks without tuning.

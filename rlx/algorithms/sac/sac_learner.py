@@ -13,6 +13,21 @@ from rlx.core.columns import Columns
 from rlx.core.config_view import ResolvedConfig
 from rlx.core.learner import Learner, make_target_network
 
+#: RLlib's result and batch key names of SAC's Learner (`ray.rllib.algorithms.sac.sac_learner`).
+LOGPS_KEY = "logps"
+QF_LOSS_KEY = "qf_loss"
+QF_MEAN_KEY = "qf_mean"
+QF_MAX_KEY = "qf_max"
+QF_MIN_KEY = "qf_min"
+QF_PREDS = "qf_preds"
+QF_TWIN_LOSS_KEY = "qf_twin_loss"
+QF_TWIN_PREDS = "qf_twin_preds"
+TD_ERROR_MEAN_KEY = "td_error_mean"
+CRITIC_TARGET = "critic_target"
+ACTION_DIST_INPUTS_NEXT = "action_dist_inputs_next"
+QF_TARGET_NEXT = "q_target_next"
+ACTION_PROBS_NEXT = "action_probs_next"
+
 _LOG_2PI = math.log(2.0 * math.pi)
 _LOG_2 = math.log(2.0)
 

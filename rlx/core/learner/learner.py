@@ -593,7 +593,7 @@ class Learner:
         for name in self._torch_lr_schedulers:
             optimizer_name = DEFAULT_OPTIMIZER if name == _DEFAULT_NAME else name
             out[f"{optimizer_name}_{LR_KEY}"] = self._get_optimizer_lr(self.optimizers[name])
-        logged = self.metrics.reduce()
+        logged = self.metrics.reduce(compile=True)
         if logged:
             for key, value in logged.items():
                 if key in (self.module_id, ALL_MODULES) and isinstance(value, dict):

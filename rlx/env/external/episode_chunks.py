@@ -65,7 +65,7 @@ def read_chunks(fields: dict, observation_space: Any, action_space: Any, dist_si
 
 
 def _read_chunk(episode: Any, key: str, observation_space: Any, action_space: Any, dist_size: int | None) -> Chunk:
-    start = int(episode.t_started)  # lookback steps (already sent in an earlier message)
+    start = int(episode._lookback)  # lookback steps (already sent in an earlier message)
     what = f"episode {key!r}"
     observations = _values(episode._observations[start:], observation_space, f"{what} observation", bounds=False)
     actions = _values(episode._actions[start:], action_space, f"{what} action", bounds=True)

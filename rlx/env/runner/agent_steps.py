@@ -152,6 +152,8 @@ class AgentSampling(AgentBatches):
         self._last_row: list[dict[Any, np.ndarray]] = [{} for _ in range(B)]
         self._at_boundary = np.ones(B, dtype=bool)
         self._check_steps = [True] * B  # check what step() returns (first episode of each sub-env)
+        # {agent: (module action, extra model outputs)} of each sub-env's step (when returning episodes)
+        self._module_outputs: list[dict[Any, tuple[Any, dict[str, Any]]]] = [{} for _ in range(B)]
 
     # ------------------------------------------------------------------ episodes
 
@@ -245,7 +247,8 @@ class AgentSampling(AgentBatches):
         ((policy_id, agent return), ...) of the old API's per-policy statistics, and its extras."""
         agent_returns = [(aid, episode.agent_to_module_map.get(aid), ret)
                          for aid, ret in episode.agent_episode_returns.items()]
-        log_episode_returns(self.metrics, self._smoothing, episode.get_return(), episode.env_steps(),
+        # (The whole episode's: sample() may have returned earlier chunks of it.)
+        log_episode_returns(self.metrics, self._smoothing, episode.whole_episode_return(), episode.env_t,
                             agent_returns, per_policy=True)
         log_episode_extras(self.metrics, episode, self._smoothing)
 
@@ -384,6 +387,11 @@ class AgentSampling(AgentBatches):
                 obs, explore, random_actions, state_in=state_in)
             env_actions = slot.actions.to_env(acts)
             self._open(self._give_columns(pid, group), group, obs, acts, logp, dist_inputs, state_in)
+            if self._returns_episodes:  # RLlib's episodes hold the module's actions and its outputs
+                outputs = self._module_outputs
+                for k, agent in enumerate(group.agents):
+                    outputs[agent.env][agent.agent_id] = (acts[k].copy(), {
+                        Columns.ACTION_LOGP: logp[k].copy(), Columns.ACTION_DIST_INPUTS: dist_inputs[k].copy()})
             for agent, action in zip(group.agents, env_actions):
                 actions[agent.env][agent.agent_id] = action
                 pending[agent.env][agent.agent_id] = agent
@@ -474,7 +482,13 @@ class AgentSampling(AgentBatches):
                 rows[aid] = o
             else:
                 rows[aid] = self._preprocess(b, aid, o)
-        episode.add_env_step(obs, action_dict, rewards, terminateds, truncateds, infos)
+        if self._returns_episodes:
+            outputs, self._module_outputs[b] = self._module_outputs[b], {}
+            module_actions = {aid: outputs[aid][0] if aid in outputs else a for aid, a in action_dict.items()}
+            episode.add_env_step(obs, module_actions, rewards, terminateds, truncateds, infos,
+                                 extra_model_outputs={aid: out[1] for aid, out in outputs.items()})
+        else:
+            episode.add_env_step(obs, action_dict, rewards, terminateds, truncateds, infos)
         closing = self._closing
         last_row = self._last_row[b]
         if True in terminateds.values() or True in truncateds.values():
@@ -508,7 +522,9 @@ class AgentSampling(AgentBatches):
         if all_t or all_tr or not acting:
             self._check_steps[b] = False
             episode.finish(all_t, all_tr or not all_t)
-            self._fire_episode_event(self._on_episode_end, b)
+            if self._returns_episodes:
+                self._done_episodes.append(episode)
+            self._fire_episode_end(b)
             self._log_episode(episode)
             self._at_boundary[b] = True
             return True

@@ -100,3 +100,11 @@ class EpisodeEvents(RunnerParts):
         """Call an episode event's handler (if any) for sub-env `i`'s episode."""
         if handler is not None:
             handler(**self._episode_kwargs(i))
+
+    def _fire_episode_end(self, i: int) -> None:
+        """Call on_episode_end (if handled) for sub-env `i`'s episode, with `prev_episode_chunks`:
+        the earlier chunks of it that sample() returned (empty unless the runner returns episodes)."""
+        handler = self._on_episode_end
+        if handler is not None:
+            chunks = self._prev_chunks.pop(self._episodes[i].id_, []) if self._prev_chunks else []
+            handler(**self._episode_kwargs(i), prev_episode_chunks=chunks)

@@ -246,9 +246,15 @@ class LockstepSampling(StepChecks):
             if not isfinite(rew_t.dot(rew_t)) or (check_finite and not isfinite(np.vdot(next_t, next_t))):
                 self._drop_nonfinite_rows(buf, t, finished, dropped)
             if track:
-                for i, obs, r, info, te, tr in stepped:
-                    if i not in dropped:
-                        self._step_episode(i, obs, env_actions[i], r, info, te, tr)
+                if self._returns_episodes:  # RLlib's episodes: the module's actions and its outputs
+                    for i, obs, r, info, te, tr in stepped:
+                        if i not in dropped:
+                            self._step_episode(i, obs, actions[i].copy(), r, info, te, tr, {
+                                Columns.ACTION_LOGP: logp[i].copy(), Columns.ACTION_DIST_INPUTS: dist_inputs[i].copy()})
+                else:
+                    for i, obs, r, info, te, tr in stepped:
+                        if i not in dropped:
+                            self._step_episode(i, obs, env_actions[i], r, info, te, tr)
             # Bookkeeping on whole rows (slices when every env stepped, as in truncate mode).
             rows = slice(None) if len(sending) == B else sending
             raw[rows] = next_t[rows]
@@ -438,12 +444,15 @@ class LockstepSampling(StepChecks):
         self._fire_episode_event(self._on_episode_start, i)
 
     def _step_episode(self, i: int, obs: Any, action: Any, reward: float, info: Any,
-                      terminated: bool, truncated: bool) -> None:
+                      terminated: bool, truncated: bool, extra_model_outputs: dict[str, Any] | None = None) -> None:
         episode = self._episodes[i]
-        episode.add_env_step(obs, action, reward, info, terminated=terminated, truncated=truncated)
+        episode.add_env_step(obs, action, reward, info, terminated=terminated, truncated=truncated,
+                             extra_model_outputs=extra_model_outputs)
         self._fire_episode_event(self._on_episode_step, i)
         if terminated or truncated:
-            self._fire_episode_event(self._on_episode_end, i)
+            if self._returns_episodes:
+                self._done_episodes.append(episode)
+            self._fire_episode_end(i)
             log_episode_extras(self.metrics, episode, self._smoothing)
 
     def _log_episode(self, episode_return: float, length: int) -> None:

@@ -62,13 +62,15 @@ class MultiAgentEnvRunner(AgentSampling):
         self._module = module if module is not None else MultiRLModule()
         # policy_map_capacity: at most that many policies' modules in memory, the others swapped out.
         self.module.set_policy_map_capacity(config.policy_map_capacity, config.policy_states_are_swappable)
-        self._module_spec = module_spec
+        self._module_spec = module_spec if module_spec is not None or module is not None \
+            else self._spec_or_config_spec(None)
         for pid in self.policies:
             self._add_slot(pid, build=module is None or pid not in module)
         if self._connectors is not None:
             self._connectors.rl_module = self.module
         self._setup_sampling()
         self._alloc_episode_state()
+        self.returns_episodes = self._episodes_by_default(module_spec is None and module is None and env_info is None)
         self._registered()
         if self.envs:
             self._fire_environment_created()

@@ -51,6 +51,9 @@ class RunnerParts(abc.ABC):
     _on_sample_end: Callable[..., Any] | None
     _on_postprocess_trajectory: Callable[..., Any] | None
     _track_episodes: bool
+    _returns_episodes: bool  # sample() returns episodes (EnvRunner.returns_episodes)
+    _done_episodes: list[Any]  # episodes finished in the current sample() call (when returning episodes)
+    _prev_chunks: dict[str, list[Any]]  # {episode id: its chunks sample() returned} (on_episode_end)
 
     @property
     @abc.abstractmethod

@@ -10,7 +10,9 @@ metrics, weights and state, the old API's policy views, and stopping. The sub-en
 A single-agent env is the one-agent, one-module case: `SingleAgentEnvRunner` steps a vector
 of Gymnasium envs with one module in lockstep (rlx.env.runner.lockstep) and returns its
 time-major dict; `MultiAgentEnvRunner` steps MultiAgentEnvs with one module per policy
-(rlx.env.runner.agent_steps) and returns a MultiAgentBatch.
+(rlx.env.runner.agent_steps) and returns a MultiAgentBatch. A runner whose `returns_episodes`
+is set (one built from a config alone, as RLlib's users build it) samples the same way and
+also records the episodes (as its callbacks' episodes are recorded), which `sample()` returns.
 """
 from __future__ import annotations
 
@@ -80,6 +82,9 @@ class EnvRunner(SubEnvs, EpisodeEvents):
         self._needs_reset = True
         self._needs_seed = True
         self._progress: Any = None  # what an env error keeps of the sample() call (_with_partial_fragment)
+        self._returns_episodes = False
+        self._done_episodes: list[Any] = []  # episodes finished in this sample() call (episode output)
+        self._prev_chunks: dict[str, list[Any]] = {}  # {episode id: chunks returned} (prev_episode_chunks)
 
     def _registered(self) -> None:
         """Make this runner what get_global_worker() finds (a training runner)."""
@@ -117,6 +122,14 @@ class EnvRunner(SubEnvs, EpisodeEvents):
                 torch.manual_seed(int(self.config.seed) + seed_offset)
             return spec.build()
 
+    def _spec_or_config_spec(self, spec: Any) -> Any:
+        """`spec`, or (None) the RLModuleSpec the config builds (`config.get_rl_module_spec()`):
+        what a runner built from a config alone, as RLlib's users build one, acts with."""
+        if spec is not None:
+            return spec
+        getter = getattr(self.config, "get_rl_module_spec", None)
+        return getter() if callable(getter) else None
+
     @property
     def module_slots(self) -> dict[str, ModuleSlot]:
         """{module_id: ModuleSlot}: the acting path of every module."""
@@ -132,24 +145,92 @@ class EnvRunner(SubEnvs, EpisodeEvents):
         random_actions: bool = False,
         force_reset: bool = False,
     ) -> Any:
-        """Step the envs and return what they experienced (see the concrete runner's `_run`).
+        """Step the envs and return what they experienced: rlx's array batch (see the concrete
+        runner's `_run`), or with `returns_episodes` a list of episodes (RLlib's new API stack:
+        the finished ones, then a chunk of each one still running, which the next call continues).
 
         With `num_timesteps` (default: rollout_fragment_length per sub-env) sampling stops once
         that many steps are collected; with batch_mode='complete_episodes' the envs then run on
         until their episodes end. With `num_episodes`, sampling starts fresh episodes and stops
-        once that many have completed.
+        once that many have completed (only those are returned as episodes). `force_reset`
+        starts fresh episodes first; `random_actions` samples the action space instead of the module.
         """
-        if self._fake_sampler is not None and self._fake_sampler.has_batch:
+        if num_timesteps is not None and num_episodes is not None:
+            raise ValueError(f"sample(num_timesteps={num_timesteps}, num_episodes={num_episodes}): give at most one "
+                             "of them (none: rollout_fragment_length steps per sub-env).")
+        episodes = self._returns_episodes
+        if self._fake_sampler is not None and self._fake_sampler.has_batch and not episodes:
             return self._fake_sampler.replay()  # fake_sampler: the first batch again
         with acting_runner(self):
+            self._done_episodes = []
             batch = self._sample(num_timesteps, num_episodes, explore, random_actions, force_reset)
             for key, steps in self._step_counts(batch).items():
                 self.metrics.log_value(key, steps, reduce="sum", clear_on_reduce=True)
+            samples = self._take_episodes(ongoing=num_episodes is None) if episodes else batch
             if self._on_sample_end is not None:
-                self._on_sample_end(env_runner=self, metrics_logger=self.metrics, samples=batch, worker=self)
-        if self._fake_sampler is not None:
+                self._on_sample_end(env_runner=self, metrics_logger=self.metrics, samples=samples, worker=self)
+        if self._fake_sampler is not None and not episodes:
             self._fake_sampler.remember(batch)
-        return batch
+        return samples
+
+    # ------------------------------------------------------------------ episode output
+
+    @property
+    def returns_episodes(self) -> bool:
+        """Whether `sample()` returns a list of episodes (SingleAgentEpisode / MultiAgentEpisode, as
+        RLlib's new API stack does) rather than rlx's array batch (a time-major dict / a
+        MultiAgentBatch). True for a runner built from a config alone
+        (`SingleAgentEnvRunner(config=config)`) and for the runners of an Algorithm whose
+        `training_step` is the user's; settable. See docs/environments.md."""
+        return self._returns_episodes
+
+    @returns_episodes.setter
+    def returns_episodes(self, value: bool) -> None:
+        value = bool(value)
+        if value and not self._returns_episodes:
+            self._track_episodes = True
+            self._needs_reset = True  # the episodes under way have no step records: start afresh
+        elif not value and self._returns_episodes:
+            self._resolve_callbacks()  # back to keeping episodes only for the callbacks that read them
+        self._returns_episodes = value
+
+    def _episodes_by_default(self, built_from_config_alone: bool) -> bool:
+        """Whether sample() returns episodes unless told otherwise: for a runner built from a config
+        alone (RLlib's constructor), or one whose config's Algorithm class has a training loop of
+        its own (a `training_step` written outside rlx that does not call super(): it samples
+        episodes, as in RLlib). rlx's algorithms, and user subclasses whose `training_step` extends
+        an rlx algorithm's through super(), read the array batch."""
+        if built_from_config_alone:
+            return True
+        algo_cls = getattr(self.config, "algo_class", None)
+        if not isinstance(algo_cls, type):
+            return False
+        owners = [cls for cls in algo_cls.__mro__ if "training_step" in vars(cls)]
+        if not owners or str(owners[0].__module__).startswith("rlx."):
+            return False
+        rlx_owner = next((cls for cls in owners if str(cls.__module__).startswith("rlx.")), None)
+        if rlx_owner is None or rlx_owner.__module__ == "rlx.algorithms.algorithm":
+            return True  # on the base Algorithm, whose training_step is abstract: the user's is the loop
+        code = getattr(vars(owners[0])["training_step"], "__code__", None)
+        return code is None or "super" not in code.co_names
+
+    def _take_episodes(self, ongoing: bool) -> list[Any]:
+        """The episodes of this sample() call: those that finished, then (with `ongoing`) the chunks
+        of those still going on, which are cut so the next call continues them as new chunks of the
+        same episodes (keeping episode_lookback_horizon steps to look back on)."""
+        out, self._done_episodes = self._done_episodes, []
+        if not ongoing:
+            return out
+        horizon = int(getattr(self.config, "episode_lookback_horizon", 1) or 0)
+        chunks = {e.id_: self._prev_chunks.get(e.id_, []) for e in self._episodes if e is not None}
+        for i, episode in enumerate(self._episodes):
+            if episode is not None and not episode.is_done and len(episode) > 0:
+                out.append(episode)
+                chunks[episode.id_].append(episode)
+                self._episodes[i] = episode.cut(horizon)
+        # (Only episodes under way keep theirs: those abandoned by a reset never end.)
+        self._prev_chunks = {k: v for k, v in chunks.items() if v}
+        return out
 
     def _sample(self, num_timesteps: int | None, num_episodes: int | None, explore: bool | None,
                 random_actions: bool, force_reset: bool) -> Any:

@@ -48,6 +48,7 @@ class SingleAgentEnvRunner(LockstepSampling):
         module: RLModule | None = None,
         env_info: EnvInfo | None = None,
     ):
+        built_from_config_alone = module_spec is None and module is None and env_info is None  # (RLlib's form)
         # Spaces only (env=None with observation_space/action_space: an external application's
         # steps arrive through a PolicyServerInput): creating a sub-env explains what is missing.
         self._setup(config, worker_index, num_workers, external_env=env_info is not None)
@@ -74,7 +75,7 @@ class SingleAgentEnvRunner(LockstepSampling):
             self.slot.filter = FilterAndConnectorState(self.slot.filter, self._connectors.env_to_module)
         self._slots["default_policy"] = self.slot
         if module is None:
-            module = self._build_module(module_spec, self.slot, self.action_space)
+            module = self._build_module(self._spec_or_config_spec(module_spec), self.slot, self.action_space)
         self.slot.attach(module, self._seed, num_workers, worker_index)
         if self._connectors is not None:
             self._connectors.rl_module = self.module
@@ -85,6 +86,7 @@ class SingleAgentEnvRunner(LockstepSampling):
         self._obs_shape = self.preprocessor.shape
         self._float_obs = self.slot.float_obs
         self._alloc_episode_state()
+        self.returns_episodes = self._episodes_by_default(built_from_config_alone)
         self._registered()
         if self._env is not None:
             self._fire_environment_created()

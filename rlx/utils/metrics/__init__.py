@@ -38,4 +38,7 @@ EPISODE_LEN_MAX = "episode_len_max"
 AGENT_EPISODE_RETURNS_MEAN = "agent_episode_returns_mean"
 MODULE_EPISODE_RETURNS_MEAN = "module_episode_returns_mean"
 
+# The rest of RLlib 2.60's result-key names.
+from rlx.utils.metrics.result_keys import *  # noqa: E402,F401,F403
+
 __all__ = ["MetricsLogger", "Stats"] + [name for name in dir() if name.isupper()]

@@ -16,12 +16,20 @@ Merging the results of several loggers (e.g. one per EnvRunner) with
 Sums add up, min/max take the min/max over all sources. Lifetime counters should be logged
 with ``reduce="sum", clear_on_reduce=True`` in the source loggers, so that every merge adds
 only what was counted since their last ``reduce()``, and with ``reduce="sum"`` (no clear)
-in the logger they are merged into.
+in the logger they are merged into; or, as RLlib 2.60 does, with ``reduce="lifetime_sum"``
+everywhere and ``MetricsLogger(root=True)`` for the logger that merges them.
+
+RLlib 2.60's API is there too: ``aggregate()`` (the new name of ``merge_and_log_n_dicts``),
+``log_time()`` (a ``with`` block), ``peek(compile=..., throughput=..., latest_merged_only=...)``,
+``reduce()`` (Stats objects, for ``aggregate``; ``reduce(compile=True)`` gives plain values),
+``peek_results`` and ``compile``. One difference, kept for rlx's callers and older RLlib code and
+documented in docs/callbacks.md: ``reduce=None`` keeps the list of values (RLlib 2.60: an EMA;
+its "item_series" is rlx's None).
 """
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Iterable, List, Optional, Union
 
 from rlx.utils.errors import ConfigError, did_you_mean
 from rlx.utils.metrics.stats import (DEFAULT_EMA_COEFF, REDUCE_METHODS, Stats, as_python_number, check_settings,
@@ -57,10 +65,25 @@ class MetricsLogger:
     nested dict "a". A key is either a leaf or a branch, never both.
     """
 
-    def __init__(self) -> None:
-        """Create an empty logger."""
+    def __init__(self, root: bool = False) -> None:
+        """Create an empty logger.
+
+        ``root=True`` marks the logger that aggregates the results of all others (the
+        Algorithm's): there, reduce="lifetime_sum" values survive ``reduce()``.
+        """
         # Flat dict keyed by tuple keys: log_value stays one dict lookup and one append.
         self._stats: dict[tuple, Stats] = {}
+        self._root = bool(root)
+
+    @property
+    def is_root(self) -> bool:
+        """Whether this is a root logger (``MetricsLogger(root=True)``)."""
+        return self._root
+
+    @property
+    def stats(self) -> dict:
+        """The logged Stats objects as a nested dict (a new dict; the Stats are the live ones)."""
+        return _nest(self._stats)
 
     # -- logging --------------------------------------------------------------------------
 
@@ -72,17 +95,26 @@ class MetricsLogger:
         window: Optional[int] = None,
         ema_coeff: Optional[float] = None,
         clear_on_reduce: bool = False,
+        *,
+        with_throughput: bool = False,
+        percentiles: Any = None,
     ) -> None:
         """Log one value under key.
 
         The reduce settings are fixed by the first call for a key; calling again with other
         settings raises ConfigError. ``reduce="mean"`` with neither window nor ema_coeff is an
-        EMA with coefficient 0.01. NumPy scalars and 0-d torch tensors are stored as Python
-        numbers.
+        EMA with coefficient 0.01. RLlib 2.60's reduce names "ema", "lifetime_sum", "item"
+        and "item_series" work too. ``with_throughput=True`` (sums only) tracks the rate
+        that ``peek(key, throughput=True)`` returns. NumPy scalars and 0-d torch tensors are
+        stored as Python numbers.
         """
         stat = self._stats.get(key if key.__class__ is tuple else (key,))
         if stat is None:
-            stat = self._new_stat(_to_key(key), reduce, window, ema_coeff, clear_on_reduce)
+            if percentiles is not None:
+                raise ConfigError("percentiles is not supported by rlx's MetricsLogger: log with reduce=None "
+                                  "and window=N and compute np.percentile over the list in the result.")
+            stat = self._new_stat(_to_key(key), reduce, window, ema_coeff, clear_on_reduce,
+                                  with_throughput=with_throughput)
         elif stat._args != (reduce, window, ema_coeff, clear_on_reduce):
             self._check_same(key, stat, reduce, window, ema_coeff, clear_on_reduce)
         if hasattr(value, "item"):
@@ -98,11 +130,49 @@ class MetricsLogger:
         window: Optional[int] = None,
         ema_coeff: Optional[float] = None,
         clear_on_reduce: bool = False,
+        with_throughput: bool = False,
     ) -> None:
-        """Log every leaf of a nested dict, under key (a prefix) when given."""
+        """Log every leaf of a nested dict, under key (a prefix) when given.
+
+        A leaf that is a Stats (from another logger's ``reduce()``) is merged in with its own
+        settings, as :meth:`aggregate` does for one source.
+        """
         prefix = () if key is None else _to_key(key)
         for sub_key, value in _flatten(stats_dict, prefix):
-            self.log_value(sub_key, value, reduce, window, ema_coeff, clear_on_reduce)
+            if isinstance(value, Stats):
+                self.merge_and_log_n_dicts([_nest({sub_key: value})])
+                continue
+            self.log_value(sub_key, value, reduce, window, ema_coeff, clear_on_reduce,
+                           with_throughput=with_throughput)
+
+    def log_time(
+        self,
+        key: Key,
+        *,
+        reduce: Optional[str] = "mean",
+        window: Optional[int] = None,
+        ema_coeff: Optional[float] = None,
+        clear_on_reduce: bool = False,
+    ) -> Stats:
+        """The Stats under key, to use as ``with logger.log_time(key): ...``: the block's
+        duration in seconds is logged under key on exit (an EMA of durations by default)."""
+        k = _to_key(key)
+        stat = self._stats.get(k)
+        if stat is None:
+            stat = self._new_stat(k, reduce, window, ema_coeff, clear_on_reduce)
+        elif stat._args != (reduce, window, ema_coeff, clear_on_reduce):
+            self._check_same(k, stat, reduce, window, ema_coeff, clear_on_reduce)
+        return stat
+
+    def aggregate(self, stats_dicts: List[dict], *, key: Optional[Key] = None) -> None:
+        """Merge the results of n parallel loggers (their ``reduce()`` dicts) into this one.
+
+        RLlib 2.60's name of :meth:`merge_and_log_n_dicts`: Stats leaves (from ``reduce()``,
+        or an EnvRunner's ``get_metrics()``) bring their own settings; plain leaves (from
+        ``reduce(compile=True)``) get the default settings (an EMA), a list leaf
+        (reduce=None) is extended.
+        """
+        self.merge_and_log_n_dicts(stats_dicts, key=key)
 
     def merge_and_log_n_dicts(
         self,
@@ -135,7 +205,8 @@ class MetricsLogger:
             settings = first._args if first is not None else (reduce, window, ema_coeff, clear_on_reduce)
             stat = self._stats.get(sub_key)
             if stat is None:
-                stat = self._new_stat(sub_key, *settings)
+                stat = self._new_stat(sub_key, *settings,
+                                      with_throughput=first is not None and first.with_throughput)
             elif first is None:
                 self._check_same(sub_key, stat, *settings)
             sources = []
@@ -155,31 +226,84 @@ class MetricsLogger:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def peek(self, *key: Key, default: Any = None) -> Any:
+    def peek(
+        self,
+        *key: Key,
+        default: Any = None,
+        compile: bool = True,
+        throughput: bool = False,
+        latest_merged_only: bool = False,
+    ) -> Any:
         """The current reduced value under key, resetting nothing.
 
-        ``peek("a", "b")`` and ``peek(("a", "b"))`` are the same; a branch key gives a nested
-        dict. A missing key returns default, or raises KeyError when default is None.
+        ``peek("a", "b")`` and ``peek(("a", "b"))`` are the same (``peek(("a", "b"), 0)`` passes
+        0 as the default, as in RLlib); a branch key gives a nested dict, no key the whole dict.
+        A missing key returns default, or raises KeyError when default is None.
+        ``compile=False`` gives each value as a list (a one-value list, or the list a
+        reduce=None key holds); ``throughput=True`` the rate of a sum logged
+        with_throughput=True; ``latest_merged_only=True`` the value of only what the latest
+        ``aggregate()`` merged in.
         """
+        if len(key) == 2 and not isinstance(key[1], (str, tuple)) and default is None:
+            key, default = key[:1], key[1]  # RLlib's positional form: peek(("a", "b"), default)
+        if throughput:
+            read = Stats.throughput
+        elif latest_merged_only:
+            read = Stats.peek_latest_merged
+        else:
+            read = Stats.peek
+        if not compile:
+            plain = read
+
+            def read(stat: Stats) -> Any:
+                value = plain(stat)
+                return value if isinstance(value, list) else [value]
+
+        if not key:
+            return _nest({k: read(s) for k, s in self._stats.items()})
         k = _join_key(key)
         stat = self._stats.get(k)
         if stat is not None:
-            return stat.peek()
+            return read(stat)
         branch = self._branch(k)
         if branch:
-            return _nest({sub[len(k):]: s.peek() for sub, s in branch.items()})
+            return _nest({sub[len(k):]: read(s) for sub, s in branch.items()})
         if default is not None:
             return default
         raise KeyError(self._missing(k))
 
-    def reduce(self, key: Optional[Key] = None, *, return_stats_objects: bool = False) -> Any:
+    @staticmethod
+    def peek_results(results: Any, compile: bool = True) -> Any:
+        """``results`` (e.g. a ``reduce(compile=False)`` dict) with every Stats leaf replaced by
+        its reduced value (a one-value list when compile=False); other leaves stay as they are."""
+        if isinstance(results, Stats):
+            value = results.peek()
+            return value if compile or isinstance(value, list) else [value]
+        if isinstance(results, dict):
+            return {k: MetricsLogger.peek_results(v, compile) for k, v in results.items()}
+        if isinstance(results, (list, tuple)):
+            return type(results)(MetricsLogger.peek_results(v, compile) for v in results)
+        return results
+
+    def reduce(
+        self,
+        key: Optional[Key] = None,
+        *,
+        compile: bool = False,
+        return_stats_objects: Optional[bool] = None,
+    ) -> Any:
         """Reduce every stat (or those under key) and return the results as a nested dict.
 
-        Stats logged with clear_on_reduce=True are cleared afterwards (and reduce=None
-        stats without a window start a new list). With ``return_stats_objects=True`` the
-        leaves are copies of the Stats, taken before clearing, for
-        :meth:`merge_and_log_n_dicts`; its reduced values are ``stat.peek()``.
+        As in RLlib 2.60, the leaves are Stats objects by default (copies taken before
+        clearing, with their settings, for another logger's :meth:`aggregate`; a Stats reads
+        as a number: ``float(s)``, ``s == 1.5``, ``s.peek()``); ``compile=True`` gives plain
+        values. Stats logged with clear_on_reduce=True (and non-root "lifetime_sum" ones)
+        are cleared afterwards, and reduce=None stats without a window start a new list.
+        ``return_stats_objects`` is rlx's older spelling of ``compile=False``.
         """
+        if return_stats_objects is not None:
+            compile = not return_stats_objects
+        return_stats_objects = not compile
         if key is None:
             selected = self._stats
             prefix_len = 0
@@ -212,14 +336,17 @@ class MetricsLogger:
 
     # -- removing and state ---------------------------------------------------------------
 
-    def delete(self, *key: Key) -> None:
-        """Remove the stat under key (or every stat under a branch key); KeyError if none."""
+    def delete(self, *key: Key, key_error: bool = True) -> None:
+        """Remove the stat under key (or every stat under a branch key); KeyError if none
+        (nothing happens instead with ``key_error=False``)."""
         k = _join_key(key)
         if k in self._stats:
             del self._stats[k]
             return
         branch = self._branch(k)
         if not branch:
+            if not key_error:
+                return
             raise KeyError(self._missing(k))
         for sub_key in branch:
             del self._stats[sub_key]
@@ -227,6 +354,19 @@ class MetricsLogger:
     def reset(self) -> None:
         """Remove every stat."""
         self._stats = {}
+
+    def compile(self) -> dict:
+        """Reduce every stat to plain values (``reduce(compile=True)``) and add, for each sum
+        logged with_throughput=True, its rate under "<key>_throughput"."""
+        rates = {k[:-1] + (k[-1] + "_throughput",): s.throughput()
+                 for k, s in self._stats.items() if s.with_throughput}
+        reduced = self.reduce(compile=True)
+        for k, rate in rates.items():
+            node = reduced
+            for part in k[:-1]:
+                node = node.setdefault(part, {})
+            node[k[-1]] = rate
+        return reduced
 
     def get_state(self) -> dict:
         """Every stat's settings and values as a JSON-safe dict."""
@@ -237,12 +377,13 @@ class MetricsLogger:
         self._stats = {tuple(entry["key"]): Stats.from_state(entry) for entry in state["stats"]}
 
     def __repr__(self) -> str:
-        return f"MetricsLogger({len(self._stats)} stats)"
+        return f"MetricsLogger({len(self._stats)} stats{', root' if self._root else ''})"
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _new_stat(self, key: tuple, reduce, window, ema_coeff, clear_on_reduce) -> Stats:
-        stat = Stats(reduce, window, ema_coeff, clear_on_reduce)
+    def _new_stat(self, key: tuple, reduce, window, ema_coeff, clear_on_reduce, *,
+                  with_throughput: bool = False) -> Stats:
+        stat = Stats(reduce, window, ema_coeff, clear_on_reduce, root=self._root, with_throughput=with_throughput)
         n = len(key)
         for existing in self._stats:
             m = len(existing)
@@ -254,9 +395,8 @@ class MetricsLogger:
         self._stats[key] = stat
         return stat
 
-    @staticmethod
-    def _check_same(key, stat: Stats, reduce, window, ema_coeff, clear_on_reduce) -> None:
-        wanted = check_settings(reduce, window, ema_coeff, clear_on_reduce)
+    def _check_same(self, key, stat: Stats, reduce, window, ema_coeff, clear_on_reduce) -> None:
+        wanted = check_settings(reduce, window, ema_coeff, clear_on_reduce, self._root)
         if wanted != stat.settings:
             raise ConfigError(
                 f"metrics key {key!r} was first logged with {describe_settings(stat.settings)}; "

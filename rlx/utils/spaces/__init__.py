@@ -1,1 +1,2 @@
-"""Space helpers (RLlib's `ray.rllib.utils.spaces`)."""
+"""Space helpers (RLlib's `ray.rllib.utils.spaces`): the extra spaces FlexDict, Simplex and
+Repeated (in their own modules, as in RLlib) and `space_utils`."""

@@ -114,3 +114,66 @@ def normalize_action(action: Any, action_space_struct: Any) -> Any:
         return a
 
     return _map(normalize, action, spaces)
+
+
+def convert_element_to_space_type(element: Any, sampled_element: Any) -> Any:
+    """`element` with every leaf converted to the type of the matching leaf of `sampled_element`
+    (a sample of the space): arrays take its dtype (Python numbers become 0-d arrays), integer
+    leaves turn whole floats into ints. Used to make e.g. a restored action match its space."""
+
+    def convert(leaf: Any, sample: Any) -> Any:
+        if isinstance(sample, np.ndarray):
+            if isinstance(leaf, np.ndarray):
+                return leaf if leaf.dtype == sample.dtype else leaf.astype(sample.dtype)
+            if isinstance(leaf, (int, float, np.number)) and sample.shape == ():
+                return np.array(leaf, dtype=sample.dtype)
+            raise ValueError(f"convert_element_to_space_type: expected an np.ndarray (or, for a 0-d sample, a "
+                             f"number) matching the sample of shape {sample.shape}, got {type(leaf).__name__}.")
+        if isinstance(sample, (int, np.integer)) and not isinstance(sample, bool):
+            if isinstance(leaf, float) and leaf.is_integer():
+                return int(leaf)
+            if isinstance(leaf, np.floating):
+                return np.int64(leaf)
+        return leaf
+
+    return _map(convert, element, sampled_element)
+
+
+def get_dummy_batch_for_space(
+    space: Any,
+    batch_size: int = 32,
+    *,
+    fill_value: float | int | str = 0.0,
+    time_size: int | None = None,
+    time_major: bool = False,
+    one_hot_discrete: bool = False,
+) -> Any:
+    """A batch of `batch_size` dummy values of `space` (nested like a Dict/Tuple space), filled
+    with `fill_value` or, for "random", sampled. `batch_size=0` gives one unbatched value;
+    `time_size` adds a time axis ([B, T, ...], or [T, B, ...] when time_major);
+    `one_hot_discrete` gives Discrete/MultiDiscrete leaves as (zero-hot) float vectors."""
+    if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)):
+        space = get_base_struct_from_space(space)
+    if isinstance(space, (dict, tuple, list)):
+        return _map(lambda leaf: get_dummy_batch_for_space(
+            leaf, batch_size, fill_value=fill_value, time_size=time_size, time_major=time_major,
+            one_hot_discrete=one_hot_discrete), space)
+    if time_size is not None and (batch_size <= 0 or time_size <= 0):
+        raise ValueError(f"get_dummy_batch_for_space: a time axis needs batch_size > 0 and time_size > 0, got "
+                         f"batch_size={batch_size}, time_size={time_size}.")
+    if one_hot_discrete and isinstance(space, gym.spaces.Discrete):
+        space = gym.spaces.Box(0.0, 1.0, (int(space.n),), np.float32)
+    elif one_hot_discrete and isinstance(space, gym.spaces.MultiDiscrete):
+        space = gym.spaces.Box(0.0, 1.0, (int(np.sum(space.nvec)),), np.float32)
+    lead: list[int] = []
+    if time_size is not None:
+        lead = [time_size, batch_size] if time_major else [batch_size, time_size]
+    elif batch_size > 0:
+        lead = [batch_size]
+    if fill_value == "random":
+        count = int(np.prod(lead)) if lead else 1
+        samples = [space.sample() for _ in range(count)]
+        if not lead:
+            return np.asarray(samples[0], dtype=space.dtype)
+        return np.asarray(samples, dtype=space.dtype).reshape(lead + list(space.shape))
+    return np.full(lead + list(space.shape), fill_value, dtype=space.dtype)
