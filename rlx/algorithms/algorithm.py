@@ -139,8 +139,9 @@ class Algorithm:
         self._episodes_window: deque[tuple[float, int, tuple]] = \
             deque(maxlen=self.config.metrics_num_episodes_for_smoothing)
         #: Algorithm-side metrics: merged EnvRunner metrics under "env_runners", plus whatever
-        #: Algorithm callbacks log (reported at the top level of the result).
-        self.metrics = MetricsLogger()
+        #: Algorithm callbacks log (reported at the top level of the result). The root logger:
+        #: reduce="lifetime_sum" values add up over the whole run here.
+        self.metrics = MetricsLogger(root=True)
         self.callbacks = self.config.make_callback_dispatcher()
         self.eval_env_runner_group: Any = None
         self._last_eval_results: dict[str, Any] | None = None
@@ -211,8 +212,13 @@ class Algorithm:
         self._learner_connector = components.build_learner_connector(self)
 
     def _resolved_learner_class(self) -> Any:
-        """The Learner class: the config's learner_class (a class or an import path), else the algorithm's."""
-        learner_cls = self.config.learner_class or self._learner_class
+        """The Learner class: the config's learner_class (a class or an import path), else the one a
+        custom config's get_default_learner_class() names (as in RLlib), else the algorithm's."""
+        learner_cls = self.config.get("learner_class")
+        if learner_cls is None and \
+                type(self.config).get_default_learner_class is not AlgorithmConfig.get_default_learner_class:
+            learner_cls = self.config.get_default_learner_class()
+        learner_cls = learner_cls or self._learner_class
         return import_object(learner_cls) if isinstance(learner_cls, str) else learner_cls
 
     def get_default_rl_module_spec(self) -> Any:
@@ -221,6 +227,8 @@ class Algorithm:
         model['custom_model'] (an old-API ModelV2) when set. Algorithms override it."""
         from rlx.algorithms.module_specs import default_rl_module_spec  # RLModules load torch
 
+        if type(self.config).get_default_rl_module_spec is not AlgorithmConfig.get_default_rl_module_spec:
+            return self.config.get_default_rl_module_spec()  # a custom config names its module (RLlib)
         return default_rl_module_spec(self)
 
     def _module_spec(self) -> Any:

@@ -13,6 +13,12 @@ error|) back to the buffer as soon as its update finishes. The runners get the n
 weights with their next sample request. The thread runs while `train()` runs and pauses
 between calls, so checkpoints, `compute_single_action` and weight changes see a quiet learner.
 
+On Ray EnvRunners (with `num_replay_buffer_shards > 0`, 4 by default as in RLlib) the buffer is
+split over replay shard actors instead (rlx.algorithms.apex_shards): each runner adds its
+fragments to its shard itself, the driver sees step counts only, and the learner thread
+replays from the shards in turn (`max_requests_in_flight_per_replay_worker` requests queued per
+shard) and sends them the new priorities.
+
 Without remote runners (`num_env_runners=0`) the driver's runner samples one fragment, then
 the same replay update runs in the driver thread (no concurrency, deterministic with a seed).
 
@@ -33,16 +39,17 @@ from typing import Any
 import numpy as np
 
 from rlx.algorithms.algorithm import state_count
+from rlx.algorithms.apex_shards import RUNNER_LANE_STRIDE, ReplayShards, add_to_replay_shard
 from rlx.algorithms.config_options import Option, integer, number, seconds
 from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
+from rlx.core.remote_fragment import RemoteFragment
 from rlx.core.sample_batch import MultiAgentBatch
 from rlx.env.env_runner_group import AsyncSample
 from rlx.utils.errors import ConfigError
 
-#: Lanes of a runner's columns in the replay buffer start at runner_index * RUNNER_LANE_STRIDE: a
-#: multi-agent runner's columns are (sub-env, agent) slots, as many as the agents it has seen.
-RUNNER_LANE_STRIDE = 1 << 20
+# Lanes of a runner's columns in the replay buffer start at runner_index * RUNNER_LANE_STRIDE: a
+# multi-agent runner's columns are (sub-env, agent) slots, as many as the agents it has seen.
 
 T = ("training",)
 
@@ -57,16 +64,19 @@ def _requests_limit(name: str, value: Any) -> float:
 #: Options of both Ape-X variants (RLlib's names). RLlib's `max_requests_in_flight_per_sampler_worker`
 #: is the old name of the common `max_requests_in_flight_per_env_runner` (default 2, as Ape-X's).
 APEX_OPTIONS = [
+    Option("num_replay_buffer_shards", 4, T, integer(0),
+           doc="Replay shard actors holding the prioritized replay memory when the EnvRunners are Ray actors "
+               "(runners add to them directly; RLlib's optimizer={'num_replay_buffer_shards': N} is read too). "
+               "0, or runners that are no Ray actors: one buffer in the driver."),
     Option("max_requests_in_flight_per_replay_worker", float("inf"), T, _requests_limit,
-           doc="Requests in flight per replay-buffer shard actor (RLlib).",
-           no_effect="rlx keeps the prioritized replay buffer in the driver (no replay-shard actors to send "
-                     "requests to); the learner thread reads it directly"),
+           doc="Replay requests the learner keeps queued per replay shard actor (more than 2 gain nothing: one is "
+               "answered while the learner trains on the previous; inf: 2)."),
     Option("timeout_s_sampler_manager", 0.0, T, seconds(),
            doc="Seconds a training step waits for sample results (0: until the first one is ready, while the "
                "learner thread trains on)."),
     Option("timeout_s_replay_manager", 0.0, T, seconds(),
            doc="Seconds to wait for replay-shard actors' results (RLlib).",
-           no_effect="rlx has no replay-shard actors: replaying is a local call of the learner thread"),
+           no_effect="rlx's learner thread waits for the replay it trains on next, and does not poll the shards"),
 ]
 
 #: Defaults of both variants, as RLlib's Ape-X configs set them.
@@ -92,10 +102,20 @@ class ApexConfig(OffPolicyConfig):
 
     _extra_options = APEX_OPTIONS
     _default_overrides = APEX_DEFAULTS
+    #: Runs on each remote EnvRunner with every asynchronous fragment: adds it to the runner's
+    #: replay shard, once the driver gave it one (rlx.algorithms.apex_shards).
+    runner_fragment_hook = staticmethod(add_to_replay_shard)
 
     def validate(self) -> None:
-        """Ape-X's checks (a prioritized buffer, a training_intensity), then the base algorithm's."""
+        """Ape-X's checks (a prioritized buffer, a training_intensity), then the base algorithm's.
+        RLlib's `optimizer={"num_replay_buffer_shards": N}` becomes num_replay_buffer_shards."""
         v = self._values
+        optimizer = v["optimizer"]
+        if isinstance(optimizer, dict) and "num_replay_buffer_shards" in optimizer:
+            optimizer = dict(optimizer)
+            v["num_replay_buffer_shards"] = integer(0)("num_replay_buffer_shards",
+                                                       optimizer.pop("num_replay_buffer_shards"))
+            v["optimizer"] = optimizer
         rb = v["replay_buffer_config"]
         if "Prioritized" not in str(rb.get("type", "")) and not rb.get("prioritized_replay", False):
             raise ConfigError(f"Ape-X replays by priority: replay_buffer_config type {rb.get('type')!r} is not a "
@@ -205,6 +225,29 @@ class ApexMixin(OffPolicyAlgorithm):
         self._replayed_steps = 0
         self._last_learner_metrics: dict[str, Any] = {}
         self._apex_iteration_start = (time.perf_counter(), 0, 0.0)
+        #: The replay shard actors (None: the replay buffer is the driver's local_replay_buffer).
+        self.replay_shards: ReplayShards | None = self._make_replay_shards()
+
+    def _make_replay_shards(self) -> ReplayShards | None:
+        """Start num_replay_buffer_shards shard actors and give each Ray runner its shard, when the
+        remote runners are Ray actors; else None."""
+        cfg = self.config
+        group = self.env_runner_group
+        if not cfg.num_replay_buffer_shards or group.num_remote_env_runners() == 0 or group.backend != "ray":
+            return None
+        if cfg.store_buffer_in_checkpoints:
+            raise ConfigError("store_buffer_in_checkpoints=True is not supported with Ape-X's replay shard actors "
+                              "(num_replay_buffer_shards > 0 on Ray EnvRunners): set num_replay_buffer_shards=0 to "
+                              "keep the buffer in the driver, where checkpoints can store it.")
+        several = self.learners.sole_module_id is None
+        configs = {pid: dict(cfg.get_config_for_module(pid).replay_buffer_config) for pid in self.policy_ids} \
+            if several else None
+        seed = None if cfg.seed is None else int(cfg.seed) + 17
+        shards = ReplayShards(cfg.num_replay_buffer_shards, configs, dict(cfg.replay_buffer_config), seed,
+                              cfg.max_requests_in_flight_per_replay_worker)
+        for handle in group.remote_workers():
+            shards.assign(handle)
+        return shards
 
     # ---------------------------------------------------------------- the learner's side
 
@@ -220,30 +263,45 @@ class ApexMixin(OffPolicyAlgorithm):
 
     def apex_update(self) -> None:
         """Replay one prioritized train batch per trainable policy, update on them, write their
-        new priorities back to their buffers."""
+        new priorities back to their buffers (or replay shard)."""
         cfg = self.config
         low, high = cfg.n_step_range
         batch_size = cfg.total_train_batch_size
         replays: dict[str, Any] = {}
+        shards = self.replay_shards
         with self._buffer_lock:
             n = low if low == high else int(self._n_step_rng.integers(low, high + 1))
-            buffers = self.module_replay_buffers()
+            buffers = self.module_replay_buffers() if shards is None else {}
             for module_id, buffer in buffers.items():
                 if not len(buffer) or not self.learners.is_trainable(module_id):
                     continue
                 module_cfg = cfg.get_config_for_module(module_id)
                 replays[module_id] = buffer.sample(module_cfg.total_train_batch_size, n_step=n, gamma=module_cfg.gamma)
+        shard_index = -1
+        if shards is not None:
+            requests = {}
+            for module_id in self.learners.keys():
+                if self.learners.is_trainable(module_id):
+                    module_cfg = cfg.get_config_for_module(module_id) if self.learners.sole_module_id is None else cfg
+                    requests[module_id] = (module_cfg.total_train_batch_size, float(module_cfg.gamma))
+            shard_index, replays = shards.next_replay(requests, n)
         replays = {module_id: self._replay_hook(replay) for module_id, replay in replays.items()}
         metrics: dict[str, Any] = {}
         if replays:
             timestep = self._counters["num_env_steps_sampled_lifetime"]
             batch = MultiAgentBatch(replays, env_steps=batch_size)
             metrics = self.module_results(self.learn_on_batch(batch, timestep=timestep))
-        with self._buffer_lock:
-            for module_id, module_metrics in metrics.items():
-                td_error = module_metrics.pop("td_error", None)
-                if td_error is not None:
-                    buffers[module_id].update_priorities(replays[module_id]["batch_indexes"], td_error)
+        priorities = {}
+        for module_id, module_metrics in metrics.items():
+            td_error = module_metrics.pop("td_error", None)
+            if td_error is not None:
+                priorities[module_id] = (replays[module_id]["batch_indexes"], td_error)
+        if shards is not None:
+            shards.update_priorities(shard_index, priorities)
+        else:
+            with self._buffer_lock:
+                for module_id, (indexes, td_error) in priorities.items():
+                    buffers[module_id].update_priorities(indexes, td_error)
         # A round counts even when no policy trained (policies_to_train), so the intensity check ends.
         self._replayed_steps += batch_size
         self._counters["num_env_steps_trained_lifetime"] += batch_size
@@ -301,17 +359,34 @@ class ApexMixin(OffPolicyAlgorithm):
         """Count the fragments and add them to the buffer, each runner's sub-envs on its own lanes."""
         group = self.env_runner_group
         resets = group.num_resets
+        shards = self.replay_shards
         with self._buffer_lock:
             if resets != self._runner_resets:
                 # A runner restarted its episodes: its lanes' open episodes do not continue.
-                self.local_replay_buffer.end_open_episodes()
+                if shards is None:
+                    self.local_replay_buffer.end_open_episodes()
+                else:
+                    shards.end_open_episodes()
                 self._runner_resets = resets
             for sample in samples:
                 self.count_sampled(sample.batch)
-                self.local_replay_buffer.add(sample.batch, time_major=True,
-                                             lane_offset=sample.runner_index * RUNNER_LANE_STRIDE)
+                if isinstance(sample.batch, RemoteFragment):
+                    pass  # the runner added it to its replay shard
+                elif shards is not None and sample.runner_index > 0:
+                    # A runner without its shard (new, or rebuilt) or what a failed one left: add it
+                    # for the runner, and tell the runner its shard (again).
+                    shards.add(sample.batch, sample.runner_index)
+                    self._assign_shard(shards, sample.runner_index)
+                else:
+                    self.local_replay_buffer.add(sample.batch, time_major=True,
+                                                 lane_offset=sample.runner_index * RUNNER_LANE_STRIDE)
                 lag = self.weights_version - sample.weights_seq_no
                 self.metrics.log_value(("apex", "policy_lag_mean"), float(lag), window=100_000, clear_on_reduce=True)
+
+    def _assign_shard(self, shards: ReplayShards, runner_index: int) -> None:
+        for handle in self.env_runner_group.remote_workers():
+            if handle.index == runner_index and handle.healthy:
+                shards.assign(handle)
 
     def _log_apex_metrics(self) -> None:
         thread = self._learner_thread
@@ -326,7 +401,10 @@ class ApexMixin(OffPolicyAlgorithm):
         self.metrics.log_value((section, "env_steps_replayed_per_s"), updates * batch / elapsed, window=1)
         busy = thread.update_time_s - time_before
         self.metrics.log_value((section, "learner_busy_fraction"), min(1.0, busy / elapsed), window=1)
-        self.metrics.log_value((section, "replay_buffer_size"), len(self.local_replay_buffer), window=1)
+        size = len(self.local_replay_buffer) if self.replay_shards is None else self.replay_shards.size()
+        self.metrics.log_value((section, "replay_buffer_size"), size, window=1)
+        if self.replay_shards is not None:
+            self.metrics.log_value((section, "num_replay_shards"), len(self.replay_shards.shards), window=1)
         self.metrics.log_value((section, "sample_requests_in_flight"),
                                self.env_runner_group.num_sample_requests_in_flight(), window=1)
 
@@ -357,4 +435,7 @@ class ApexMixin(OffPolicyAlgorithm):
         thread = getattr(self, "_learner_thread", None)
         if thread is not None:
             thread.stop()
+        shards = getattr(self, "replay_shards", None)
+        if shards is not None:
+            shards.stop()
         super().stop()  # type: ignore[misc]

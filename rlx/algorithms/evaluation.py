@@ -13,8 +13,9 @@ Follows seed 000 "Customized Evaluation During Training":
   idle runners also take copies of units still running elsewhere, so one stuck runner
   cannot hold up the evaluation (the first finished copy counts).
 
-Runners are `ThreadedEnvRunner` handles, so the driver can stop waiting for a runner that
-hangs (`evaluation_sample_timeout_s`) and carry on.
+Runners are handles with `submit(fn) -> Future` (threads of the driver, or Ray actors when
+the training runners are Ray actors), so the driver can stop waiting for a runner that hangs
+(`evaluation_sample_timeout_s`) and carry on.
 """
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ class EvaluationOutcome:
     metrics: list[dict] = field(default_factory=list)
     units_done: int = 0
     failed_runner_indices: list[int] = field(default_factory=list)
+    #: Indices of the runners that finished at least one unit.
+    delivered_runner_indices: list[int] = field(default_factory=list)
     timed_out: bool = False
 
 
@@ -79,7 +82,7 @@ def _unit_fn(unit: str, amount: int) -> Callable[[Any], dict]:
 
 
 def run_evaluation(handles: list[Any], plan: EvaluationPlan) -> EvaluationOutcome:
-    """Evaluate on `handles` (ThreadedEnvRunner) according to `plan`.
+    """Evaluate on `handles` (runner handles: threads or Ray actors) according to `plan`.
 
     `handles` are the runners that were given the weights to evaluate. A runner left out
     because it was still busy (stuck in an earlier evaluation) is not used even if it becomes
@@ -150,6 +153,7 @@ def _run_rounds(handles: list[Any], plan: EvaluationPlan) -> EvaluationOutcome:
                 continue
             out.metrics.append(f.result())
             out.units_done += amount
+            out.delivered_runner_indices.append(h.index)
         if pending:
             out.timed_out = True
             _warn_timeout(plan, out, total, len(pending))
@@ -221,6 +225,7 @@ def _run_async(handles: list[Any], plan: EvaluationPlan) -> EvaluationOutcome:
             completed.add(uid)
             out.metrics.append(f.result())
             out.units_done += amount
+            out.delivered_runner_indices.append(h.index)
             last_progress = time.monotonic()
     return out
 

@@ -3,13 +3,19 @@ weights, running one evaluation (the config's custom_evaluation_function, or the
 rlx.algorithms.evaluation), after the training step or on a thread beside it
 (`evaluation_parallel_to_training`), and compiling what it collected into the results train()
 reports under `result["evaluation"]`.
+
+The evaluation runners live where the training runners do: Ray actors when those are Ray
+actors (on any node of the cluster, with their own placement group, or their own bundles of a
+Tune trial's), else threads of the driver. Failed evaluation runners are restarted as the
+fault-tolerance settings say (restart_failed_env_runners, ...): a thread at once, a Ray actor in
+the background, joining the next evaluation once it is built.
 """
 from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import Future, wait as wait_futures
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rlx.algorithms.evaluation import EvaluationPlan, add_off_policy_estimates, run_evaluation
 from rlx.algorithms.results import summarize_runner_metrics
@@ -33,42 +39,78 @@ def evaluation_config(algo: "Algorithm") -> "AlgorithmConfig":
     return eval_config
 
 
+def evaluation_backend(algo: "Algorithm") -> str:
+    """Where `algo`'s evaluation runners live: "ray" (Ray actors) when its training runners are
+    Ray actors, else "thread" (threads of the driver)."""
+    training = getattr(algo.env_runner_group, "backend", None)
+    return "ray" if training == "ray" else "thread"
+
+
 def eval_env_runner_group(algo: "Algorithm") -> Any:
     """`algo`'s evaluation EnvRunnerGroup, built on first use (a local runner when
-    evaluation_num_env_runners is 0)."""
+    evaluation_num_env_runners is 0; remote ones on `evaluation_backend`)."""
     if algo.eval_env_runner_group is None:
         from rlx.algorithms.components import make_env_runner_group  # runner groups load torch
 
         eval_config = evaluation_config(algo)
-        algo.eval_env_runner_group = make_env_runner_group(algo, eval_config,
-                                                           local_env_runner=eval_config.num_env_runners == 0)
+        algo.eval_env_runner_group = make_env_runner_group(
+            algo, eval_config, local_env_runner=eval_config.num_env_runners == 0,
+            remote_backend=evaluation_backend(algo),
+            # In a Tune trial's placement group, the evaluation runners' bundles follow the training runners'.
+            placement_bundle_offset=int(algo.config.num_env_runners or 0))
     return algo.eval_env_runner_group
 
 
+class EvaluationSync:
+    """The call giving one evaluation runner the weights to evaluate (version `seq_no`; a Ray
+    ObjectRef for Ray actors, read by each from the object store), the training runners'
+    observation filter, and their exploration state when the runner explores the same way."""
+
+    def __init__(self, weights: Any, seq_no: int, filter_state: Any, exploration: Any):
+        self.weights, self.seq_no, self.filter_state = weights, seq_no, filter_state
+        self.exploration_cls, self.exploration_state = type(exploration), exploration.get_state()
+
+    def __call__(self, runner: Any) -> None:
+        from rlx.env.runner_group.calls import shared_value
+
+        runner.set_weights(shared_value(self.weights), weights_seq_no=self.seq_no)
+        runner.filter.set_state(self.filter_state)
+        if type(runner.exploration) is self.exploration_cls:
+            runner.exploration.set_state(self.exploration_state)
+
+
 def sync_evaluation_runners(algo: "Algorithm") -> list[Any]:
-    """Give every idle evaluation runner the current weights (version = iteration),
+    """Give every idle evaluation runner in service the current weights (version = iteration),
     observation filter and exploration state of the training runners; return the handles
     of the runners synced.
 
     A runner still busy (stuck in an earlier, timed-out evaluation; the driver's own
     evaluation runner included) is left alone: its weights must not change under a
-    running episode. It is synced again once it is free, at the next evaluation.
+    running episode. It is synced again once it is free, at the next evaluation. Restarted
+    runners that were built since the last evaluation join here (on_env_runners_recreated
+    fires for them). A Ray runner that does not take the weights within
+    evaluation_sample_timeout_s is left out of this evaluation.
     """
+    from rlx.env.runner_group.weight_sync import shared_payload  # runner groups load torch
+    from rlx.env.threaded_env_runner import ThreadedEnvRunner
+
     group = eval_env_runner_group(algo)
-    handles = [h for h in group.runner_handles() if h.healthy and not h.busy]
+    handles = [h for h in group.runners_in_service() if not h.busy]
+    _report_recreated(algo, group, group.take_restarted_indices())
     if not handles:
         return []
-    weights = algo.learner.get_weights()
     source = algo.env_runner
-    filter_state = source.filter.get_state()
-    exploration_state = source.exploration.get_state()
-    for handle in handles:
-        runner = handle.runner
-        runner.set_weights(weights, weights_seq_no=algo.iteration)
-        runner.filter.set_state(filter_state)
-        if type(runner.exploration) is type(source.exploration):
-            runner.exploration.set_state(exploration_state)
-    return handles
+    call = EvaluationSync(algo.learner.get_weights(), algo.iteration, source.filter.get_state(), source.exploration)
+    synced = [h for h in handles if isinstance(h, ThreadedEnvRunner)]
+    for handle in synced:
+        call(handle.runner)
+    remote = [h for h in handles if not isinstance(h, ThreadedEnvRunner)]
+    if remote:
+        call.weights = shared_payload(group, call.weights)
+        futures = [(h, h.submit(call)) for h in remote]
+        wait_futures([f for _, f in futures], timeout=float(algo.config.evaluation_sample_timeout_s))
+        synced.extend(h for h, f in futures if f.done() and f.exception() is None)
+    return synced
 
 
 def evaluate(algo: "Algorithm") -> dict[str, Any]:
@@ -100,9 +142,10 @@ def start_parallel_evaluation(algo: "Algorithm", training_done: threading.Event)
     return future
 
 
-def evaluation_results(algo: "Algorithm", synced: list[Any],
-                       training_done: threading.Event | None = None) -> tuple[dict[str, Any], list[int]]:
-    """(results, indices of runners that failed) of one evaluation on the `synced` runners."""
+def evaluation_results(algo: "Algorithm", synced: list[Any], training_done: threading.Event | None = None,
+                       ) -> tuple[dict[str, Any], list[int], list[int]]:
+    """(results, indices of runners that failed, indices of runners that finished work) of one
+    evaluation on the `synced` runners."""
     cfg = algo.config
     group = eval_env_runner_group(algo)
     custom = cfg.custom_evaluation_function
@@ -114,7 +157,7 @@ def evaluation_results(algo: "Algorithm", synced: list[Any],
                 f"custom_evaluation_function {getattr(custom, '__qualname__', custom)} returned "
                 f"{type(results).__name__}; it must return a dict of metrics."
             )
-        return results, []
+        return results, [], []
     eval_cfg = evaluation_config(algo)
     plan = EvaluationPlan(
         duration=cfg.evaluation_duration,
@@ -129,11 +172,16 @@ def evaluation_results(algo: "Algorithm", synced: list[Any],
     outcome = run_evaluation(synced, plan)
     results = compile_eval_results(algo, outcome.metrics)
     add_off_policy_estimates(algo, results)
-    return results, outcome.failed_runner_indices
+    return results, outcome.failed_runner_indices, outcome.delivered_runner_indices
 
 
-def finish_evaluation(algo: "Algorithm", results: dict[str, Any], failed_runner_indices: list[int]) -> dict[str, Any]:
+def finish_evaluation(algo: "Algorithm", results: dict[str, Any], failed_runner_indices: list[int],
+                      delivered_runner_indices: Sequence[int] = ()) -> dict[str, Any]:
     """Restart failed runners (if configured), fire on_evaluate_end and remember the results."""
+    group = algo.eval_env_runner_group
+    for index in delivered_runner_indices:
+        if index > 0:  # a remote runner that worked: its next failure is a first one again
+            group.runner_delivered(index)
     if failed_runner_indices and algo.config.restart_failed_env_runners:
         restart_eval_runners(algo, failed_runner_indices)
     algo.callbacks.fire("on_evaluate_end", algorithm=algo, metrics_logger=algo.metrics,
@@ -150,10 +198,25 @@ def compile_eval_results(algo: "Algorithm", runner_metrics: list[dict]) -> dict[
 
 
 def restart_eval_runners(algo: "Algorithm", indices: list[int]) -> None:
-    """Rebuild the evaluation runners at `indices` and tell the callbacks."""
+    """Restart the evaluation runners at `indices` (they failed) and tell the callbacks once
+    they are back. Threads (and the driver's own runner, index 0) are rebuilt now; Ray actors
+    start in the background (training does not wait for them) and join a later evaluation."""
     group = algo.eval_env_runner_group
-    for index in indices:
-        group.recreate_runner(index)
+    if 0 in indices:
+        group.recreate_runner(0)
+        _report_recreated(algo, group, [0])
+    if not any(index > 0 for index in indices):
+        return
+    group.restart_failed_runners()
+    if group.backend == "thread":  # built in milliseconds: back before train() returns
+        group.probe_unhealthy_env_runners()
+    _report_recreated(algo, group, group.take_restarted_indices())
+
+
+def _report_recreated(algo: "Algorithm", group: Any, indices: list[int]) -> None:
+    """Fire on_env_runners_recreated (is_evaluation=True) for the evaluation runners `indices`."""
+    if not indices:
+        return
     algo.callbacks.fire(
         "on_env_runners_recreated", algorithm=algo, env_runner_group=group, env_runner_indices=list(indices),
         is_evaluation=True, worker_set=group, worker_ids=list(indices),

@@ -17,30 +17,56 @@ if TYPE_CHECKING:
 
 
 def trial_bundles(config: AlgorithmConfig) -> list[dict[str, float]] | None:
-    """The Ray placement bundles of one trial of `config` (an AlgorithmConfig): a bundle for the
-    Algorithm (CPUs `num_cpus_for_main_process`, GPUs `num_gpus`, or `num_gpus_per_learner` for
-    its own Learner), one per remote EnvRunner, training and evaluation (`num_cpus_per_env_runner`,
-    `num_gpus_per_env_runner`, `custom_resources_per_env_runner`), and one per Learner process
-    (`num_cpus_per_learner`, `num_gpus_per_learner`). Place them with `config.placement_strategy`.
+    """The Ray placement bundles of one trial of `config` (an AlgorithmConfig), in RLlib's order:
 
-    None when the config asks for no more than Tune's default (1 CPU).
+    - the Algorithm's own process: CPUs `num_cpus_for_main_process`, GPUs `num_gpus` (or
+      `num_gpus_per_learner` for its own Learner when num_learners=0), and
+      `custom_resources_for_main_process`;
+    - one per remote training EnvRunner (`num_cpus_per_env_runner`, `num_gpus_per_env_runner`,
+      `custom_resources_per_env_runner`);
+    - one per evaluation EnvRunner, with the same settings as `evaluation_config` resolves them
+      (e.g. evaluation runners that need another custom resource);
+    - one per Learner (`num_cpus_per_learner` plus one CPU per aggregator actor,
+      `num_gpus_per_learner`, `custom_resources_per_learner`), or with num_learners=0 one CPU
+      per aggregator actor (`num_aggregator_actors_per_learner`).
+
+    Ray runners and learners inside the trial take these bundles (rlx.env.ray_placement). Place
+    them with `config.placement_strategy`. None when the config asks for no more than Tune's
+    default (1 CPU).
     """
     c = config
-    runners = int(c.num_env_runners or 0) + int(c.evaluation_num_env_runners or 0)
-    learners = int(c.num_learners or 0)
-    main_cpus, main_gpus = float(c.num_cpus_for_main_process), float(c.num_gpus or 0)
+    learners, aggregators = int(c.num_learners or 0), int(c.num_aggregator_actors_per_learner or 0)
+    main_gpus = float(c.num_gpus or 0)
     if learners == 0:
         # The driver's own Learner trains on the main process's GPU(s).
         main_gpus = max(main_gpus, float(c.num_gpus_per_learner or 0))
-    if runners == 0 and learners == 0 and main_cpus == 1 and main_gpus == 0:
+    head = _nonzero({"CPU": float(c.num_cpus_for_main_process), "GPU": main_gpus,
+                     **dict(c.custom_resources_for_main_process or {})})
+    bundles = [head] + _runner_bundles(c, int(c.num_env_runners or 0))
+    num_eval = int(c.evaluation_num_env_runners or 0)
+    if num_eval:
+        bundles += _runner_bundles(c.get_evaluation_config_object(), num_eval)
+    if learners:
+        learner = _nonzero({"CPU": float(c.num_cpus_per_learner) + aggregators,
+                            "GPU": float(c.num_gpus_per_learner or 0), **dict(c.custom_resources_per_learner or {})})
+        bundles += [learner] * learners if learner else []
+    else:
+        bundles += [{"CPU": 1.0}] * aggregators
+    if len(bundles) == 1 and head == {"CPU": 1.0}:
         return None
-    head = {"CPU": main_cpus, "GPU": main_gpus}
-    runner = {"CPU": float(c.num_cpus_per_env_runner), "GPU": float(c.num_gpus_per_env_runner or 0),
-              **{name: float(amount) for name, amount in (c.custom_resources_per_env_runner or {}).items()}}
-    learner = {"CPU": float(c.num_cpus_per_learner), "GPU": float(c.num_gpus_per_learner or 0)}
-    # Zero amounts are left out; Tune accepts an empty head bundle (a trial needing no CPU).
-    head, runner, learner = ({k: v for k, v in b.items() if v} for b in (head, runner, learner))
-    return [head] + ([runner] * runners if runner else []) + ([learner] * learners if learner else [])
+    return bundles
+
+
+def _runner_bundles(config: AlgorithmConfig, count: int) -> list[dict[str, float]]:
+    """`count` bundles of one remote EnvRunner of `config` (none when a runner asks for nothing)."""
+    runner = _nonzero({"CPU": float(config.num_cpus_per_env_runner), "GPU": float(config.num_gpus_per_env_runner or 0),
+                       **dict(config.custom_resources_per_env_runner or {})})
+    return [runner] * count if runner else []
+
+
+def _nonzero(bundle: dict[str, float]) -> dict[str, float]:
+    """The bundle without its zero amounts (Tune accepts an empty head bundle: a trial needing no CPU)."""
+    return {k: float(v) for k, v in bundle.items() if v}
 
 
 def available_gpus(backend: str = "process") -> float:

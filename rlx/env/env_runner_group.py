@@ -62,6 +62,9 @@ class EnvRunnerGroup:
             machine), "ray" (Ray actors, on a cluster too), "thread" (threads of this
             process; evaluation uses them), or None to take the config's
             `env_runner_backend` ("auto": Ray when `ray.is_initialized()`, else processes).
+        placement_bundle_offset: inside a Ray Tune trial, the Ray runners take the trial's
+            bundles from `placement_bundle_offset + 1` on (evaluation runners come after the
+            training runners: their offset is num_env_runners).
 
     With remote runners the local runner does not sample: `sample()` asks every remote runner
     in service for its share in parallel and joins the answers side by side. Failed runners
@@ -76,8 +79,10 @@ class EnvRunnerGroup:
         local_env_runner: bool = True,
         remote_backend: str | None = "thread",
         runner_cls: Any = None,
+        placement_bundle_offset: int = 0,
     ):
         self.config = config
+        self._bundle_offset = int(placement_bundle_offset)
         self._module_spec = module_spec
         runner_cls = runner_cls or config.env_runner_cls or SingleAgentEnvRunner
         if isinstance(runner_cls, str):
@@ -169,7 +174,7 @@ class EnvRunnerGroup:
     def _make_remote(self, index: int, build_in_background: bool = False) -> Any:
         """A handle on a new remote runner `index` on the group's backend (backends.make_remote_runner)."""
         return make_remote_runner(self.backend, self._runner_cls, self.config, index, self._module_spec,
-                                  build_in_background=build_in_background)
+                                  build_in_background=build_in_background, bundle_offset=self._bundle_offset)
 
     # ------------------------------------------------------------ runners
 
@@ -212,6 +217,25 @@ class EnvRunnerGroup:
         if not hasattr(self, "_local_handle"):
             self._local_handle = ThreadedEnvRunner(self._local_env_runner, 0)
         return [self._local_handle]
+
+    def runners_in_service(self) -> list[Any]:
+        """The `runner_handles()` in service now, after taking into service the restarted runners
+        built meanwhile (never waits): the healthy remote runners, or the local runner's handle."""
+        if not self._remote:
+            return [h for h in self.runner_handles() if h.healthy]
+        self._ft.advance()
+        return self._ft.up_handles()
+
+    def restart_failed_runners(self) -> None:
+        """Start restarting the remote runners found failed (a call on them raised, or they
+        died), or drop them, or raise, as the fault-tolerance settings say. Returns at once: the
+        restarts run in the background and the runners join once built (`runners_in_service`)."""
+        self._ft.advance()
+
+    def runner_delivered(self, index: int) -> None:
+        """Remote runner `index` finished work (an evaluation unit): its next failure counts as a
+        first one again (restart back-off and num_consecutive_env_runner_failures_tolerance)."""
+        self._ft.delivered(index)
 
     def recreate_runner(self, index: int, timeout: float | None = None) -> None:
         """Replace remote runner `index` (or the local one, 0) by a freshly built one, waiting

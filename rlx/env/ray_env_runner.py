@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any, Callable
@@ -40,8 +39,6 @@ STOP_TIMEOUT_S = 5.0
 #: `wait_ready()` warns after this many seconds that the actor is still not running (e.g.
 #: the cluster lacks the resources it asked for) and then keeps waiting.
 SCHEDULING_WARNING_S = 30.0
-#: Seconds `kill()` waits for the actor to stop answering.
-KILL_CONFIRM_S = 10.0
 
 
 class _EnvRunnerActor:
@@ -77,9 +74,6 @@ class _EnvRunnerActor:
     def apply(self, fn: Callable[[Any], Any]) -> Any:
         """`fn(runner)`: every call the driver makes goes through here."""
         return self.host.apply(fn)
-
-    def ping(self) -> None:
-        """Answers while the actor lives (kill() uses it to see the actor gone)."""
 
     def stop_runner(self) -> None:
         """Close the runner's envs."""
@@ -168,6 +162,9 @@ class RayEnvRunner:
         index: the runner's index (1..num_workers).
         num_workers: number of remote runners in the group.
         module_spec: spec of the runner's RLModule.
+        bundle_offset: inside a Ray Tune trial, where this group's bundles start in the trial's
+            placement group after the training runners' (evaluation runners: num_env_runners);
+            runner `index` takes bundle `bundle_offset + index`.
 
     The actor asks Ray for `num_cpus_per_env_runner` CPUs, `num_gpus_per_env_runner` GPUs and
     `custom_resources_per_env_runner`, runs torch with `max(1, int(num_cpus_per_env_runner))`
@@ -197,7 +194,8 @@ class RayEnvRunner:
     where Ray handed out read-only zero-copy views, as with the other backends.
     """
 
-    def __init__(self, runner_cls: type, config: EnvConfig, index: int, num_workers: int, module_spec: Any = None):
+    def __init__(self, runner_cls: type, config: EnvConfig, index: int, num_workers: int, module_spec: Any = None,
+                 bundle_offset: int = 0):
         ray = _ensure_ray()
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -222,13 +220,15 @@ class RayEnvRunner:
             "max_concurrency": 1,
             "max_restarts": 0,  # EnvRunnerGroup decides about restarts (restart_failed_env_runners)
         }
-        enclosing = enclosing_placement_group(index)
+        bundle = bundle_offset + index
+        enclosing = enclosing_placement_group(bundle)
         if enclosing is not None:
             # Inside a Ray Tune trial, whose placement group already holds a bundle per runner
-            # (rlx.tune asks for them after the trial's own bundle 0): use it, reserving nothing
-            # more, or a small cluster would wait forever for a second reservation.
+            # (rlx.tune asks for them after the trial's own bundle 0, training runners first):
+            # use it, reserving nothing more, or a small cluster would wait forever for a second
+            # reservation.
             options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
-                enclosing, placement_group_bundle_index=index, placement_group_capture_child_tasks=False,
+                enclosing, placement_group_bundle_index=bundle, placement_group_capture_child_tasks=False,
             )
         else:
             self._placement = acquire_placement_group(config, index, num_workers)
@@ -244,7 +244,7 @@ class RayEnvRunner:
                                                                          index)
             self._ready = self._track(self.actor.build.remote(runner_cls, config, index, num_workers, module_spec))
         except BaseException:
-            self._release_placement()
+            self.release_placement()
             raise
         self._ready.add_done_callback(self._on_ready)
 
@@ -397,37 +397,32 @@ class RayEnvRunner:
             except Exception:  # already gone, or Ray shut down
                 pass
         finally:
-            self._release_placement()
+            self.release_placement()
 
     def kill(self) -> None:
-        """Kill the actor at once (`ray.kill`), as a crash would.
+        """Kill the actor at once (`ray.kill`), as a crash would, without waiting for it.
 
-        `ray.kill` only sends the order, so a call made right after it could still be
-        answered; this waits (up to 10 s) until the actor no longer answers, then marks the
-        handle unhealthy, as a worker process's handle is once its process is gone.
+        The handle is marked dead (unhealthy, refusing new calls) right away, so nothing sent
+        after this call reaches the actor; calls already sent fail with EnvRunnerDiedError once
+        Ray reports the actor gone. Not waiting matters where the actor cannot answer: one that
+        was never scheduled (its node is lost, or the cluster lacks its resources) or one on a
+        node that stopped responding would otherwise hold up the driver, and training with it.
         """
-        from ray import exceptions as rex
-
         try:
             self._ray.kill(self.actor, no_restart=True)
         except Exception:  # Ray shut down: the actor is gone with it
-            return
-        deadline = time.monotonic() + KILL_CONFIRM_S
-        while time.monotonic() < deadline:
-            try:
-                self._ray.get(self.actor.ping.remote(), timeout=max(0.1, deadline - time.monotonic()))
-            except rex.GetTimeoutError:
-                break
-            except Exception as err:  # RayActorError: the actor is gone
-                with self._lock:
-                    self._dead = True
-                    self.healthy = False
-                self.last_error = self.last_error or self._died_error(err)
-                return
-            time.sleep(0.01)
-        logger.debug("EnvRunner %d still answered %.0f s after ray.kill.", self.index, KILL_CONFIRM_S)
+            pass
+        with self._lock:
+            self._dead = True
+            self.healthy = False
+        where = f"Ray actor pid {self.pid}" if self.pid is not None else "Ray actor"
+        self.last_error = self.last_error or EnvRunnerDiedError(f"EnvRunner {self.index} ({where}) was killed "
+                                                                "(ray.kill).")
 
-    def _release_placement(self) -> None:
+    def release_placement(self) -> None:
+        """Give this runner's bundle of its group's placement group back (once), so that the
+        runner replacing it takes that bundle rather than reserving a placement group of its own;
+        the placement group is removed with its last runner. `stop()` does it too."""
         placement, self._placement = self._placement, None
         if placement is not None:
             release_placement_group(self._config, self.index, placement)

@@ -64,13 +64,14 @@ def acquire_placement_group(config: EnvConfig, index: int, num_workers: int) -> 
         return shared
 
 
-def enclosing_placement_group(index: int) -> Any:
-    """The placement group this process runs in (a Tune trial's), when it has a bundle for
-    runner `index` (bundle 0 being the trial's own); else None."""
+def enclosing_placement_group(bundle_index: int) -> Any:
+    """The placement group this process runs in (a Tune trial's), when it has bundle
+    `bundle_index` (bundle 0 being the trial's own, then the training runners', then the
+    evaluation runners', see rlx.algorithms.resources.trial_bundles); else None."""
     from ray.util import get_current_placement_group
 
     pg = get_current_placement_group()
-    if pg is None or len(pg.bundle_specs) <= index:
+    if pg is None or len(pg.bundle_specs) <= bundle_index:
         return None
     return pg
 

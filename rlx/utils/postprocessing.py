@@ -114,7 +114,9 @@ def _values(module: Any, obs: np.ndarray) -> np.ndarray:
     from rlx.core.learner.device import module_device, to_device
 
     with torch.no_grad():
-        tensor = to_device(torch.from_numpy(np.ascontiguousarray(obs)), module_device(module))
+        obs = np.ascontiguousarray(obs)
+        # (A read-only array, e.g. from Ray's object store, is copied: torch warns about sharing it.)
+        tensor = to_device(torch.from_numpy(obs if obs.flags.writeable else obs.copy()), module_device(module))
         return module.compute_values({Columns.OBS: tensor}).float().cpu().numpy()
 
 

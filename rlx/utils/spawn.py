@@ -17,8 +17,9 @@ What the driver set up for its workers reaches every child before the child's ow
 runs (see `start_process`): the environment variables as they are when the worker starts
 (a fork server was started earlier, with the variables of that time), the env registry
 (`rlx.register_env` and Ray Tune's `register_env`), and, when Ray is initialised in the
-starting process, a connection to the same Ray cluster and namespace, so env code can reach
-the driver's named actors.
+starting process, the address and namespace of that Ray cluster: a worker whose code uses Ray
+joins it on first use, so env code can reach the driver's named actors, and a worker that
+never uses Ray starts no Ray job of its own (rlx.utils.ray_join).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ import threading
 from typing import Any, Callable, Iterator
 
 from rlx.utils.errors import RLXError
+from rlx.utils.ray_join import join_on_first_use, pending_ray
 from rlx.utils.registry import registry_snapshot, restore_registry
 from rlx.utils.stack_dump import install as install_stack_dumps
 
@@ -42,7 +44,7 @@ _MISSING = object()
 FORKSERVER_PRELOAD = ("numpy", "torch", "gymnasium", "rlx.env.process_env_runner", "rlx.core.learner.learner_process")
 #: Environment variable choosing the start method: "forkserver" or "spawn".
 START_METHOD_ENV_VAR = "RLX_START_METHOD"
-#: What went wrong while this worker process started (connecting to the driver's Ray);
+#: What went wrong while this worker process started (before its own code ran);
 #: raised by `raise_startup_error()` inside the worker's own error reporting.
 _STARTUP_ERROR: BaseException | None = None
 _warned_ray_client = False
@@ -72,13 +74,13 @@ def _main_module_hidden() -> Iterator[None]:
 
 
 def _driver_ray() -> dict[str, str] | None:
-    """Address and namespace of the Ray this process is connected to; None when Ray is not
-    imported or not initialised (the common case, which costs nothing) or reached through
-    Ray Client (whose children cannot join by address)."""
+    """Address and namespace of the Ray this process is connected to (or, in a worker that has
+    not used Ray yet, was handed); None when Ray is not imported or not initialised (the common
+    case, which costs nothing) or reached through Ray Client (whose children cannot join by address)."""
     global _warned_ray_client
     ray = sys.modules.get("ray")
     if ray is None or not ray.is_initialized():
-        return None
+        return pending_ray()  # a worker that has not used Ray hands on the cluster it was given
     client_hook = sys.modules.get("ray._private.client_mode_hook")
     if client_hook is not None and client_hook.client_mode_should_convert():
         if not _warned_ray_client:
@@ -122,41 +124,6 @@ def _context() -> Any:
     return ctx
 
 
-def _gcs_reachable(address: str, timeout_s: float = 5.0) -> str | None:
-    """None when a TCP connection to `address` ("host:port") opens within `timeout_s`, else why
-    not (ray.init would retry an unreachable GCS for minutes)."""
-    import socket
-
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
-            return None
-    except (OSError, ValueError) as err:
-        return f"{type(err).__name__}: {err}"
-
-
-def _connect_ray(ray_info: dict[str, str], where: str) -> None:
-    """Join the driver's Ray cluster, in its namespace (named actors are namespace-scoped).
-    A failure is kept for `raise_startup_error()`, which reports it to the driver."""
-    global _STARTUP_ERROR
-    address, namespace = ray_info["address"], ray_info["namespace"]
-    try:
-        unreachable = _gcs_reachable(address)
-        if unreachable is not None:
-            raise ConnectionError(f"its GCS does not answer ({unreachable})")
-        import ray
-
-        if not ray.is_initialized():
-            ray.init(address=address, namespace=namespace, log_to_driver=False, logging_level=logging.WARNING)
-    except Exception as err:
-        _STARTUP_ERROR = RLXError(
-            f"The {where} could not connect to the driver's Ray cluster at {address} (namespace {namespace!r}), "
-            f"which env code in worker processes uses to reach Ray actors: {type(err).__name__}: {err}. Use "
-            "config.env_runners(env_runner_backend='ray') to run the EnvRunners as Ray actors instead."
-        )
-        _STARTUP_ERROR.__cause__ = err
-
-
 def raise_startup_error() -> None:
     """Raise what went wrong while this worker process started, if anything. Worker bodies
     call it where their errors are reported to the driver."""
@@ -165,8 +132,9 @@ def raise_startup_error() -> None:
 
 
 def _bootstrap(startup: dict[str, Any], name: str, target: Callable[..., Any], args: tuple) -> None:
-    """First code of every worker process: restore the starting process's env registry and
-    join its Ray, then run `target(*args)`."""
+    """First code of every worker process: restore the starting process's environment and env
+    registry, arrange to join its Ray on first use, then run `target(*args)`."""
+    global _STARTUP_ERROR
     where = f"worker process {name} (pid {os.getpid()})"
     if os.environ.pop(_SAFE_PATH_MARK, None):  # the processes this one starts get the user's environment
         os.environ.pop("PYTHONSAFEPATH", None)
@@ -175,11 +143,16 @@ def _bootstrap(startup: dict[str, Any], name: str, target: Callable[..., Any], a
         # A fork server started earlier has the variables of that time; the worker gets today's.
         os.environ.clear()
         os.environ.update(environ)
-    # `rlx stack` finds it (under the process that started it) and can ask for its stacks.
-    install_stack_dumps(_stack_role(name), name, parent_pid=startup.get("parent_pid"))
-    restore_registry(startup["env_registry"], where=where)
-    if startup["ray"] is not None:
-        _connect_ray(startup["ray"], where)
+    try:
+        # `rlx stack` finds it (under the process that started it) and can ask for its stacks.
+        install_stack_dumps(_stack_role(name), name, parent_pid=startup.get("parent_pid"))
+        restore_registry(startup["env_registry"], where=where)
+        if startup["ray"] is not None:
+            # Joined when the worker's code first uses Ray: a Ray job per process otherwise.
+            join_on_first_use(startup["ray"], where)
+    except Exception as err:  # reported where the worker reports its errors (raise_startup_error)
+        _STARTUP_ERROR = RLXError(f"The {where} failed to start: {type(err).__name__}: {err}")
+        _STARTUP_ERROR.__cause__ = err
     target(*args)
 
 
@@ -193,8 +166,8 @@ def start_process(target: Callable[..., Any], args: tuple, name: str, daemon: bo
     """Start a worker process (see `start_method`) running `target(*args)` without re-running `__main__`.
 
     Before `target` runs, the new process gets this one's env registrations (names
-    registered afterwards do not reach it) and, when Ray is initialised here, joins the same
-    Ray cluster and namespace; `target` should call `raise_startup_error()` where it reports
+    registered afterwards do not reach it) and, when Ray is initialised here, the address and
+    namespace to join that cluster with on first use; `target` should call `raise_startup_error()` where it reports
     errors. `daemon=False` lets the process start processes of its own (an EnvRunner whose
     sub-envs run in processes); whoever starts it must then stop it before exit, since
     multiprocessing waits for non-daemon children when the interpreter exits.

@@ -2,8 +2,8 @@
 
 - `rlx.algorithms.a3c` (and the old `rlx.agents.a3c` with `A3CTrainer`) export RLlib's names;
   A3C is registered for the CLI and Tune, and its loss is A2C's Learner.
-- Every fragment a remote runner delivers becomes one optimizer step, applied in arrival order;
-  the runner then samples with weights that include that step. Without remote runners the
+- Every fragment a remote runner delivers becomes one optimizer step (on the gradient the runner
+  computed), applied in arrival order; the runner then samples with weights that include that step. Without remote runners the
   driver's runner samples between steps (no policy lag).
 - It learns CartPole-v1 with 2 remote process runners (its tuned example, CI-sized bar).
 """
@@ -29,7 +29,7 @@ def test_import_paths_old_names_and_rllib_defaults():
     from rlx.algorithms.a3c import A3CLearner, A3CTrainer
 
     assert A3CTrainer is A3C and old_a3c.A3CTrainer is A3C and old_a3c.A3CConfig is A3CConfig
-    assert A3CLearner is A2CLearner
+    assert issubclass(A3CLearner, A2CLearner)
     assert get_algorithm_class("a3c") is A3C and isinstance(get_algorithm_config("A3C"), A3CConfig)
     c = A3CConfig()
     assert (c.rollout_fragment_length, c.grads_per_step, c.lr, c.entropy_coeff, c.vf_loss_coeff) == \
@@ -50,21 +50,21 @@ def test_each_arriving_fragment_is_one_gradient_step_with_two_remote_runners():
     try:
         assert isinstance(algo.learner, A2CLearner)
         calls = []
-        original = algo.learner.update_from_batch
+        original = algo.learner.apply_runner_gradients
 
-        def counting(batch, timestep):
-            calls.append(int(batch["rewards"].size))
-            return original(batch, timestep)
+        def counting(gradients, timestep):
+            calls.append(sum(len(g) for g in gradients.values()))
+            return original(gradients, timestep)
 
-        algo.learner.update_from_batch = counting
+        algo.learner.apply_runner_gradients = counting
         before = algo.get_module().pi.linears[0].weight.detach().clone()
         steps = 0
         for _ in range(3):
             result = algo.train()
             steps = result["num_env_steps_sampled_lifetime"]
             assert result["async_sampling"]["num_gradients_applied"] >= 6
-        # One update per 20-step fragment (the driver never joins fragments into one batch).
-        assert calls and set(calls) == {20}
+        # One update per 20-step fragment, on the gradient of every parameter.
+        assert calls and set(calls) == {len(algo.learner.params)}
         assert len(calls) == steps // 20 == algo.learner.num_grad_updates == algo.weights_version
         assert result["num_env_steps_trained_lifetime"] == steps
         assert not np.allclose(before, algo.get_module().pi.linears[0].weight.detach())
@@ -133,13 +133,13 @@ def test_multi_agent_applies_each_fragment_to_the_learners_of_its_policies():
     algo = config.build()
     try:
         fragments = []
-        original = algo.learner.update_from_batch
+        original = algo._apply
 
-        def recording(batch, timestep):
-            fragments.append(set(getattr(batch, "policy_batches", batch)))
-            return original(batch, timestep)
+        def recording(fragment, timestep):
+            fragments.append(set(fragment.payload["gradients"]))  # the runner's gradient of each policy
+            return original(fragment, timestep)
 
-        algo.learner.update_from_batch = recording
+        algo._apply = recording
         result = algo.train()
         assert result["async_sampling"]["num_gradients_applied"] == len(fragments) == algo.weights_version >= 4
         assert set(result["learners"]) == set().union(*fragments) and "p0" in result["learners"]

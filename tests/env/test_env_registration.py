@@ -219,8 +219,18 @@ def test_runner_that_cannot_reach_the_drivers_ray_fails_to_start_with_advice(mon
         s.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{s.getsockname()[1]}"
     monkeypatch.setattr(spawn, "_driver_ray", lambda: {"address": address, "namespace": "lost"})
+    name = unique("uses-ray")
+
+    def make(ctx):
+        if ctx.worker_index > 0:  # a runner process joins the driver's Ray when its env first uses it
+            import ray
+
+            ray.get_actor("global_counter")
+        return StampedEnv(ctx, name)
+
+    rlx.register_env(name, make)
     with pytest.raises(RLXError, match=r"could not connect to the driver's Ray cluster at .*env_runner_backend='ray'"):
-        small_config("CartPole-v1", num_env_runners=1).build()
+        small_config(name, num_env_runners=1).build()
 
 
 # ---------------------------------------------------------------- with Ray initialised (slow: kept few)

@@ -1,8 +1,12 @@
 """DD-PPO (Wijmans et al., 2020): decentralized distributed PPO.
 
 Design: each DD-PPO worker is a rank of rlx's LearnerGroup (rlx.core.learner_group) that owns
-an EnvRunner. With `num_env_runners=N` (N >= 1) the Algorithm starts N learner processes
-(no separate EnvRunner processes); every training step, each rank samples one fragment per
+an EnvRunner. With `num_env_runners=N` (N >= 1) the Algorithm starts N learners (no separate
+EnvRunners): learner processes on this machine, or, with Ray initialised (or
+`learner_backend="ray"`), Ray actors in one placement group whose bundles take
+`num_cpus_per_env_runner`, `num_gpus_per_env_runner` and `custom_resources_per_env_runner`, spread
+over the cluster's nodes as `placement_strategy` says (each worker then samples on its own node).
+Every training step, each rank samples one fragment per
 sub-env with the EnvRunner living in its own process (built on first use, sharing that rank's
 module, so its weights are always the rank's current ones), then runs PPO's update on that
 batch. The gradients are all-reduced among the ranks (gloo on CPU) by the LearnerGroup's own
@@ -109,9 +113,10 @@ class _SampleOwnBatch:
     def __init__(self, config: AlgorithmConfig, num_workers: int, timestep: int):
         self.config, self.num_workers, self.timestep = config, num_workers, timestep
 
-    def __call__(self, learner: Any, rank: int) -> tuple[Any, tuple[int, Any]]:
+    def runner(self, learner: Any, rank: int) -> Any:
+        """The worker's EnvRunner (built on first use around the worker's module). Also what a
+        replacement worker runs before it joins (LearnerGroup.prepare_replacement)."""
         from rlx.env.env_runner import SingleAgentEnvRunner
-        from rlx.env.env_runner_group import num_sampled_steps
 
         runner = getattr(learner, "_ddppo_env_runner", None)
         if runner is None:
@@ -119,6 +124,12 @@ class _SampleOwnBatch:
             runner = SingleAgentEnvRunner(config=self.config, worker_index=rank + 1, num_workers=self.num_workers,
                                           module=module)
             learner._ddppo_env_runner = runner
+        return runner
+
+    def __call__(self, learner: Any, rank: int) -> tuple[Any, tuple[int, Any]]:
+        from rlx.env.env_runner_group import num_sampled_steps
+
+        runner = self.runner(learner, rank)
         runner.num_env_steps_sampled_lifetime = int(self.timestep)
         batch = runner.sample()
         return batch, (num_sampled_steps(batch, self.config.count_steps_by), runner.get_metrics())
@@ -152,7 +163,10 @@ class DDPPO(PPO):
         group_config.freeze()
         driver_learner = self.learner
         self.learner = LearnerGroup(group_config, self._resolved_learner_class(), driver_learner.module,
-                                    num_learners=self.num_workers)
+                                    num_learners=self.num_workers,
+                                    custom_resources=dict(config.custom_resources_per_env_runner or {}))
+        # A worker that replaces a lost one (Ray) builds its EnvRunner before it joins the others.
+        self.learner.prepare_replacement = _SampleOwnBatch(config, self.num_workers, 0).runner
         self._worker_config = config
 
     def training_step(self) -> dict[str, Any]:

@@ -9,8 +9,11 @@ import numpy as np
 from rlx.algorithms.algorithm import Algorithm
 from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.config_options import Option, boolean, choice, count, integer, number, schedule_or_number, seconds
+from rlx.algorithms.impala.aggregators import AggregatorPool, join_remotely
 from rlx.algorithms.impala.impala_learner import IMPALALearner
 from rlx.algorithms.impala.learner_queue import LearnerQueue
+from rlx.algorithms.impala.object_refs import PendingBatch, fetch_parts, join_parts, put_fragment
+from rlx.core.sample_batch import as_multi_agent
 from rlx.env.env_runner_group import AsyncSample, join_runner_batches
 from rlx.utils.errors import ConfigError, RLXError
 
@@ -84,8 +87,9 @@ class IMPALAConfig(AlgorithmConfig):
         Option("_lr_vf", 0.0005, T, number(0.0), later="a separate value-function optimizer"),
         Option("num_gpu_loader_threads", 8, T, integer(1), later=GPU_LEARNERS),
         Option("num_aggregator_actors_per_learner", 0, ("learners",), integer(0),
-               no_effect="rlx's EnvRunners return time-major train batches, so there is no episode aggregation "
-                         "to move into actors"),
+               doc="Aggregator actors (Ray actors, 1 CPU each) per learner (per driver learner with num_learners=0) "
+                   "that join the fragment references of the Ray EnvRunners into train batches in the object store, "
+                   "so no fragment passes through the driver (needs Ray; 0: the learner's side joins them)."),
     ]
     _default_overrides = {
         "lr": 0.0005,
@@ -94,6 +98,10 @@ class IMPALAConfig(AlgorithmConfig):
         "train_batch_size": 500,
         "min_time_s_per_iteration": 10,
     }
+
+    #: Runs on each remote EnvRunner with every asynchronous fragment: inside a Ray actor it puts
+    #: the fragment in the object store and answers its reference (rlx.algorithms.impala.object_refs).
+    runner_fragment_hook = staticmethod(put_fragment)
 
     def __init__(self, algo_class: Any = None):
         super().__init__(algo_class=algo_class or IMPALA)
@@ -132,6 +140,13 @@ class IMPALA(Algorithm):
     updates). `result["async_sampling"]` reports the policy lag (learner updates between the
     weights that sampled a fragment and those it was trained from), the queue's fill and the
     requests in flight.
+
+    On Ray EnvRunners the fragments stay in Ray's object store: the driver gets references and
+    step counts (IMPALAConfig.runner_fragment_hook), the queue holds references, and the arrays
+    are fetched where the learner is (the driver's learner with num_learners=0, each learner
+    actor where the learner group takes references). With `num_aggregator_actors_per_learner > 0`
+    aggregator actors join each train batch's fragments, so the driver handles one reference per
+    train batch (rlx.algorithms.impala.aggregators).
     """
 
     _config_class = IMPALAConfig
@@ -151,6 +166,10 @@ class IMPALA(Algorithm):
         self._broadcast_version = self.weights_version
         #: Env steps one sample request brings: a fragment of each sub-env (or the largest seen).
         self._steps_per_request = config.get_rollout_fragment_length() * self.env_runner_group.num_envs_per_env_runner
+        #: Aggregator actors joining fragment references into train batches (None: not asked for).
+        self.aggregators: AggregatorPool | None = None
+        if config.num_aggregator_actors_per_learner > 0:
+            self.aggregators = AggregatorPool(config.num_aggregator_actors_per_learner * max(1, config.num_learners))
 
     def make_learner_queue(self) -> LearnerQueue:
         """The queue of train batches waiting for the learner: FIFO, `learner_queue_size` batches,
@@ -177,14 +196,13 @@ class IMPALA(Algorithm):
             item = queue.get()
             if item is None:
                 break
-            batch, steps, seq_nos = item
-            lags = self.weights_version - seq_nos
+            pending: PendingBatch = item
+            lags = self.weights_version - pending.seq_nos
             self.metrics.log_value(("async_sampling", "policy_lag_mean"), float(lags.mean()), window=100_000,
                                    clear_on_reduce=True)
             self.metrics.log_value(("async_sampling", "policy_lag_max"), int(lags.max()), reduce="max",
                                    clear_on_reduce=True)
-            metrics = self.learn_on_batch(batch, timestep=self._counters["num_env_steps_sampled_lifetime"])
-            self.count_trained(batch, steps)
+            metrics = self._learn_on_pending(pending) or metrics
         if self.weights_version - self._broadcast_version >= cfg.broadcast_interval:
             self._broadcast_version = self.weights_version
         self._log_queue_state()
@@ -208,11 +226,77 @@ class IMPALA(Algorithm):
         self._fragment_steps += steps
         if self._fragment_steps < self.config.total_train_batch_size:
             return
-        batch = join_runner_batches([s.batch for s in self._fragments])
-        seq_nos = np.asarray([s.weights_seq_no for s in self._fragments])
-        dropped = self.learner_queue.put((batch, self._fragment_steps, seq_nos), self._fragment_steps)
+        pending = PendingBatch([s.batch for s in self._fragments],
+                               sum(as_multi_agent(s.batch).env_steps() for s in self._fragments),
+                               sum(as_multi_agent(s.batch).agent_steps() for s in self._fragments),
+                               self._fragment_steps, np.asarray([s.weights_seq_no for s in self._fragments]))
+        if not pending.by_reference:
+            pending.parts = [join_runner_batches(pending.parts)]  # joined once, here
+        elif self.aggregators is not None:
+            pending.parts = [self.aggregators.join(pending.parts)]
+        dropped = self.learner_queue.put(pending, self._fragment_steps)
         self.metrics.log_value(("async_sampling", "num_env_steps_dropped_lifetime"), dropped, reduce="sum")
         self._fragments, self._fragment_steps = [], 0
+
+    def _learn_on_pending(self, pending: PendingBatch) -> dict[str, Any]:
+        """Update on a queued train batch: its reference goes to learners that take references
+        (a learner group of Ray actors), else its arrays are fetched here; counts it trained.
+        Returns the learner metrics ({} when its data was lost with a runner or aggregator)."""
+        timestep = self._counters["num_env_steps_sampled_lifetime"]
+        group = self._ref_taking_learner() if pending.by_reference else None
+        if group is not None:
+            ref = pending.single_ref()
+            if ref is None:
+                ref = join_remotely(pending.parts)
+                pending.parts = [ref]  # joined once: APPO's circular buffer may hand it out again
+            metrics = group.run_update(ref, timestep=timestep)
+            self.weights_version += 1
+            self.count_trained(pending.counts)
+            return metrics
+        batch = self._fetch_pending(pending)
+        if batch is None:
+            self.metrics.log_value(("async_sampling", "num_env_steps_dropped_lifetime"), pending.steps, reduce="sum")
+            return {}
+        pending.parts = [batch]  # fetched once: APPO's circular buffer may hand it out again
+        metrics = self.learn_on_batch(batch, timestep=timestep)
+        self.count_trained(batch)
+        return metrics
+
+    @staticmethod
+    def _fetch_pending(pending: PendingBatch) -> Any:
+        """The train batch's arrays (one ray.get for its references); None when all were lost."""
+        if not pending.by_reference:
+            return pending.parts[0]
+        if pending.single_ref() is not None:
+            from ray import exceptions as rex
+
+            try:
+                parts = fetch_parts(pending.parts)
+            except rex.RayActorError:  # its aggregator died before it answered
+                return None
+            return parts[0] if parts else None
+        return join_parts(pending.parts)
+
+    def _ref_taking_learner(self) -> Any:
+        """The learner group that fetches train batches from the object store itself, or None.
+
+        That is a single-agent run's group of Ray learner actors (`learner_backend` "ray", which
+        take an ObjectRef of the module's batch) when nothing must see the batch in the driver
+        first (a learner connector pipeline, on_learn_on_batch callbacks). Multi-agent train
+        batches are fetched here and go through the learner container, module by module."""
+        learners = self.learners
+        if learners.sole_module_id is None or getattr(self, "_learner_connector", None) is not None \
+                or self._on_learn_on_batch is not None:
+            return None
+        group = learners.by_module()[learners.sole_module_id]
+        return group if getattr(group, "learner_backend", None) == "ray" else None
+
+    def stop(self) -> None:
+        """Stop the aggregator actors, then everything else."""
+        aggregators = getattr(self, "aggregators", None)
+        if aggregators is not None:
+            aggregators.stop()
+        super().stop()
 
     def _log_queue_state(self) -> None:
         queue = self.learner_queue

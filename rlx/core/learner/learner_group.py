@@ -1,5 +1,5 @@
-"""LearnerGroup: `num_learners` Learner processes that update one module data-parallel
-(RLlib's `ray.rllib.core.learner.learner_group`).
+"""LearnerGroup: `num_learners` Learners (processes, or Ray actors) that update one module
+data-parallel (RLlib's `ray.rllib.core.learner.learner_group`).
 
 `config.learners(num_learners=N)` (old name `num_learner_workers`) makes the Algorithm train
 each module with a LearnerGroup in place of a driver-side Learner. It offers the surface the Algorithm and
@@ -9,10 +9,13 @@ checkpoints use (`update_from_batch`, `get_weights`/`set_weights`, `module`, `op
 
 How an update works:
 
-* Each of the N worker processes (spawned, like ProcessEnvRunner's) builds the same
-  Learner class on a copy of the module (same weights), with `minibatch_size // N` as its
-  minibatch size, and joins a torch.distributed process group (gloo on CPU, NCCL when
-  GPU learners are asked for; rendezvous at 127.0.0.1 on a free port).
+* Each of the N ranks builds the same Learner class on a copy of the module (same weights),
+  with `minibatch_size // N` as its minibatch size, and joins a torch.distributed process
+  group (gloo on CPU, NCCL when GPU learners are asked for). A rank is a worker process on
+  this machine (`learner_backend="process"`, spawned like ProcessEnvRunner's; rendezvous at
+  127.0.0.1 on a free port) or a Ray actor anywhere in the cluster (`learner_backend="ray"`,
+  the default while Ray is initialised: rlx.core.learner.ray_learners; one placement group,
+  rendezvous at rank 0's node address).
 * `update_from_batch` splits the batch into N shards along the batch axis: the env axis
   B of time-major [T, B] batches from EnvRunners, axis 0 of flat (replay) batches. Rank r
   gets indices r, r + N, r + 2N, ... (strided, so that without shuffling each rank's k-th
@@ -28,15 +31,25 @@ How an update works:
 The gradient averaging and the state that follows one rank are described in
 rlx.core.learner.learner_process (the process side), the sharding in rlx.core.learner.sharding.
 
-A learner process that dies, or any error during an update (the other ranks may be left
+A learner that dies, or any error during an update (the other ranks may be left
 waiting in an all_reduce), stops the whole group. After any other error later calls raise
 LearnerGroupError. After a death the driver still holds everything a restart needs: the
 module's weights (rank 0's after the last successful update) and a mirror of rank 0's
 `get_extra_state()` (refreshed with every update, at no extra round trip). So the calls that
 save or load state restart the learner processes from it (`restart()`: optimizer state and
 target networks start over as in a freshly built Learner) and answer, and `Algorithm.save()`
-keeps the progress made since the last checkpoint. `update_from_batch` raises the death once
-(that update is lost); the next call restarts the group and trains on.
+keeps the progress made since the last checkpoint. Before the survivors are stopped, the first
+one that answers hands over the optimizer state and extra tensors of the last completed update
+(every rank holds the same), which the restarted learners load; with none left they start over.
+Learner processes: `update_from_batch` raises the death once (that update is lost); the next
+call restarts the group and trains on. Ray actors: nothing stops; the surviving actors re-form
+the process group among themselves, take the driver's weights and extra state and the salvaged
+optimizer state, and the update goes again at once on them (each survivor takes a bigger shard;
+its minibatches stay `minibatch_size // num_learners`), so `train()` goes on without waiting
+for a new actor. A replacement actor starts in the lost rank's placement bundle meanwhile and
+joins at the first update after it is built. The lost attempt is not counted (the driver's
+weights and extra state are those of the last completed update). Only when no rank survives
+(or the survivors cannot re-form) does the group restart every actor, as processes do.
 
 With `num_learners=0` (the default) the Algorithm keeps a plain Learner in the driver. The
 learner container (rlx.core.learner.container) makes that choice per module.
@@ -47,6 +60,7 @@ import concurrent.futures as cf
 import copy
 import logging
 import threading
+import time
 import weakref
 from concurrent.futures import Future
 from typing import Any, Callable, Mapping, NoReturn, Sequence
@@ -62,6 +76,8 @@ from rlx.core.learner.learner_process import (
     _per_learner_config,
     _shutdown,
 )
+from rlx.core.learner.ray_learners import LearnerPlacement, RayLearner, is_object_ref, ray_backend_wanted, \
+    rejoin, start_ray_learners, start_standby_learner
 from rlx.core.learner.sharding import merge_metrics, shard_batch
 
 __all__ = ["LearnerDiedError", "LearnerGroup", "LearnerGroupError", "merge_metrics", "shard_batch"]
@@ -69,6 +85,15 @@ __all__ = ["LearnerDiedError", "LearnerGroup", "LearnerGroupError", "merge_metri
 logger = logging.getLogger("rlx")
 
 _STARTUP_TIMEOUT_S = 300.0
+
+#: A rank of the group: a learner process's handle or a learner actor's.
+_Rank = _LearnerProcess | RayLearner
+
+
+def _all_done(futures: Sequence[Future], timeout: float = _STARTUP_TIMEOUT_S) -> bool:
+    """Whether every future completed without an exception within `timeout` seconds."""
+    done, not_done = cf.wait(futures, timeout=timeout)
+    return not not_done and all(f.exception() is None for f in done)
 
 
 class _OptimizerProxy:
@@ -106,6 +131,15 @@ class LearnerGroup:
         num_learners: overrides `config.num_learners`.
         timeout_s: how long a collective (or start-up) may wait for the other learners.
         module_id: the id of the module the learners train (their Learner's `module_id`).
+        custom_resources: Ray resources each learner actor asks for besides CPUs, GPUs and
+            `config.custom_resources_per_learner` (the Ray backend; DD-PPO's workers take
+            `custom_resources_per_env_runner`).
+
+    `config.learner_backend` says where the ranks run: "process" (learner processes on this
+    machine, rendezvous on 127.0.0.1), "ray" (Ray actors in one placement group on any node of
+    the cluster: rlx.core.learner.ray_learners), or "auto" (Ray when it is initialised). Both
+    kinds of rank run the same update code; on Ray a learner that dies is replaced in the same
+    call (the update is redone), and `update_from_batch` also takes a Ray ObjectRef of the batch.
     """
 
     #: RLlib's LearnerGroup.is_local / is_remote: the learners are processes of their own.
@@ -113,7 +147,8 @@ class LearnerGroup:
     is_remote = True
 
     def __init__(self, config: ResolvedConfig, learner_class: type, module: Any, num_learners: int | None = None,
-                 timeout_s: float = 1800.0, module_id: str = "default_policy"):
+                 timeout_s: float = 1800.0, module_id: str = "default_policy",
+                 custom_resources: Mapping[str, float] | None = None):
         module = getattr(module, "unwrapped_module", module)  # a Learner's module view: the module itself
         self.config = config
         self.learner_class = learner_class
@@ -131,13 +166,29 @@ class LearnerGroup:
             self.backend = "nccl"
         else:
             self.backend = "gloo"
+        #: "process" or "ray": what kind of rank the group starts (see the class docstring).
+        self.learner_backend = "ray" if ray_backend_wanted(config) else "process"
+        #: Whether an update that meets a learner's death restarts the group and goes again (Ray),
+        #: rather than raising the death once (processes).
+        self._retries_lost_updates = self.learner_backend == "ray"
+        self._placement: LearnerPlacement | None = None
+        #: Optimizer state and extra tensors a surviving rank held after the last completed update,
+        #: collected when another rank died; the restart loads it.
+        self._salvaged: dict[str, Any] | None = None
+        #: Ray backend: actors building their Learner to take the place of lost ranks; they join
+        #: the group at the first call after they are ready (`_grow`).
+        self._replacements: list[RayLearner] = []
+        #: Run on a replacement's Learner once it is built, before it joins: `fn(learner, rank)`
+        #: (e.g. DD-PPO builds the worker's EnvRunner), so joining costs the others no wait for it.
+        self.prepare_replacement: Callable[[Any, int], Any] | None = None
+        self._prepared: dict[int, Future] = {}
         self._lock = threading.RLock()
         #: Why the group cannot be used ("ErrorType: message"), None while it can.
         self._broken: str | None = None
         #: Whether `_broken` is a learner process that died: the next call restarts the group.
         self._broken_by_death = False
         self._stopped = False
-        self._handles: list[_LearnerProcess] = []
+        self._handles: list[_Rank] = []
         self._finalizer: weakref.finalize | None = None
         self.pids: list[int] = []
         self.optimizers: dict[str, _OptimizerProxy] = {}
@@ -159,13 +210,42 @@ class LearnerGroup:
             },
             "world_size": self.num_learners,
             "backend": self.backend,
-            "master_addr": "127.0.0.1",
+            # The Ray backend's rank 0 publishes its node's address instead.
+            "master_addr": "127.0.0.1" if self.learner_backend == "process" else None,
             "timeout_s": timeout_s,
             "num_threads": max(1, int(getattr(config, "num_cpus_per_learner", 1) or 1)),
             "seed": getattr(config, "seed", None),
         }
-        infos = self._start()
+        if self.learner_backend == "ray":
+            self._placement = LearnerPlacement(
+                self.num_learners, float(getattr(config, "num_cpus_per_learner", 1) or 0), num_gpus,
+                {**dict(getattr(config, "custom_resources_per_learner", None) or {}), **dict(custom_resources or {})},
+                str(getattr(config, "placement_strategy", "PACK") or "PACK"))
+        try:
+            infos = self._start()
+        except BaseException:
+            if self._placement is not None:
+                self._placement.remove()
+            raise
         self._extra_state = infos[0]["extra_state"]
+
+    def _launch(self, spec: dict[str, Any], payload: bytes) -> list[Any]:
+        """Start the ranks (learner processes or Ray actors); their `ready` resolves once built.
+        Ray actors get `spec` through Ray's serializer (which honours
+        `ray.cloudpickle.register_pickle_by_value`), processes the cloudpickled `payload`."""
+        if self._placement is not None:
+            return start_ray_learners(spec, self._placement, self.num_learners)
+        return [_LearnerProcess(payload, rank) for rank in range(self.num_learners)]
+
+    @property
+    def actor_ids(self) -> list[str | None]:
+        """The Ray actor ids of the ranks (Ray backend; None for learner processes)."""
+        return [getattr(h, "actor_id", None) for h in self._handles]
+
+    @property
+    def node_ids(self) -> list[str | None]:
+        """The Ray node ids the ranks run on (Ray backend; None for learner processes)."""
+        return [getattr(h, "node_id", None) for h in self._handles]
 
     def _start(self) -> list[dict[str, Any]]:
         """Start `num_learners` learner processes on the driver module's current weights and
@@ -175,7 +255,8 @@ class LearnerGroup:
 
         spec = dict(self._spec, module_state=self.module.get_state())
         for attempt in range(2):
-            spec["master_port"] = _free_port("127.0.0.1")
+            if self.learner_backend == "process":
+                spec["master_port"] = _free_port("127.0.0.1")
             try:
                 payload = cloudpickle.dumps(spec)
             except Exception as err:
@@ -183,7 +264,7 @@ class LearnerGroup:
                     f"num_learners={self.num_learners} sends the config, the Learner class and the module to "
                     f"the learner processes, but they do not pickle: {type(err).__name__}: {err}"
                 ) from err
-            handles = [_LearnerProcess(payload, rank) for rank in range(self.num_learners)]
+            handles = self._launch(spec, payload)
             finalizer = weakref.finalize(self, _shutdown, handles)
             try:
                 infos = self._wait(handles, [h.ready for h in handles], "start", timeout=_STARTUP_TIMEOUT_S)
@@ -232,21 +313,30 @@ class LearnerGroup:
             finalizer, self._finalizer = self._finalizer, None
             if finalizer is not None:
                 finalizer.detach()
-            _shutdown(old)
+            _shutdown([*old, *self._replacements])
+            self._replacements, self._prepared = [], {}
             self._broken, self._broken_by_death = None, False
             extra_state = self._extra_state
+            salvaged, self._salvaged = self._salvaged, None
             self._start()
             if extra_state is not None:
                 self._extra_state = self._run_all("set_extra_state", extra_state)[0]
+            if salvaged is not None:
+                self._run_all("load_synced_state", salvaged)
+                optimizer = ("the optimizer state (e.g. Adam moments) and target networks were recovered from a "
+                             "surviving learner")
+            else:
+                optimizer = ("the optimizer state (e.g. Adam moments) restarted from scratch and target networks "
+                             "were rebuilt from the current weights")
             logger.warning(
-                "LearnerGroup: restarted the %d learner processes (%s) from the driver's weights after %s. "
-                "The optimizer state (e.g. Adam moments) restarted from scratch and target networks were "
-                "rebuilt from the current weights; update counts and other learner extra state were kept.",
-                self.num_learners, self.learner_class.__name__, reason)
+                "LearnerGroup: restarted the %d learner %s (%s) from the driver's weights after %s; %s; update "
+                "counts and other learner extra state were kept.",
+                self.num_learners, "actors" if self.learner_backend == "ray" else "processes",
+                self.learner_class.__name__, reason, optimizer)
 
     # ---------------------------------------------------------------- plumbing
 
-    def _wait(self, handles: list[_LearnerProcess], futures: list[Future], what: str,
+    def _wait(self, handles: Sequence[_Rank], futures: list[Future], what: str,
               timeout: float | None = None, collective: bool = True) -> list[Any]:
         """Results of `futures` (one per handle in `handles`).
 
@@ -272,35 +362,150 @@ class LearnerGroup:
             errors = [LearnerGroupError(f"The learners did not finish {what} within {timeout} s.")]
         self._fail(errors, handles)
 
-    def _break(self, errors: list[BaseException], handles: Sequence[_LearnerProcess] = ()) -> BaseException:
-        """Kill every learner process and mark the group broken; returns the most telling error."""
+    def _break(self, errors: list[BaseException], handles: Sequence[_Rank] = ()) -> BaseException:
+        """Kill every learner and mark the group broken; returns the most telling error. After a
+        death on the Ray backend the survivors go on instead when they can (`_shrink`)."""
         count = len(self._handles) or len(handles)
-        for handle in {id(h): h for h in list(handles) + list(self._handles)}.values():
-            handle.kill()
+        everyone = list({id(h): h for h in list(handles) + list(self._handles)}.values())
         died = [e for e in errors if isinstance(e, LearnerDiedError)]
+        if died and len(everyone) > 1:
+            self._salvaged = self._salvage(everyone)
+            if self._salvaged is not None and self._placement is not None and self._shrink(everyone):
+                self._salvaged = None
+                return died[0]  # the group goes on without the lost rank(s)
+        for handle in everyone:
+            handle.kill()
         error = died[0] if died else errors[0]
         self._broken = f"{type(error).__name__}: {error}"
         self._broken_by_death = bool(died)
         if hasattr(error, "add_note"):
             if died:
                 error.add_note(
-                    f"The LearnerGroup ({count} learner processes) stopped its learners: the others cannot go on "
+                    f"The LearnerGroup ({count} learners) stopped its learners: the others cannot go on "
                     "without the one that died. The next call restarts them from the driver's weights "
                     "(LearnerGroup.restart()); Algorithm.save() works now and saves the driver's state."
                 )
             else:
                 error.add_note(
-                    f"The LearnerGroup ({count} learner processes) is stopped: a learner that failed leaves the "
+                    f"The LearnerGroup ({count} learners) is stopped: a learner that failed leaves the "
                     "others unable to go on. Build a new Algorithm (e.g. with Algorithm.from_checkpoint) to "
                     "continue."
                 )
         return error
 
-    def _fail(self, errors: list[BaseException], handles: Sequence[_LearnerProcess] = ()) -> NoReturn:
+    def _shrink(self, handles: Sequence[Any], timeout: float = 120.0) -> bool:
+        """Ray backend, after a rank died: re-form the process group of the surviving actors, load
+        the driver's weights and extra state and the salvaged optimizer state into them, and start
+        a replacement for each lost rank in the background (`_grow` lets it join). Returns whether
+        the group goes on this way (False: the caller restarts every rank instead)."""
+        survivors = [h for h in handles if h.healthy and h.alive]
+        lost = [h for h in handles if not (h.healthy and h.alive)]
+        if not survivors or not lost:
+            return False
+        for handle in lost:
+            handle.kill()
+        try:
+            if not _all_done(rejoin(survivors), timeout):
+                return False
+            weights = self.module.get_state()
+            if not _all_done([f for h in survivors for f in (h.submit("set_weights", weights),
+                                                             h.submit("set_extra_state", self._extra_state),
+                                                             h.submit("load_synced_state", self._salvaged))],
+                             timeout):
+                return False
+        except Exception as err:  # Ray failed to re-form the group: the caller restarts it
+            logger.debug("LearnerGroup: could not re-form the group without the lost learner: %s", err)
+            return False
+        self._handles = list(survivors)
+        self.pids = [h.pid for h in survivors if h.pid is not None]
+        self._versions = self._module_versions()
+        for handle in lost:
+            self._replace(handle.bundle)
+        logger.warning(
+            "LearnerGroup: lost %d of %d learner actors; training goes on with %d (the optimizer state recovered "
+            "from a survivor) while %d replacement(s) start in the background.",
+            len(lost), len(handles), len(survivors), len(lost))
+        return True
+
+    def _replace(self, bundle: int) -> None:
+        """Start a stand-by learner actor for placement bundle `bundle` on the driver's weights."""
+        assert self._placement is not None, "replacements are Ray actors"
+        spec = dict(self._spec, module_state=self.module.get_state())
+        replacement = start_standby_learner(spec, self._placement, bundle)
+        self._replacements.append(replacement)
+        if self.prepare_replacement is not None:
+            prepare = self.prepare_replacement
+            # (Its result stays in the actor: only None travels back.)
+            self._prepared[id(replacement)] = replacement.submit(
+                "apply", lambda learner: (prepare(learner, bundle), None)[1])
+
+    def _grow(self) -> None:
+        """Let the replacements that finished building join the group (lock held): the process
+        group re-forms with them, and they take the driver's weights and extra state and rank 0's
+        optimizer state. A replacement that failed to build is started again."""
+        ready = [r for r in self._replacements
+                 if r.ready.done() and (r.ready.exception() is not None or self._prepared.get(id(r), r.ready).done())]
+        if not ready:
+            return
+        for replacement in ready:
+            self._replacements.remove(replacement)
+            prepared = self._prepared.pop(id(replacement), None)
+            if prepared is not None and prepared.exception() is not None:
+                logger.warning("LearnerGroup: preparing a replacement learner failed (%s); it joins unprepared.",
+                               prepared.exception())
+        good = [r for r in ready if r.ready.exception() is None]
+        for failed in (r for r in ready if r.ready.exception() is not None):
+            logger.warning("LearnerGroup: a replacement learner actor failed to start (%s); starting another.",
+                           failed.ready.exception())
+            failed.kill()
+            self._replace(failed.bundle)
+        if not good:
+            return
+        state_future = self._handles[0].submit("synced_state")
+        handles = self._handles + good
+        joined = _all_done([state_future]) and _all_done(rejoin(handles))
+        if joined:
+            weights, state = self.module.get_state(), state_future.result()
+            joined = _all_done([f for r in good for f in (r.submit("set_weights", weights),
+                                                          r.submit("set_extra_state", self._extra_state),
+                                                          r.submit("load_synced_state", state))])
+        if not joined:
+            # Back to the ranks that were training; if they cannot re-form either, restart them all.
+            for replacement in good:
+                replacement.kill()
+                self._replace(replacement.bundle)
+            if not _all_done(rejoin(self._handles)):
+                self._fail([LearnerDiedError("The learner actors could not re-form their process group after "
+                                             "replacing a lost one.")], self._handles)
+            return
+        self._handles = handles
+        self.pids = [h.pid for h in handles if h.pid is not None]
+        logger.warning("LearnerGroup: %d replacement learner actor(s) joined; %d learners train again.",
+                       len(good), len(handles))
+
+    @staticmethod
+    def _salvage(handles: Sequence[Any], timeout: float = 10.0) -> dict[str, Any] | None:
+        """The optimizer state and extra tensors after the last completed update, from the first
+        surviving rank that answers within `timeout` s (a rank left in a collective with a dead
+        peer fails out of it first); None when none does."""
+        alive = [h for h in handles if h.healthy and h.alive]
+        pending = {h.submit("synced_state") for h in alive}
+        deadline = time.monotonic() + timeout
+        while pending:
+            done, pending = cf.wait(pending, timeout=max(0.0, deadline - time.monotonic()),
+                                    return_when=cf.FIRST_COMPLETED)
+            if not done:
+                break
+            for future in done:
+                if future.exception() is None:
+                    return future.result()
+        return None
+
+    def _fail(self, errors: list[BaseException], handles: Sequence[_Rank] = ()) -> NoReturn:
         """Kill every learner process, mark the group unusable and raise the most telling error."""
         raise self._break(errors, handles)
 
-    def _dead_handle(self) -> _LearnerProcess | None:
+    def _dead_handle(self) -> _Rank | None:
         return next((h for h in self._handles if not h.healthy or not h.alive), None)
 
     def _check_usable(self, restart_on_death: bool = True) -> None:
@@ -369,20 +574,53 @@ class LearnerGroup:
         """One data-parallel update: each learner updates on its shard of `batch`; returns
         the averaged metrics. The driver's module then holds the new weights.
 
-        A learner process that dies before or during the update raises LearnerDiedError (the
-        update is lost); the next call restarts the learners (see `restart()`) and goes on."""
+        With the Ray backend `batch` may be a Ray ObjectRef: every learner actor fetches the batch
+        from the object store and takes its own shard (the arrays never pass through the driver).
+
+        Learner processes: one that dies before or during the update raises LearnerDiedError (the
+        update is lost); the next call restarts the learners (see `restart()`) and goes on.
+        Ray actors: the surviving ranks re-form the group and the update goes again at once on
+        them (see `_shrink`), so the call returns as if nothing happened; a replacement joins
+        when it is ready. With no survivor the group restarts and the update goes again."""
         with self._lock:
-            self._check_usable(restart_on_death=False)
-            self._push_driver_weights()
-            shards, axis = shard_batch(batch, self.num_learners)
-            futures = [h.submit("update_from_batch", shard, int(timestep), h.rank == 0)
-                       for h, shard in zip(self._handles, shards)]
-            results = self._wait(self._handles, futures, "update_from_batch")
-            _, weights, extra_state = results[0]
+            for attempt in range(2):
+                self._check_usable(restart_on_death=self._retries_lost_updates)
+                try:
+                    return self._update_once(batch, timestep)
+                except LearnerDiedError:
+                    if attempt or not self._retries_lost_updates or self._stopped or (
+                            self._broken is not None and not self._broken_by_death):
+                        raise
+            raise AssertionError("unreachable")
+
+    def _update_once(self, batch: Any, timestep: int) -> dict[str, Any]:
+        if self._replacements:
+            self._grow()
+        self._push_driver_weights()
+        if is_object_ref(batch):
+            if self.learner_backend != "ray":
+                import ray
+
+                batch = ray.get(batch)  # learner processes get their shards from the driver
+            else:
+                futures = [h.submit("update_from_batch", batch, int(timestep), h.rank == 0) for h in self._handles]
+                results = self._wait(self._handles, futures, "update_from_batch")
+                self._take_rank0(results[0][1], results[0][2])
+                return merge_metrics([r[0] for r in results if r[0] is not None], results[0][3],
+                                     len(self._handles))
+        shards, axis = shard_batch(batch, len(self._handles))
+        futures = [h.submit("update_from_batch", shard, int(timestep), h.rank == 0)
+                   for h, shard in zip(self._handles, shards)]
+        results = self._wait(self._handles, futures, "update_from_batch")
+        self._take_rank0(results[0][1], results[0][2])
+        return merge_metrics([m for m, _, _ in results if m is not None], axis, len(self._handles))
+
+    def _take_rank0(self, weights: Any, extra_state: Any) -> None:
+        """Rank 0's weights into the driver's module and its extra state into the driver's mirror."""
+        if weights is not None:
             self.module.set_state(weights)
             self._versions = self._module_versions()
             self._extra_state = extra_state
-            return merge_metrics([m for m, _, _ in results if m is not None], axis, self.num_learners)
 
     def run_update(self, batch: Mapping[str, Any], timestep: int) -> dict[str, Any]:
         """`update_from_batch` (each learner process applies its own precision and compilation)."""
@@ -397,18 +635,23 @@ class LearnerGroup:
         infos). With `fetch_weights=False` the driver's module keeps its weights (no copy from
         rank 0); `pull_weights()` fetches them later."""
         with self._lock:
-            self._check_usable(restart_on_death=False)
-            self._push_driver_weights()
-            futures = [h.submit("update_from_own_batch", make_batch, int(timestep), fetch_weights and h.rank == 0)
-                       for h in self._handles]
-            results = self._wait(self._handles, futures, "update_from_own_batch")
-            _, weights, extra_state, _ = results[0]
-            if weights is not None:
-                self.module.set_state(weights)
-                self._versions = self._module_versions()
-                self._extra_state = extra_state
+            for attempt in range(2):  # Ray actors: a lost learner is replaced and the update goes again
+                self._check_usable(restart_on_death=self._retries_lost_updates)
+                try:
+                    if self._replacements:
+                        self._grow()
+                    self._push_driver_weights()
+                    futures = [h.submit("update_from_own_batch", make_batch, int(timestep),
+                                        fetch_weights and h.rank == 0) for h in self._handles]
+                    results = self._wait(self._handles, futures, "update_from_own_batch")
+                    break
+                except LearnerDiedError:
+                    if attempt or not self._retries_lost_updates or self._stopped or (
+                            self._broken is not None and not self._broken_by_death):
+                        raise
+            self._take_rank0(results[0][1], results[0][2])
             # Batches from EnvRunners are time-major [T, B]: per-sample metrics follow the B axis.
-            metrics = merge_metrics([m for m, _, _, _ in results if m is not None], 1, self.num_learners)
+            metrics = merge_metrics([m for m, _, _, _ in results if m is not None], 1, len(results))
             return metrics, [info for _, _, _, info in results]
 
     def pull_weights(self) -> None:
@@ -478,17 +721,20 @@ class LearnerGroup:
                 and all(h.alive and h.healthy for h in self._handles))
 
     def stop(self) -> None:
-        """Stop the learner processes (idempotent)."""
+        """Stop the learner processes or actors and free their placement group (idempotent)."""
         with self._lock:
             self._stopped = True
-            handles, self._handles = self._handles, []
+            handles, self._handles = [*self._handles, *self._replacements], []
+            self._replacements, self._prepared = [], {}
             finalizer, self._finalizer = self._finalizer, None
         if finalizer is not None:
             finalizer.detach()
         if handles:
             _shutdown(handles)
+        if self._placement is not None:
+            self._placement.remove()
 
     def __repr__(self) -> str:
         state = "stopped" if self._stopped else ("broken" if self._broken else "running")
         return (f"LearnerGroup({self.learner_class.__name__}, num_learners={self.num_learners}, "
-                f"backend={self.backend}, {state})")
+                f"learner_backend={self.learner_backend}, backend={self.backend}, {state})")

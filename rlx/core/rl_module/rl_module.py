@@ -196,7 +196,12 @@ class RLModule(nn.Module):
             )
         tensors = {}
         for k, v in state.items():
-            t = torch.as_tensor(np.asarray(v)) if not isinstance(v, torch.Tensor) else v
+            if not isinstance(v, torch.Tensor):
+                v = np.asarray(v)
+                # Ray's object store hands out read-only arrays, which torch warns about sharing.
+                t = torch.as_tensor(v) if v.flags.writeable else torch.tensor(v)
+            else:
+                t = v
             if tuple(t.shape) != tuple(own[k].shape):
                 raise ValueError(f"Weight '{k}' has shape {tuple(t.shape)}, the module expects {tuple(own[k].shape)}.")
             tensors[k] = t

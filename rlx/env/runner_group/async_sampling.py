@@ -13,6 +13,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait as wait_futures
 from dataclasses import dataclass
 from typing import Any
 
+from rlx.core.remote_fragment import RemoteFragment
 from rlx.env.batch_compression import decompress_observations
 from rlx.env.runner_group.calls import AsyncSampleCall
 from rlx.env.runner_group.stuck_runners import stop_stuck
@@ -71,7 +72,7 @@ class AsyncSampler:
                 continue  # sampled after its env failed: the runner is being restarted
             try:
                 batch, seq_no, resets, metrics, delta = future.result()
-                if group._compresses_observations():
+                if group._compresses_observations() and not isinstance(batch, RemoteFragment):
                     batch = decompress_observations(batch)  # unpacked as it arrives
             except Exception as err:  # a crashed env or a dead process
                 failed.add(handle.index)

@@ -42,10 +42,11 @@ def runner_factory(runner_cls: Any, config: EnvConfig, index: int, module_spec: 
 
 
 def make_remote_runner(backend: str, runner_cls: Any, config: EnvConfig, index: int, module_spec: Any,
-                       build_in_background: bool = False) -> Any:
+                       build_in_background: bool = False, bundle_offset: int = 0) -> Any:
     """A handle on a new remote runner `index` on `backend`. Worker processes and Ray actors are
     built in the background (`wait_ready()` waits); a threaded runner is built here unless
-    `build_in_background`, then on its own thread (its `ready` Future says when)."""
+    `build_in_background`, then on its own thread (its `ready` Future says when). A Ray actor
+    inside a Tune trial takes bundle `bundle_offset + index` of the trial's placement group."""
     num_workers = int(config.num_env_runners)
     if backend == "thread":
         if build_in_background:
@@ -53,7 +54,7 @@ def make_remote_runner(backend: str, runner_cls: Any, config: EnvConfig, index: 
         runner = runner_cls(config=config, worker_index=index, num_workers=num_workers, module_spec=module_spec)
         return ThreadedEnvRunner(runner, index)
     if backend == "ray":
-        return RayEnvRunner(runner_cls, config, index, num_workers, module_spec)
+        return RayEnvRunner(runner_cls, config, index, num_workers, module_spec, bundle_offset=bundle_offset)
     threads = max(1, int(config.num_cpus_per_env_runner or 1))
     return ProcessEnvRunner(runner_cls, config, index, num_workers, module_spec, num_threads=threads)
 

@@ -6,10 +6,12 @@ runner on the runner's own process or thread.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
 
+from rlx.core.remote_fragment import RemoteFragment
 from rlx.env.batch_compression import compress_observations
 
 
@@ -38,30 +40,46 @@ class AsyncSampleCall:
 
     def __call__(self, runner: Any) -> tuple[Any, int, int, dict[str, Any], Any]:
         batch = runner.sample(explore=self.explore)
-        if self.compress:
+        # The algorithm may handle the fragment here, on the runner (e.g. IMPALA puts it in Ray's
+        # object store, A3C computes its gradients): the driver then gets the hook's RemoteFragment.
+        hook = getattr(runner.config, "runner_fragment_hook", None)
+        if hook is not None:
+            batch = hook(runner, batch)
+        if self.compress and not isinstance(batch, RemoteFragment):
             batch = compress_observations(batch)
         delta = runner.filter.pop_delta() if self.with_filter_delta else None
         return batch, getattr(runner, "weights_seq_no", 0), runner.num_resets, runner.get_metrics(), delta
 
 
+def shared_value(value: Any) -> Any:
+    """`value` itself, or what it refers to when it is a Ray ObjectRef: the group puts what
+    every Ray runner gets (weights) into the object store once, and each runner reads it there."""
+    ray = sys.modules.get("ray")
+    if ray is not None and isinstance(value, ray.ObjectRef):
+        return ray.get(value)
+    return value
+
+
 class SetWeightsCall:
-    """Set the runner's weights (and global vars), tagged with their version `seq_no`."""
+    """Set the runner's weights (and global vars), tagged with their version `seq_no`. The
+    weights may be a Ray ObjectRef (see `shared_value`)."""
 
     def __init__(self, weights: Any, global_vars: dict | None, seq_no: int | None):
         self.weights, self.global_vars, self.seq_no = weights, global_vars, seq_no
 
     def __call__(self, runner: Any) -> None:
-        runner.set_weights(self.weights, global_vars=self.global_vars, weights_seq_no=self.seq_no)
+        runner.set_weights(shared_value(self.weights), global_vars=self.global_vars, weights_seq_no=self.seq_no)
 
 
 class RestoreCall:
-    """Give a new runner the local runner's weights and state (filter, exploration)."""
+    """Give a new runner the local runner's weights and state (filter, exploration); the
+    weights may be a Ray ObjectRef (see `shared_value`)."""
 
     def __init__(self, weights: Any, state: dict[str, Any], seq_no: int | None = None):
         self.weights, self.state, self.seq_no = weights, state, seq_no
 
     def __call__(self, runner: Any) -> None:
-        runner.set_weights(self.weights, weights_seq_no=self.seq_no)
+        runner.set_weights(shared_value(self.weights), weights_seq_no=self.seq_no)
         runner.set_state(self.state)
 
 

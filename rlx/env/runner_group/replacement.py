@@ -29,6 +29,9 @@ def start_replacement(group: Any, index: int, in_place: bool) -> Future:
     handle = group._remote[pos]
     if in_place and handle.healthy:
         return handle.submit(RebuildRunner(group._runner_factory(index)))
+    release = getattr(handle, "release_placement", None)
+    if release is not None:  # a Ray actor's bundle goes to its replacement (stopping it comes later)
+        release()
     # Off the driver's path: stopping a worker that is still alive may take seconds.
     retiring = threading.Thread(target=retire, args=(handle,), name=f"rlx-retire-env-runner-{index}", daemon=True)
     retiring.start()

@@ -1,7 +1,9 @@
 """The weights and observation filters an EnvRunnerGroup's runners get.
 
 Weights go from a source (a Learner, a learner group or a runner) to every runner that does
-not share its module, once per version; observation filters are merged from the sampling
+not share its module, once per version; for Ray actors they are put into Ray's object store
+once per sync and every actor reads that one object (`shared_payload`), rather than the driver
+sending a copy per runner; observation filters are merged from the sampling
 runners into the local runner's and sent back; new and restarted runners get the local
 runner's weights and state before their first sample().
 """
@@ -29,6 +31,17 @@ def source_weights(source: Any) -> Any:
     return weights
 
 
+def shared_payload(group: Any, value: Any) -> Any:
+    """What to send every remote runner of `group` for `value`: on the Ray backend a Ray
+    ObjectRef of it (one `ray.put`, read by each actor from the object store, on its own node's
+    copy), else `value` itself (a worker process gets its copy down its pipe)."""
+    if group.backend != "ray":
+        return value
+    import ray
+
+    return ray.put(value)
+
+
 def sync_weights(group: Any, source: Any, to_worker_indices: list[int] | None, global_vars: dict | None,
                  weights_seq_no: int | None) -> None:
     """Push `source`'s weights to the runners of `group` (EnvRunnerGroup.sync_weights).
@@ -39,13 +52,19 @@ def sync_weights(group: Any, source: Any, to_worker_indices: list[int] | None, g
     """
     # A Learner's `module` is a view of its RLModule: compare the modules behind the views.
     source_module = unwrap_module(getattr(source, "module", None))
-    weights = None
+    weights = payload = None
 
     def get_weights() -> Any:
         nonlocal weights
         if weights is None:
             weights = source_weights(source)
         return weights
+
+    def get_payload() -> Any:
+        nonlocal payload
+        if payload is None:
+            payload = shared_payload(group, get_weights())
+        return payload
 
     local = group.local_env_runner
     if local is not None and (to_worker_indices is None or 0 in to_worker_indices):
@@ -65,7 +84,7 @@ def sync_weights(group: Any, source: Any, to_worker_indices: list[int] | None, g
             handle.runner.set_weights(get_weights(), global_vars=global_vars, weights_seq_no=weights_seq_no)
         else:
             # Queued behind nothing but earlier calls, so the next sample() uses these weights.
-            handle.submit(SetWeightsCall(get_weights(), global_vars, weights_seq_no))
+            handle.submit(SetWeightsCall(get_payload(), global_vars, weights_seq_no))
         sent[handle.index] = weights_seq_no
 
 
@@ -77,7 +96,7 @@ def sync_new_remotes(group: Any, wait: bool = True, skip: AbstractSet[int] = fro
     local = group.local_env_runner
     if local is None or not group._remote:
         return
-    call = RestoreCall(local.get_weights(), local.get_state())
+    call = RestoreCall(shared_payload(group, local.get_weights()), local.get_state())
     futures = [handle.submit(call) for handle in group._remote if handle.index not in skip]
     for future in futures if wait else ():
         future.result()
@@ -160,5 +179,5 @@ class RunnerSync:
 
     def _source_weights(self) -> Any:
         if self._weights is None:
-            self._weights = source_weights(self.weights_from)
+            self._weights = shared_payload(self.group, source_weights(self.weights_from))
         return self._weights
