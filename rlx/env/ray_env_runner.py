@@ -29,6 +29,7 @@ from rlx.env.process_env_runner import EnvRunnerDiedError
 from rlx.env.ray_placement import (SharedPlacementGroup, acquire_placement_group, enclosing_placement_group,
                                    release_placement_group)
 from rlx.env.runner_host import RunnerFactory, RunnerHost
+from rlx.utils.ray_actors import remote_class
 from rlx.utils.registry import registry_snapshot, restore_registry
 from rlx.utils.stack_dump import install as install_stack_dumps
 
@@ -80,19 +81,9 @@ class _EnvRunnerActor:
         self.host.close()
 
 
-_actor_class: Any = None
-_actor_class_lock = threading.Lock()
-
-
 def _remote_actor_class() -> Any:
-    """`ray.remote(_EnvRunnerActor)`, made once per process (Ray is imported here)."""
-    global _actor_class
-    with _actor_class_lock:
-        if _actor_class is None:
-            import ray
-
-            _actor_class = ray.remote(_EnvRunnerActor)
-        return _actor_class
+    """`ray.remote(_EnvRunnerActor)`, made once per process (Ray is imported then)."""
+    return remote_class(_EnvRunnerActor)
 
 
 def _ensure_ray() -> Any:

@@ -34,6 +34,7 @@ from typing import Any, Sequence
 
 from rlx.core.learner.learner_process import LearnerDiedError, _LearnerWorker
 from rlx.core.learner.sharding import shard_batch
+from rlx.utils.ray_actors import remote_class
 from rlx.utils.ray_placement_wait import wait_until_placed
 from rlx.utils.registry import registry_snapshot, restore_registry
 
@@ -152,18 +153,9 @@ class _LearnerActor:
             self.worker.close()
 
 
-_actor_class: Any = None
-_actor_class_lock = threading.Lock()
-
-
 def _remote_actor_class() -> Any:
-    global _actor_class
-    with _actor_class_lock:
-        if _actor_class is None:
-            import ray
-
-            _actor_class = ray.remote(_LearnerActor)
-        return _actor_class
+    """`ray.remote(_LearnerActor)`, made once per process (Ray is imported then)."""
+    return remote_class(_LearnerActor)
 
 
 #: Ids of enclosing (Tune trial) placement groups whose learner bundles a group already uses.
