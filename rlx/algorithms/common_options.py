@@ -41,6 +41,7 @@ from rlx.algorithms.config_options import (
     int_or_literal,
     integer,
     number,
+    resource_amounts,
     schedule_or_number,
     seconds,
     space_or_none,
@@ -409,11 +410,11 @@ COMMON_OPTIONS: list[Option] = [
     Option("num_cpus_per_env_runner", 1, RES + R, number(0.0), aliases=("num_cpus_per_worker",)),
     Option("num_gpus_per_env_runner", 0, RES + R, number(0.0), aliases=("num_gpus_per_worker",),
            doc="GPUs reserved for each remote EnvRunner (for envs that need one); may be fractional."),
-    Option("custom_resources_per_env_runner", {}, RES + R, dictionary(),
+    Option("custom_resources_per_env_runner", {}, RES + R, resource_amounts(),
            aliases=("custom_resources_per_worker",)),
     Option("num_cpus_for_main_process", 1, RES, number(0.0),
            aliases=("num_cpus_for_local_worker", "num_cpus_for_driver")),
-    Option("custom_resources_for_main_process", {}, RES, dictionary(),
+    Option("custom_resources_for_main_process", {}, RES, resource_amounts(),
            doc="Custom Ray resources of the Algorithm's own process: part of its Tune trial's first bundle."),
     Option("placement_strategy", "PACK", RES, choice("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")),
     # --- learners
@@ -423,7 +424,7 @@ COMMON_OPTIONS: list[Option] = [
                "processes on this machine), 'ray' (Ray actors in one placement group, on any node of the "
                "cluster), or 'auto' (Ray when ray.is_initialized(), else processes)."),
     Option("num_cpus_per_learner", 1, L, number(0.0), aliases=("num_cpus_per_learner_worker",)),
-    Option("custom_resources_per_learner", {}, L, dictionary(),
+    Option("custom_resources_per_learner", {}, L, resource_amounts(),
            doc="Custom Ray resources per Learner (num_learners > 0): in its bundle of a Tune trial's placement "
                "group; use num_cpus_per_learner / num_gpus_per_learner for CPUs and GPUs."),
     Option("num_gpus_per_learner", 0, L, number(0.0), aliases=("num_gpus_per_learner_worker",),

@@ -201,6 +201,23 @@ def dictionary(allow_none: bool = False) -> Check:
     return check
 
 
+def resource_amounts() -> Check:
+    """Accept a dict of Ray custom resources: names (str) to finite amounts >= 0 (copied)."""
+
+    def check(name: str, value: Any) -> Any:
+        value = dictionary()(name, value)
+        for key, amount in value.items():
+            if not isinstance(key, str) or not key:
+                raise ConfigError(f"'{name}' names Ray resources by non-empty strings, got the key {show(key)}.")
+            if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not math.isfinite(amount) \
+                    or amount < 0:
+                raise ConfigError(f"'{name}'[{key!r}] must be a finite number >= 0 (an amount of the Ray resource "
+                                  f"{key!r}), got {show(amount)}.")
+        return value
+
+    return check
+
+
 def string(allow_none: bool = False) -> Check:
     """Accept a str."""
 

@@ -37,3 +37,18 @@ def test_aggregator_actors_are_reserved_beside_their_learners():
     assert IMPALA.default_resource_request(beside_learners).bundles == [{"CPU": 1.0}, {"CPU": 3.0}, {"CPU": 3.0}]
     driver_learner = IMPALAConfig().environment("CartPole-v1").learners(num_aggregator_actors_per_learner=2)
     assert IMPALA.default_resource_request(driver_learner).bundles == [{"CPU": 1.0}, {"CPU": 1.0}, {"CPU": 1.0}]
+
+
+@pytest.mark.parametrize("setter, name", [
+    (lambda c, v: c.resources(custom_resources_for_main_process=v), "custom_resources_for_main_process"),
+    (lambda c, v: c.env_runners(custom_resources_per_env_runner=v), "custom_resources_per_env_runner"),
+    (lambda c, v: c.learners(custom_resources_per_learner=v), "custom_resources_per_learner"),
+])
+@pytest.mark.parametrize("bad", [{"sim": -1}, {"sim": float("nan")}, {"sim": "2"}, {3: 1}])
+def test_custom_resource_amounts_must_be_named_finite_and_non_negative(setter, name, bad):
+    from rlx.algorithms.ppo import PPOConfig
+    from rlx.utils.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=name):
+        setter(PPOConfig(), bad)
+    assert getattr(setter(PPOConfig(), {"sim": 0.5}), name) == {"sim": 0.5}
