@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -26,11 +27,32 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: trains to a return threshold or runs for many seconds")
 
 
+#: The test modules that use the shared local Ray instance (`local_ray`), found at collection.
+RAY_MODULES = pytest.StashKey[set]()
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Run the modules that hold slow tests first, so that pytest-xdist's workers start the long
-    tests early and finish together (a module stays in one piece: its fixtures are set up once)."""
+    tests early and finish together (a module stays in one piece: its fixtures are set up once);
+    within each part the modules that use the shared Ray instance come together, so that a worker
+    goes from one to the next without starting Ray again."""
     slow_modules = {getattr(item, "module", None) for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: getattr(item, "module", None) not in slow_modules)
+    ray_modules = {getattr(item, "module", None) for item in items if "local_ray" in item.fixturenames}
+    config.stash[RAY_MODULES] = ray_modules
+    items.sort(key=lambda item: (getattr(item, "module", None) not in slow_modules,
+                                 getattr(item, "module", None) not in ray_modules))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_ray_left_from_other_modules(request: pytest.FixtureRequest) -> None:
+    """Shut down a Ray instance another module left running before a module that does not use
+    the shared one: with Ray initialised rlx picks Ray backends ("auto"), which such a module
+    does not expect."""
+    if request.module in request.config.stash.get(RAY_MODULES, set()) or "ray" not in sys.modules:
+        return
+    ray = sys.modules["ray"]
+    if getattr(ray, "is_initialized", lambda: False)():
+        ray.shutdown()
 
 
 @pytest.fixture(autouse=True)
@@ -57,6 +79,52 @@ def save_trained_checkpoint(config: PPOConfig, path: Path) -> Path:
     finally:
         algo.stop()
     return path
+
+
+# ------------------------------------------------------------------ one local Ray per test process
+#: Logical CPUs of the local Ray instance that the Ray test modules share (Ray only counts them).
+LOCAL_RAY_CPUS = 4
+
+
+def _shared_ray_is_ready(ray, wait_s: float = 10.0) -> bool:
+    """True when the running Ray is the shared local instance (one node, LOCAL_RAY_CPUS CPUs, no
+    custom resources) and a previous module's actors gave all its CPUs back within `wait_s`."""
+    if not ray.is_initialized():
+        return False
+    resources = ray.cluster_resources()
+    custom = [key for key in resources
+              if key not in ("CPU", "memory", "object_store_memory") and not key.startswith("node:")]
+    if custom or resources.get("CPU") != LOCAL_RAY_CPUS or sum(node["Alive"] for node in ray.nodes()) != 1:
+        return False
+    deadline = time.monotonic() + wait_s
+    while ray.available_resources().get("CPU", 0) < LOCAL_RAY_CPUS:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    """A function that returns `ray` connected to this test process's local Ray instance.
+
+    Starting Ray costs seconds of CPU on these 2-core machines, so the Ray test modules share
+    one instance per test process instead of starting their own. The function starts it again
+    when a module left something else behind: another cluster (the two-node cluster, Tune's
+    tests with their own settings) or CPUs still taken after a 10 s wait."""
+    def connect():
+        ray = pytest.importorskip("ray")
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        if not _shared_ray_is_ready(ray):
+            if ray.is_initialized():
+                ray.shutdown()
+            ray.init(address="local", num_cpus=LOCAL_RAY_CPUS, include_dashboard=False, log_to_driver=False)
+        return ray
+
+    yield connect
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
 
 
 # ------------------------------------------------------------------ a two-node Ray cluster

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pytest
@@ -58,22 +57,17 @@ def test_process_runners_compute_the_gradients_and_a3c_learns_cartpole():
         algo.stop()
 
 
-def test_ray_runners_compute_the_gradients():
-    ray = pytest.importorskip("ray")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+def test_ray_runners_compute_the_gradients(local_ray):
+    local_ray()
+    algo = _config("ray").build()
     try:
-        algo = _config("ray").build()
-        try:
-            applied = _forbid_driver_gradients(algo)
-            result = algo.train()
-            assert result["async_sampling"]["num_gradients_applied"] >= 20
-            assert applied and all(isinstance(f, RemoteFragment) for f in applied)
-            assert algo.learner.num_grad_updates == len(applied)
-        finally:
-            algo.stop()
+        applied = _forbid_driver_gradients(algo)
+        result = algo.train()
+        assert result["async_sampling"]["num_gradients_applied"] >= 20
+        assert applied and all(isinstance(f, RemoteFragment) for f in applied)
+        assert algo.learner.num_grad_updates == len(applied)
     finally:
-        ray.shutdown()
+        algo.stop()
 
 
 def test_an_on_learn_on_batch_callback_keeps_the_gradients_in_the_driver():

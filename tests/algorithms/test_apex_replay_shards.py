@@ -13,12 +13,10 @@ from rlx.core.remote_fragment import RemoteFragment  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+def ray_cluster(local_ray):
+    local_ray()
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
     yield
-    ray.shutdown()
     ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 

@@ -24,6 +24,8 @@ def ray_session(tmp_path_factory):
     ray.cloudpickle.register_pickle_by_value(module)
     import rlx.tune  # noqa: F401 - registers rlx's algorithms with Tune before ray.init
 
+    if ray.is_initialized():
+        ray.shutdown()  # the shared instance: Tune's trials must inherit RLX_RESULTS_DIR set above
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()

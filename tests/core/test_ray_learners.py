@@ -2,7 +2,7 @@
 updates as one Learner, batches as ObjectRefs, multi-module runs, and a learner actor that is
 killed mid-training replaced without stopping train().
 
-One Ray instance on this machine (ray.init(num_cpus=4)) for the whole module.
+The shared local Ray instance (tests/conftest.py `local_ray`: 4 logical CPUs) for the whole module.
 """
 from __future__ import annotations
 
@@ -22,17 +22,14 @@ import test_learner_group as lg  # noqa: E402  (tests/core: the process backend'
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ray_instance():
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
+def ray_instance(local_ray):
+    local_ray()
     # The test Learner classes live in a test module Ray's workers cannot import.
     ray.cloudpickle.register_pickle_by_value(lg)
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     yield
     ray.cloudpickle.unregister_pickle_by_value(lg)
     ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
-    ray.shutdown()
 
 
 def _my_actors() -> list:

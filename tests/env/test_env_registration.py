@@ -237,19 +237,16 @@ def test_runner_that_cannot_reach_the_drivers_ray_fails_to_start_with_advice(mon
 
 
 @pytest.fixture(scope="module")
-def ray_session():
-    """A local Ray for the tests below. Ray actors cannot import this module (tests/ is not on
-    their path): its env class travels by value, as a runtime_env would ship it on a cluster."""
-    ray = pytest.importorskip("ray")
+def ray_session(local_ray):
+    """The shared local Ray for the tests below. Ray actors cannot import this module (tests/ is not
+    on their path): its env class travels by value, as a runtime_env would ship it on a cluster."""
+    ray = local_ray()
     import cloudpickle
 
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     module = sys.modules[__name__]
     cloudpickle.register_pickle_by_value(module)
     ray.cloudpickle.register_pickle_by_value(module)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
-    ray.shutdown()
     ray.cloudpickle.unregister_pickle_by_value(module)
     cloudpickle.unregister_pickle_by_value(module)
 

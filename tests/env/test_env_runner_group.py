@@ -23,16 +23,13 @@ BACKENDS = ["process", "ray"]
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    """A local Ray instance for the module's Ray cases (started on first use)."""
+def ray_cluster(local_ray):
+    """The shared local Ray instance for the module's Ray cases (connected on first use)."""
     state = {}
 
     def start():
         if "ray" not in state:
-            ray = pytest.importorskip("ray")
-            os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-            if not ray.is_initialized():
-                ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+            ray = local_ray()
             # Ray's workers cannot import this directory's modules: ship the test envs by value.
             import envs_for_remote_tests
 
@@ -44,8 +41,6 @@ def ray_cluster():
         import envs_for_remote_tests
 
         state["ray"].cloudpickle.unregister_pickle_by_value(envs_for_remote_tests)
-        if state["ray"].is_initialized():
-            state["ray"].shutdown()
 
 
 @pytest.fixture(params=BACKENDS)

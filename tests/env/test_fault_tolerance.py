@@ -22,21 +22,9 @@ from rlx.env.runner_restarts import EnvRunnerFailureError
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    """A local Ray instance for the module's Ray cases (started on first use)."""
-    state = {}
-
-    def start():
-        if "ray" not in state:
-            ray = pytest.importorskip("ray")
-            os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-            if not ray.is_initialized():
-                ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-            state["ray"] = ray
-
-    yield start
-    if "ray" in state and state["ray"].is_initialized():
-        state["ray"].shutdown()
+def ray_cluster(local_ray):
+    """The shared local Ray instance for the module's Ray cases (connected on first use)."""
+    return local_ray
 
 
 def small_ppo(env, env_config: dict, runners: int = 2, backend: str = "process") -> PPOConfig:

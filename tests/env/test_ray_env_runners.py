@@ -21,16 +21,12 @@ from rlx.utils.errors import EnvError  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ray_cluster():
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+def ray_cluster(local_ray):
     # Ray workers cannot import this test module (tests/ is no package on their sys.path):
     # ship its envs and callbacks by value, as one would with a runtime_env on a cluster.
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    started = time.perf_counter()
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    print(f"\nray.init: {time.perf_counter() - started:.1f} s")
+    local_ray()
     yield
-    ray.shutdown()
     ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 

@@ -3,7 +3,6 @@ scheduled, as when its node is lost or its resources are missing) must not hold 
 which kills stuck and unbuildable runners in the middle of training."""
 from __future__ import annotations
 
-import os
 import sys
 import time
 from types import SimpleNamespace
@@ -17,13 +16,11 @@ from rlx.env.ray_env_runner import RayEnvRunner  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+def ray_session(local_ray):
+    local_ray()
     module = sys.modules[__name__]
     ray.cloudpickle.register_pickle_by_value(module)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
-    ray.shutdown()
     ray.cloudpickle.unregister_pickle_by_value(module)
 
 

@@ -2,7 +2,6 @@
 runner reads that same object (not a copy per runner sent by the driver)."""
 from __future__ import annotations
 
-import os
 import sys
 
 import numpy as np
@@ -15,13 +14,11 @@ from rlx.env.runner_group.calls import SetWeightsCall  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+def ray_session(local_ray):
+    local_ray()
     module = sys.modules[__name__]
     ray.cloudpickle.register_pickle_by_value(module)
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     yield
-    ray.shutdown()
     ray.cloudpickle.unregister_pickle_by_value(module)
 
 

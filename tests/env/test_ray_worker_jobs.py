@@ -13,13 +13,11 @@ from rlx.algorithms.ppo import PPOConfig  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def ray_session():
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+def ray_session(local_ray):
+    local_ray()
     module = sys.modules[__name__]
     ray.cloudpickle.register_pickle_by_value(module)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
-    ray.shutdown()
     ray.cloudpickle.unregister_pickle_by_value(module)
 
 

@@ -159,9 +159,8 @@ def test_new_stack_keys_are_validated():
         BCConfig().offline_data(input_filesystem="ftp")
 
 
-def test_offline_data_reads_through_ray_data(tmp_path):
+def test_offline_data_reads_through_ray_data(tmp_path, local_ray):
     pytest.importorskip("ray.data")
-    import ray
 
     from rlx.algorithms.bc import BCConfig
     from rlx.offline.offline_data import OfflineData
@@ -169,17 +168,14 @@ def test_offline_data_reads_through_ray_data(tmp_path):
     _write_step_rows(tmp_path / "data")
     config = BCConfig().offline_data(input_=str(tmp_path / "data"), map_batches_kwargs={"concurrency": 1},
                                      input_read_method="read_parquet")
-    # Logical CPUs: the read tasks and the prelearner actor each hold one.
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
-    try:
-        ray.data.DataContext.get_current().enable_progress_bars = False
-        data = OfflineData(config)
-        assert isinstance(data.data, ray.data.Dataset)
-        sb = data.sample(num_samples=20).policy_batches["default_policy"]
-        assert sb["obs"].shape == (20, 4) and sb["actions"].shape == (20,)
-        del data  # closes the batch iterator while Ray is up
-    finally:
-        ray.shutdown()
+    # Logical CPUs of the shared instance: the read tasks and the prelearner actor each hold one.
+    ray = local_ray()
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    data = OfflineData(config)
+    assert isinstance(data.data, ray.data.Dataset)
+    sb = data.sample(num_samples=20).policy_batches["default_policy"]
+    assert sb["obs"].shape == (20, 4) and sb["actions"].shape == (20,)
+    del data  # closes the batch iterator while Ray is up
 
 
 def test_prelearner_reads_msgpacked_episode_states_as_rllib_writes_them():
