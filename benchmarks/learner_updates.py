@@ -86,8 +86,8 @@ def measure(algo_name: str, env: str, overrides: dict, repeats: int = 200) -> di
         "env_steps_per_sample": cfg.get_rollout_fragment_length() * cfg.num_envs_per_env_runner,
         "training_step_s": _timeit(algo.training_step, repeats),
         "matmul_floor_s": matmul_floor(lambda: algo.learner.run_update(batch, timestep), repeats,
-                                       algo.learner._update_threads),
-        "update_threads": algo.learner._update_threads,
+                                       algo.learner._update_threads.chosen),
+        "update_threads": algo.learner._update_threads.chosen,
     }
     out["matmul_share"] = round(out["matmul_floor_s"] / out["update_s"], 3)
     out["updates_per_s"] = round(1.0 / out["update_s"], 1)

@@ -187,8 +187,9 @@ MEANINGS: dict[str, str] = {
     "min_sample_timesteps_per_iteration": "train() repeats training_step() until this many env steps "
                                           "were sampled.",
     # checkpointing
-    "export_native_model_files": "Also write policies/default_policy/model.pt (torch.save of the module's "
-                                 "state_dict) into each checkpoint.",
+    "export_native_model_files": "Also write policies/<id>/model.pt (torch.save of the module's state_dict) "
+                                 "and policies/<id>/model/ (the policy exported as TorchScript and ONNX, to run "
+                                 "without rlx; see export.md) into each checkpoint.",
     "checkpoint_trainable_policies_only": "Store only trainable policies.",
     # debugging
     "logger_creator": "Callable creating the result logger.",

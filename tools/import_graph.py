@@ -210,6 +210,8 @@ LAYERS: list[tuple[str, int]] = [
     ("rlx.utils.replay_buffers.multi_agent_prioritized_episode_buffer", 4),
     ("rlx.utils.exploration", 2), ("rlx.utils.replay_buffers", 2), ("rlx.utils.postprocessing", 2),
     ("rlx.utils.filters", 2), ("rlx.utils.filter", 2), ("rlx.utils.test_utils", 9),
+    # The env checker at RLlib's path runs rlx.env's checkers: it sits beside rlx.env.
+    ("rlx.utils.pre_checks", 4),
     ("rlx.utils", 0),
     ("rlx.core", 1),
     ("rlx.connectors", 3), ("rlx.callbacks", 3), ("rlx.loggers", 3),
@@ -218,7 +220,7 @@ LAYERS: list[tuple[str, int]] = [
     ("rlx.env.external", 5), ("rlx.env.policy_server_input", 5), ("rlx.env.policy_client", 5),
     ("rlx.env", 4),
     ("rlx.offline", 5),
-    ("rlx.tune", 8), ("rlx.agents", 8), ("rlx.evaluation", 8), ("rlx.policy", 8), ("rlx.models", 8),
+    ("rlx.tune", 8), ("rlx.agents", 8), ("rlx.evaluation", 8), ("rlx.execution", 8), ("rlx.policy", 8), ("rlx.models", 8),
     ("rlx.cli", 9), ("rlx.examples", 9), ("rlx.__main__", 9), ("rlx.train", 9),
     ("rlx._tune_autoregister", 0),
 ]

@@ -37,13 +37,19 @@ from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.algorithm_state import (StateFieldError, algorithm_state, set_algorithm_state,  # noqa: F401
                                             state_count, state_field)
 from rlx.algorithms.curriculum import apply_env_task_fn, check_task_settable
+from rlx.algorithms.image_env_advice import advise_on_image_settings
 from rlx.algorithms.resources import check_gpu_request, trial_bundles
 from rlx.algorithms.results import add_algorithm_metrics, train_result
+from rlx.algorithms.throughput import add_throughput
 from rlx.core import DEFAULT_POLICY_ID
 from rlx.core.sample_batch import as_multi_agent
 from rlx.offline.results import report_evaluation_returns
 from rlx.utils.errors import ConfigError
+from rlx.utils.hub import download_checkpoint
 from rlx.utils.metrics.metrics_logger import MetricsLogger
+from rlx.utils.metrics.result_keys import (LEARNER_UPDATE_TIMER, SYNCH_WORKER_WEIGHTS_TIMER, TIMERS,
+                                           TRAINING_ITERATION_TIMER, TRAINING_STEP_TIMER)
+from rlx.utils.progress import IterationProgress
 from rlx.utils.registry import LIVE_ALGORITHMS, import_object
 from rlx.utils.stack_dump import install as install_stack_dumps
 from rlx.utils.sys_usage import sys_usage_monitor
@@ -149,6 +155,7 @@ class Algorithm:
         self._sys_usage = sys_usage_monitor(self.config)  # log_sys_usage: result["perf"]
         try:
             self.setup(self.config)
+            advise_on_image_settings(self)  # a warning when an image env gets CartPole's settings
             LIVE_ALGORITHMS.add(self)  # its Policies' learn_on_batch() updates through its Learner
             from rlx.offline.offline_io import attach_offline_io  # offline IO loads torch
 
@@ -319,6 +326,12 @@ class Algorithm:
         """Load weights given as {policy_id: weights} (or plain weights, single-agent) and sync the runners."""
         policy_management.set_weights(self, weights)
 
+    def export_policy_model(self, export_dir: str, policy_id: str = DEFAULT_POLICY_ID,
+                            onnx: int | None = None) -> None:
+        """Export the model of `policy_id` into `export_dir` for serving without rlx: TorchScript
+        (`model.pt`), or ONNX (`model.onnx`) with `onnx=<opset>`; see `Policy.export_model`."""
+        self.get_policy(policy_id).export_model(export_dir, onnx)
+
     def import_model(self, import_file: str, policy_id: str = DEFAULT_POLICY_ID) -> None:
         """Load weights trained outside rlx (an .h5 file, or a torch state dict in a .pt/.pth file)
         into the policy's model and use them from now on; see rlx.algorithms.model_import."""
@@ -387,6 +400,7 @@ class Algorithm:
         trained_before = self._counters["num_env_steps_trained_lifetime"]
         agent_counts_before = (self._counters["num_agent_steps_sampled_lifetime"],
                                self._counters["num_agent_steps_trained_lifetime"])
+        weights_version_before = self.weights_version
         evaluate_now = self._evaluation_due()
         parallel_eval: Future | None = None
         training_done = threading.Event()
@@ -395,11 +409,18 @@ class Algorithm:
             # from before this training step (the seed's "train(1->2) + eval(1)").
             parallel_eval = evaluation_runs.start_parallel_evaluation(self, training_done)
         learner_results: dict[str, Any] = {}
+        progress = IterationProgress.begin(cfg, self.iteration + 1, sampled_before, self._time_total_s)
         try:
             while True:
-                learner_results = self.training_step() or learner_results
+                with self.metrics.log_time((TIMERS, TRAINING_STEP_TIMER)):
+                    learner_results = self.training_step() or learner_results
                 self._report_restarted_runners()
                 self.metrics.merge_and_log_n_dicts(self.env_runner_group.get_metrics(), key="env_runners")
+                if getattr(getattr(self.env_runner_group, "local_env_runner", None), "returns_episodes", False):
+                    # A training_step of the user's samples through the runners: their lifetime count is the Algorithm's.
+                    self._counters["num_env_steps_sampled_lifetime"] = max(
+                        self._counters["num_env_steps_sampled_lifetime"],
+                        int(self.metrics.peek(("env_runners", "num_env_steps_sampled_lifetime"), default=0)))
                 sampled = self._counters["num_env_steps_sampled_lifetime"] - sampled_before
                 trained = self._counters["num_env_steps_trained_lifetime"] - trained_before
                 if (cfg.min_time_s_per_iteration or 0) > time.perf_counter() - start:
@@ -411,6 +432,7 @@ class Algorithm:
                 break
         finally:
             training_done.set()
+            progress.end()
         self.iteration += 1
         self._iterations_since_restore += 1
         eval_results = None
@@ -421,7 +443,9 @@ class Algorithm:
         elapsed = time.perf_counter() - start
         self._time_total_s += elapsed
         self._time_since_restore += elapsed
+        self.metrics.log_value((TIMERS, TRAINING_ITERATION_TIMER), elapsed)
         result = self._build_result(learner_results, sampled, trained, elapsed)
+        add_throughput(result, sampled, trained, self.weights_version - weights_version_before, elapsed)
         if self._sys_usage is not None:
             result["perf"] = self._sys_usage.read()
         result["num_agent_steps_sampled_this_iter"] = \
@@ -461,7 +485,8 @@ class Algorithm:
         to the returned learner metrics. Returns the learner's metrics: {module_id: metrics} in
         multi-agent runs.
         """
-        return learning.learn_on_batch(self, batch, timestep)
+        with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
+            return learning.learn_on_batch(self, batch, timestep)
 
     def module_results(self, metrics: dict[str, Any]) -> dict[str, Any]:
         """What `learn_on_batch` returned as {module_id: metrics}: a single-agent learner's
@@ -488,10 +513,11 @@ class Algorithm:
     def sync_env_runner_weights(self) -> None:
         """Send the learner's weights (if they changed) and the global env-step count (for
         exploration schedules) to the training EnvRunners."""
-        self.env_runner_group.sync_weights(
-            from_worker_or_learner_group=self.learner, weights_seq_no=self.weights_version,
-            global_vars={"timestep": self._counters["num_env_steps_sampled_lifetime"]},
-        )
+        with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
+            self.env_runner_group.sync_weights(
+                from_worker_or_learner_group=self.learner, weights_seq_no=self.weights_version,
+                global_vars={"timestep": self._counters["num_env_steps_sampled_lifetime"]},
+            )
 
     def _report_restarted_runners(self) -> None:
         restarted = self.env_runner_group.take_restarted_indices()
@@ -609,12 +635,17 @@ class Algorithm:
         """
         self.restore_from_path(checkpoint_path)
 
-    def restore_from_path(self, path: Any) -> None:
+    def restore_from_path(self, path: Any, component: str | None = None) -> None:
         """Load weights, optimizer state, counters and filters from a checkpoint (a directory
-        or a checkpoint object, as for `restore`)."""
-        from rlx.algorithms.checkpointing import read_algorithm_checkpoint  # checkpoint IO: loaded on use
+        or a checkpoint object, as for `restore`). With `component` (RLlib's Checkpointable API),
+        `path` is that component's folder and only it is loaded: the RLModule weights,
+        "learner_group/learner/rl_module" or "learner_group/learner/rl_module/<module_id>"."""
+        from rlx.algorithms.checkpointing import read_algorithm_checkpoint, restore_component  # checkpoint IO
         from rlx.utils.checkpoints import checkpoint_dir
 
+        if component is not None:
+            restore_component(self, checkpoint_dir(path), component)
+            return
         read_algorithm_checkpoint(self, checkpoint_dir(path))
         self.callbacks.fire("on_checkpoint_loaded", algorithm=self)
 
@@ -639,6 +670,15 @@ class Algorithm:
             if value is not None:
                 overrides[key] = value
         return restored_algorithm(cls, path, overrides)
+
+    @classmethod
+    def from_hub(cls, repo_id: str, config_overrides: dict | None = None, *, revision: str | None = None,
+                 token: str | None = None, local_dir: str | None = None) -> "Algorithm":
+        """Download the checkpoint in Hugging Face Hub repository `repo_id` (one `rlx hub push`
+        uploaded) into `local_dir` (default ~/.cache/rlx/hub/<owner>--<name>) and load it as
+        `from_checkpoint` does. Needs the `huggingface_hub` package (the `hub` extra)."""
+        folder = download_checkpoint(repo_id, revision=revision, token=token, local_dir=local_dir)
+        return cls.from_checkpoint(folder, config_overrides)
 
     def write_checkpoint_extras(self, directory: Path) -> list[str]:
         """Write algorithm-specific checkpoint files (e.g. the replay buffer) into `directory`.

@@ -26,6 +26,7 @@ from rlx.core.rl_module.agent_mapping import AgentMapper
 from rlx.core.rl_module.default_model_config import DefaultModelConfig, model_dict
 from rlx.env.multi_agent_env import MultiAgentEnv, names_multi_agent_env_class
 from rlx.utils.errors import ConfigError, NotSupportedYetError, did_you_mean
+from rlx.utils.registry import import_object
 
 logger = logging.getLogger(__name__)
 _old_api_stack_logged = False
@@ -541,6 +542,15 @@ class AlgorithmConfig:
         """The RLModuleSpec of the algorithm's default module, before the config's
         rl_module_spec and spaces are applied. Config subclasses override it, as in RLlib."""
         return config_defaults.default_rl_module_spec(self)
+
+    def build_learner_connector(self, input_observation_space: Any = None, input_action_space: Any = None,
+                                device: Any = None) -> Any:
+        """RLlib's learner connector pipeline of a Learner: turns the episodes of
+        `Learner.update(episodes=...)` into per-module train batches, with this config's
+        `learner_connector` pieces (rlx.connectors.learner.episodes_pipeline)."""
+        # By import path: the connector pipeline loads torch, and a config must stay cheap to import.
+        build = import_object("rlx.connectors.learner.episodes_pipeline:build_episodes_learner_connector")
+        return build(self, input_observation_space, input_action_space)
 
     def get_multi_rl_module_spec(self, *, env: Any = None, spaces: dict | None = None,
                                  inference_only: bool = False, **kwargs: Any) -> Any:

@@ -14,7 +14,10 @@
     policies/<policy_id>/learner.safetensors     learner tensors outside the module (target
                                                  networks, SAC's log-alpha), when there are any
     replay_buffer.safetensors (+ replay_buffer.json) only with store_buffer_in_checkpoints
-    policies/<policy_id>/model.pt                only with export_native_model_files
+    policies/<policy_id>/model.pt                only with export_native_model_files (the state_dict)
+    policies/<policy_id>/model/                  only with export_native_model_files: the policy
+                                                 exported to run without rlx (model.pt, TorchScript;
+                                                 model.onnx when `onnx` is installed; export_info.json)
 
 rlx_checkpoint.json lists the stored policies in `policy_ids` (and `trainable_policies_only`
 when only the trainable ones were written); a config with fewer policies restores just those.
@@ -41,6 +44,8 @@ Loading reads and checks every file first and then applies all of it, or nothing
 from __future__ import annotations
 
 import copy
+import importlib.util
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +58,8 @@ from rlx.algorithms.checkpoint_checks import (check_algorithm_class, check_files
 from rlx.algorithms.checkpoint_env_source import (EXPERIMENT_MODULE, env_source, read_env_source,  # noqa: F401
                                                   record_env_source, reset_env_source)
 from rlx.algorithms.policy_mapping_table import mapping_table_for
-from rlx.core.rl_module.module_checkpoint import write_component_dir
+from rlx.core.rl_module.module_checkpoint import MODULE_METADATA_FILE, read_module_dir, write_component_dir
+from rlx.env.policy_export import DEFAULT_ONNX_OPSET, export_policy_files
 from rlx.utils.checkpoints import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -71,7 +77,8 @@ from rlx.utils.checkpoints import (
     write_tensors,
 )
 from rlx.utils.checkpoint_trust import check_string_paths, checkpoint_off_sys_path, import_checked
-from rlx.utils.errors import CheckpointError, ConfigError, EnvError, RLXError
+from rlx.utils.checkpoint_paths import enclosing_checkpoint
+from rlx.utils.errors import CheckpointError, ConfigError, EnvError, NotSupportedYetError, RLXError, install_hint
 from rlx.utils.registry import get_registered_creator, registered_env_names
 from rlx.utils.version import __version__
 
@@ -80,6 +87,10 @@ STATE_CLASS_KEY = "algorithm_class"
 #: Version of what rlx_checkpoint.json holds within FORMAT_VERSION (1.1: `env_source`; 1.2:
 #: `checksums`, and algorithm_state.json names its algorithm class).
 CHECKPOINT_VERSION = f"{FORMAT_VERSION}.2"
+
+logger = logging.getLogger(__name__)
+#: Whether the missing-`onnx` warning of export_native_model_files was given (once per process).
+_warned_no_onnx = False
 
 
 def write_algorithm_checkpoint(algo: Any, path: Path) -> str:
@@ -92,6 +103,8 @@ def write_algorithm_checkpoint(algo: Any, path: Path) -> str:
         write_json(tmp / "algorithm_state.json", {**algo.get_state(), STATE_CLASS_KEY: class_path(type(algo))})
         for module_id, learner in learners.items():
             files += _write_module_files(tmp, module_id, learner, algo.config.export_native_model_files)
+            if algo.config.export_native_model_files:
+                files += _write_exported_model(tmp, module_id, algo, learner)
             # RLlib's component path of the module (RLModule.from_checkpoint, RLModuleSpec(load_state_path=...)).
             files.append(write_component_dir(tmp, module_id, learner.module, f"{policy_dir(module_id)}/module.safetensors"))
         files += algo.write_checkpoint_extras(tmp)
@@ -166,6 +179,22 @@ def _write_module_files(tmp: Path, module_id: str, learner: Any, native: bool) -
         torch.save(learner.module.state_dict(), tmp / folder / "model.pt")
         files.append(f"{folder}/model.pt")
     return files
+
+
+def _write_exported_model(tmp: Path, module_id: str, algo: Any, learner: Any) -> list[str]:
+    """policies/<module_id>/model/: the policy exported for serving without rlx (RLlib's
+    native model files): TorchScript always, ONNX when the `onnx` package is installed."""
+    global _warned_no_onnx
+    folder = f"{policy_dir(module_id)}/model"
+    policy = algo.get_policy(module_id)
+    written = export_policy_files(policy, tmp / folder, module=learner.module)
+    if importlib.util.find_spec("onnx") is not None:
+        written += export_policy_files(policy, tmp / folder, onnx=DEFAULT_ONNX_OPSET, module=learner.module)
+    elif not _warned_no_onnx:
+        _warned_no_onnx = True
+        logger.warning("export_native_model_files: checkpoints get model.pt (TorchScript) but no model.onnx, as "
+                       f"the `onnx` package is not installed ({install_hint('export')}).")
+    return sorted({f"{folder}/{name}" for name in written})
 
 
 def _encoded_config(algo: Any) -> dict:
@@ -310,6 +339,36 @@ class LoadedModule:
     weights: dict[str, Any]
     optimizers: dict[str, dict[str, Any]]
     extra_tensors: dict[str, Any] | None
+
+
+#: The one component of a checkpoint that `restore_from_path(component=...)` restores alone.
+RL_MODULE_COMPONENT = "learner_group/learner/rl_module"
+
+
+def restore_component(algo: Any, path: Path, component: str) -> None:
+    """RLlib's `restore_from_path(path, component=...)`: load one component of a checkpoint, found
+    at `path`. rlx restores the RLModule weights: component "learner_group/learner/rl_module" (path:
+    that folder, every module directory in it) or ".../rl_module/<module_id>" (path: that module's
+    directory); they go to the learners and the EnvRunners. Other components raise NotSupportedYetError."""
+    name = str(component).strip("/")
+    if name == RL_MODULE_COMPONENT:
+        folders = {d.name: d for d in sorted(Path(path).iterdir()) if (d / MODULE_METADATA_FILE).is_file()}
+        if not folders:
+            raise CheckpointError(f"{path} holds no module directory (a folder with {MODULE_METADATA_FILE}); with "
+                                  f"component={name!r} give the checkpoint's {RL_MODULE_COMPONENT} folder.")
+    elif name.startswith(RL_MODULE_COMPONENT + "/") and name.count("/") == RL_MODULE_COMPONENT.count("/") + 1:
+        folders = {name.rsplit("/", 1)[1]: Path(path)}
+    else:
+        raise NotSupportedYetError(f"restore_from_path(component={component!r})",
+                                   f"rlx restores the RLModule weights ({RL_MODULE_COMPONENT!r} or "
+                                   f"'{RL_MODULE_COMPONENT}/<module_id>') as a component",
+                                   fix="Restore the whole checkpoint with restore_from_path(path) instead.")
+    weights = {}
+    for module_id, folder in folders.items():
+        with checkpoint_off_sys_path(enclosing_checkpoint(folder)):
+            _, weights_path = read_module_dir(folder)
+        weights[module_id] = read_tensors(weights_path)
+    algo.set_weights(weights)
 
 
 def read_algorithm_checkpoint(algo: Any, root: Path, meta: dict | None = None) -> None:

@@ -115,8 +115,9 @@ COMMON_OPTIONS: list[Option] = [
            doc="Callable (input_observation_space, input_action_space) -> ConnectorV2 piece(s) run on each "
                "train batch (with episode views over it) before the update; see docs/connectors.md."),
     Option("add_default_connectors_to_learner_pipeline", True, T, boolean,
-           doc="Whether RLlib appends its default pieces to the learner pipeline.",
-           no_effect="rlx's Learners build their train batches themselves, after your learner pieces"),
+           doc="Whether a Learner adds its default pieces to the learner pipeline: custom Learners read it "
+               "in build() (as RLlib's VPG example does); rlx's own Learners build their train batches "
+               "themselves, after your learner pieces."),
     Option("_enable_learner_api", True, T + EXP, must_be_true("rlx always uses the Learner API.")),
     # --- environment
     Option("env", None, E, env_spec, doc="Env name, Gymnasium id, import path or class."),
@@ -382,6 +383,9 @@ COMMON_OPTIONS: list[Option] = [
     Option("min_train_timesteps_per_iteration", 0, REP, integer(0, allow_none=True)),
     Option("min_sample_timesteps_per_iteration", 0, REP, integer(0, allow_none=True),
            aliases=("timesteps_per_iteration",)),
+    Option("progress_bar", False, REP, boolean,
+           doc="rlx only: draw a progress bar (env steps, updates, %, rate, ETA) while train() runs; "
+               "RLX_PROGRESS_BAR=1 does the same. See docs/results.md."),
     # --- checkpointing
     Option("export_native_model_files", False, CK, boolean),
     Option("checkpoint_trainable_policies_only", False, CK, boolean,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 
 from rlx.connectors.learner.learner_connector_pipeline import build_learner_connector as build_pipeline
+from rlx.algorithms.module_specs import with_policy_class_modules
 from rlx.core.learner.container import build_learner
 from rlx.core.rl_module.multi_rl_module import MultiRLModule
 from rlx.env.env_runner import MultiAgentEnvFoundError, SingleAgentEnvRunner
@@ -33,7 +34,8 @@ def env_runner_cls(algo: "Algorithm") -> type:
 
 def make_env_runner_group(algo: "Algorithm", config: "AlgorithmConfig", **kwargs: Any) -> EnvRunnerGroup:
     """An EnvRunnerGroup of `config` running `algo`'s modules (training or evaluation)."""
-    return EnvRunnerGroup(config, module_spec=algo._module_spec(), runner_cls=env_runner_cls(algo), **kwargs)
+    spec = with_policy_class_modules(algo, config, algo._module_spec())
+    return EnvRunnerGroup(config, module_spec=spec, runner_cls=env_runner_cls(algo), **kwargs)
 
 
 def build_env_runner_group(algo: "Algorithm", config: "AlgorithmConfig") -> EnvRunnerGroup:
@@ -104,3 +106,21 @@ class LocalLearnerGroup:
         if name.startswith("__") or name == "_learner":
             raise AttributeError(name)
         return getattr(self._learner, name)
+
+    def foreach_learner(self, func: Any, **kwargs: Any) -> list[Any]:
+        """RLlib's `LearnerGroup.foreach_learner`: [func(learner)] for the local Learner (a learner
+        container runs it on its own learners)."""
+        inner = getattr(self._learner, "foreach_learner", None)
+        return inner(func) if callable(inner) else [func(self._learner)]
+
+    def update(self, batch: Any = None, episodes: list[Any] | None = None, timesteps: dict[str, Any] | None = None,
+               async_update: bool = False, return_state: bool = False, **kwargs: Any) -> list[dict[str, Any]]:
+        """RLlib's `LearnerGroup.update`: update on `batch` or `episodes` (with `num_epochs`,
+        `minibatch_size`, `shuffle_batch_per_epoch`); a list with the one local Learner's results
+        ({module_id: metrics}), for `MetricsLogger.aggregate`."""
+        unsupported = [name for name, on in (("async_update", async_update), ("return_state", return_state)) if on]
+        if unsupported:
+            raise NotSupportedYetError(f"LearnerGroup.update({unsupported[0]}=True)",
+                                       "rlx's local LearnerGroup updates synchronously and returns metrics only",
+                                       fix="Call update() without it; read weights with get_weights() afterwards.")
+        return [self._learner.update(batch=batch, episodes=episodes, timesteps=timesteps, **kwargs)]

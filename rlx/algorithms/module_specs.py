@@ -19,7 +19,7 @@ from rlx.core.lstm_models import LSTMActorCriticModule
 from rlx.core.model_defaults import merge_model_config
 from rlx.core.models import ActorCriticModule
 from rlx.core.models.v2.modelv2_rl_module import ModelV2RLModule
-from rlx.core.rl_module.multi_rl_module import MultiRLModuleSpec
+from rlx.core.rl_module.multi_rl_module import MultiRLModule, MultiRLModuleSpec
 from rlx.core.rl_module.rl_module import RLModuleSpec
 from rlx.core.rl_module.default_model_config import DefaultModelConfig, model_dict
 from rlx.utils.errors import ConfigError, NotSupportedYetError
@@ -62,12 +62,37 @@ def module_spec(algo: "Algorithm") -> RLModuleSpec | MultiRLModuleSpec:
         if not multi_agent:
             raise ConfigError("rl_module_spec is a MultiRLModuleSpec, but the env and config are single-agent; "
                               "give an RLModuleSpec, or configure policies with config.multi_agent(...).")
+        if user.multi_rl_module_class is not MultiRLModule:
+            name = getattr(user.multi_rl_module_class, "__name__", user.multi_rl_module_class)
+            raise NotSupportedYetError(
+                f"MultiRLModuleSpec(multi_rl_module_class={name})",
+                "rlx's EnvRunners act with, and its Learners train, each policy's module on its own, so a "
+                "MultiRLModule subclass whose forward couples modules (e.g. a shared encoder) would not run",
+                fix="Leave multi_rl_module_class unset and give every policy a module of its own (e.g. its own "
+                    "encoder).")
         specs = user.rl_module_specs
         if isinstance(specs, RLModuleSpec):
             return completed_spec(algo, specs)
         return MultiRLModuleSpec(rl_module_specs={mid: completed_spec(algo, s) for mid, s in (specs or {}).items()},
                                  default_spec=completed_spec(algo, None))
     return with_action_mask_key(completed_spec(algo, user), algo.config, multi_agent)
+
+
+def with_policy_class_modules(algo: "Algorithm", config: Any, spec: Any) -> Any:
+    """`spec` with the module of every policy of `config.policies` whose PolicySpec names an old-API
+    policy class played by an RLModule (its `rl_module_class`, e.g. the examples' RandomPolicy)
+    replaced by that module; `spec` itself when there is none."""
+    played = {pid: policy.policy_class.rl_module_class for pid, policy in (config.policies or {}).items()
+              if getattr(getattr(policy, "policy_class", None), "rl_module_class", None) is not None}
+    if not played:
+        return spec
+    if isinstance(spec, MultiRLModuleSpec) and isinstance(spec.rl_module_specs, dict):
+        specs, default = dict(spec.rl_module_specs), spec.default_spec
+    else:
+        specs, default = {}, spec.spec_for("") if isinstance(spec, MultiRLModuleSpec) else spec
+    for pid, module_class in played.items():
+        specs[pid] = completed_spec(algo, RLModuleSpec(module_class=module_class))
+    return MultiRLModuleSpec(rl_module_specs=specs, default_spec=default)
 
 
 def _builds_memory(module_class: Any, memory_key: str) -> bool:

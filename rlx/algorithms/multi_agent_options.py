@@ -47,11 +47,12 @@ def check_policies(name: str, value: Any) -> dict[str, Any] | None:
         elif not isinstance(spec, PolicySpec):
             raise ConfigError(f"'{name}': policy {pid!r}: expected a PolicySpec, a 4-tuple or None, got {spec!r:.80}.")
         cls = spec.policy_class
-        if cls is not None and not _is_rlx_policy_view(cls):
+        if cls is not None and not _is_rlx_policy_view(cls) and getattr(cls, "rl_module_class", None) is None:
             raise ConfigError(
                 f"'{name}': policy {pid!r} names policy_class {getattr(cls, '__name__', cls)!r}; rlx builds every policy from "
-                "its RLModule, so custom Policy classes are not supported. Leave policy_class=None and customise "
-                "the network with config.rl_module(...) or the model config.")
+                "its RLModule, so custom Policy classes are not supported (unless the class names the RLModule that "
+                "plays it as `rl_module_class`). Leave policy_class=None and customise the network with "
+                "config.rl_module(...) or the model config.")
         if spec.config is not None and not isinstance(spec.config, dict):
             raise ConfigError(f"'{name}': policy {pid!r}: PolicySpec.config must be a dict of config overrides, got "
                               f"{type(spec.config).__name__}.")

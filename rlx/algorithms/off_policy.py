@@ -22,6 +22,7 @@ from rlx.algorithms.config_options import INT32_MAX, Option, boolean, count, dic
 from rlx.core.sample_batch import MultiAgentBatch
 from rlx.utils.checkpoints import read_json, read_tensors, write_json
 from rlx.utils.errors import CheckpointError, ConfigError
+from rlx.utils.metrics.result_keys import ENV_RUNNER_SAMPLING_TIMER, TIMERS
 from rlx.utils.replay_buffers import make_replay_buffer
 from rlx.utils.replay_buffers.multi_agent_replay_buffer import (LOCKSTEP, LockstepReplayBuffer, MultiAgentReplayBuffer,
                                                                 check_lockstep_settings, replay_mode_of)
@@ -189,7 +190,8 @@ class OffPolicyAlgorithm(Algorithm):
     def training_step(self) -> dict[str, Any]:
         """Sample a fragment into the buffer, then replay train batches and update."""
         cfg = self.config
-        batch = self.env_runner_group.sample()
+        with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
+            batch = self.env_runner_group.sample()
         steps = self.count_sampled(batch)
         resets = self.env_runner_group.num_resets
         if resets != self._runner_resets:

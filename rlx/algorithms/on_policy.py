@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlx.algorithms.algorithm import Algorithm
+from rlx.utils.metrics.result_keys import ENV_RUNNER_SAMPLING_TIMER, TIMERS
 
 
 class OnPolicyAlgorithm(Algorithm):
@@ -23,7 +24,8 @@ class OnPolicyAlgorithm(Algorithm):
     def sample_and_learn(self) -> dict[str, Any]:
         """The synchronous on-policy training step: sample (or read) `train_batch_size` steps,
         update on them, push the new weights, return the module results."""
-        batch = self.env_runner_group.sample(num_timesteps=self.config.total_train_batch_size)
+        with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
+            batch = self.env_runner_group.sample(num_timesteps=self.config.total_train_batch_size)
         steps = self.count_sampled(batch)
         metrics = self.learn_on_batch(batch, timestep=self._counters["num_env_steps_sampled_lifetime"])
         self.count_trained(batch, steps)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rlx.algorithms.checkpoint_env_source import EXPERIMENT_MODULE, read_env_source
+from rlx.utils.ale_ids import ensure_ale_registered
 from rlx.utils.atomic_directory import METADATA_FILE
 from rlx.utils.checkpoint_paths import enclosing_checkpoint, is_inside
 from rlx.utils.checkpoint_trust import check_module_source
@@ -88,6 +89,8 @@ def resolve_gymnasium_id(env: Any) -> tuple[Any, str | None]:
         return env, None
     import gymnasium as gym
 
+    if get_registered_creator(env) is None:
+        ensure_ale_registered(env)  # 'ALE/Pong-v5' needs no 'ale_py:' prefix
     if get_registered_creator(env) is not None or env in gym.registry:
         return env, None
     module, sep, env_id = env.partition(":")

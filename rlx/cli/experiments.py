@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from rlx.algorithms.algorithm_config import AlgorithmConfig
+from rlx.cli.checkpoint_keeper import check_checkpoint_policy
 from rlx.cli.names import check_dir_name
 from rlx.cli.safe_yaml import load_bounded_yaml
 from rlx.utils.errors import ConfigError, did_you_mean
@@ -46,6 +47,8 @@ class ExperimentSpec:
     checkpoint_freq: int | None = None
     checkpoint_at_end: bool | None = None
     keep_checkpoints_num: int | None = None
+    checkpoint_score_attribute: str | None = None
+    checkpoint_score_order: str | None = None
     storage_path: str | None = None
 
 
@@ -58,7 +61,9 @@ _FILE_KEYS = {
 _TUNE_ONLY = {"num_samples", "resources_per_trial", "scheduler", "search_alg", "upload_dir", "sync_config"}
 #: checkpoint_config keys (Ray AIR's CheckpointConfig) and the ExperimentSpec field each sets.
 _CHECKPOINT_CONFIG = {"checkpoint_frequency": "checkpoint_freq", "checkpoint_at_end": "checkpoint_at_end",
-                      "num_to_keep": "keep_checkpoints_num"}
+                      "num_to_keep": "keep_checkpoints_num",
+                      "checkpoint_score_attribute": "checkpoint_score_attribute",
+                      "checkpoint_score_order": "checkpoint_score_order"}
 
 
 #: Largest experiment file downloaded from a URL, and how long to wait for the server.
@@ -183,16 +188,25 @@ def _spec_from_body(name: str, body: dict, source: str) -> ExperimentSpec:
         keep_checkpoints_num=body.get("keep_checkpoints_num"),
         storage_path=body.get("storage_path", body.get("local_dir")),
     )
-    checkpoint_config = body.get("checkpoint_config") or {}
+    _apply_checkpoint_config(spec, body.get("checkpoint_config") or {}, where)
+    if spec.algo is None:
+        raise ConfigError(f"{where}: no algorithm; add 'run: PPO' (or 'algo: PPO').")
+    return spec
+
+
+def _apply_checkpoint_config(spec: ExperimentSpec, checkpoint_config: Any, where: str) -> None:
+    """Set `spec`'s checkpoint policy from a checkpoint_config mapping (or a Tune CheckpointConfig)."""
+    if not isinstance(checkpoint_config, dict) and hasattr(checkpoint_config, "checkpoint_score_order"):
+        checkpoint_config = {key: getattr(checkpoint_config, key) for key in _CHECKPOINT_CONFIG}
     if not isinstance(checkpoint_config, dict):
         raise ConfigError(f"{where}: 'checkpoint_config' must be a mapping.")
     for key, value in checkpoint_config.items():
         if key not in _CHECKPOINT_CONFIG:
-            raise ConfigError(f"{where}: unknown checkpoint_config key '{key}'.{did_you_mean(key, _CHECKPOINT_CONFIG)}")
+            raise ConfigError(f"{where}: unknown checkpoint_config key '{key}'.{did_you_mean(key, _CHECKPOINT_CONFIG)} "
+                              f"Known keys: {', '.join(sorted(_CHECKPOINT_CONFIG))}.")
         setattr(spec, _CHECKPOINT_CONFIG[key], value)
-    if spec.algo is None:
-        raise ConfigError(f"{where}: no algorithm; add 'run: PPO' (or 'algo: PPO').")
-    return spec
+    check_checkpoint_policy(spec.keep_checkpoints_num, spec.checkpoint_score_attribute, spec.checkpoint_score_order,
+                            f"{where}, checkpoint_config")
 
 
 def _python_experiment(path: Path) -> ExperimentSpec:
@@ -209,8 +223,14 @@ def _python_experiment(path: Path) -> ExperimentSpec:
     if isinstance(config, AlgorithmConfig):
         algo_class = config.algo_class
         algo = getattr(algo_class, "__name__", algo_class) if algo_class is not None else None
-        return ExperimentSpec(name=path.stem, algo=algo, env=None, config=config, stop=dict(stop))
-    if isinstance(config, dict):
-        return ExperimentSpec(name=path.stem, algo=namespace.get("algo"), env=config.get("env"),
+        spec = ExperimentSpec(name=path.stem, algo=algo, env=None, config=config, stop=dict(stop))
+    elif isinstance(config, dict):
+        spec = ExperimentSpec(name=path.stem, algo=namespace.get("algo"), env=config.get("env"),
                               config={k: v for k, v in config.items() if k != "env"}, stop=dict(stop))
+    else:
+        spec = None
+    if spec is not None:
+        # `checkpoint_config`: a dict or a tune.CheckpointConfig, as a Tune script passes to RunConfig.
+        _apply_checkpoint_config(spec, namespace.get("checkpoint_config") or {}, str(path))
+        return spec
     raise ConfigError(f"{path}: `config` must be an AlgorithmConfig or a dict, got {type(config).__name__}.")

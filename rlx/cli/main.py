@@ -21,6 +21,7 @@ examples:
   rlx train --algo PPO --env CartPole-v1 --stop '{"env_runners/episode_return_mean": 450}'
   rlx train --run DQN --env CartPole-v1 --config '{"lr": 0.0005}' --checkpoint-freq 10
   rlx train --algo PPO --env my_envs:MyEnv        # my_envs.py in the current directory
+  rlx train --algo PPO --env ALE/Pong-v5          # an Atari game (ale-py); tuned: rlx train file pong-ppo
   rlx train --algo PPO --env ale_py:ALE/Pong-v5   # a Gymnasium plugin package's env
   rlx train file tuned_examples/ppo/cartpole-ppo.yaml
 
@@ -34,14 +35,17 @@ EPILOG_FILE = """\
 File formats:
   YAML or JSON: {NAME: {run (or algo): ALGO, env: ENV, stop: {...}, config: {...}}, ...}
     several experiments run one after another; each may also set checkpoint_freq,
-    checkpoint_at_end, keep_checkpoints_num and storage_path (or local_dir).
+    checkpoint_at_end, keep_checkpoints_num and storage_path (or local_dir), and
+    checkpoint_config: {checkpoint_frequency, checkpoint_at_end, num_to_keep,
+    checkpoint_score_attribute, checkpoint_score_order} as Tune's CheckpointConfig.
     PATH may be an http(s) URL of such a file (downloaded, at most 1 MiB).
-  Python (.py): defines `config` (an AlgorithmConfig) and optionally `stop` (a dict).
+  Python (.py): defines `config` (an AlgorithmConfig) and optionally `stop` (a dict)
+    and `checkpoint_config` (a dict or a tune.CheckpointConfig).
 Command-line flags override the file.
 """
 
 
-ENV_HELP = ("environment: a Gymnasium id (a plugin's as 'module:NS/Name-v0', e.g. ale_py:ALE/Pong-v5), a name "
+ENV_HELP = ("environment: a Gymnasium id (Atari's as ALE/Pong-v5; another plugin's as 'module:NS/Name-v0'), a name "
             "given to rlx.register_env, or 'package.module:EnvClass'")
 
 
@@ -130,7 +134,13 @@ def _add_run_options(parser: argparse.ArgumentParser, from_file: bool) -> None:
     parser.add_argument("--checkpoint-at-end", action=argparse.BooleanOptionalAction, default=None,
                         help="save a checkpoint when training ends (default: on)")
     parser.add_argument("--keep-checkpoints-num", type=positive_int, default=None, metavar="N",
-                        help="keep only the N most recent checkpoints (default: keep all)")
+                        help="keep only N checkpoints: the most recent, or the best N by "
+                             "--checkpoint-score-attribute, plus the latest (default: keep all)")
+    parser.add_argument("--checkpoint-score-attribute", default=None, metavar="KEY",
+                        help="result key that ranks checkpoints, e.g. env_runners/episode_return_mean: "
+                             "--keep-checkpoints-num keeps the best, and the summary names the best checkpoint")
+    parser.add_argument("--checkpoint-score-order", choices=("max", "min"), default=None,
+                        help="whether a higher (max, the default) or lower score is better")
     parser.add_argument("--storage-path", "--local-dir", dest="storage_path", default=None, metavar="DIR",
                         help="root directory of the results (default: $RLX_RESULTS_DIR or ~/rlx_results)")
     parser.add_argument("--experiment-name", default=None, metavar="NAME",
@@ -145,6 +155,11 @@ def _add_run_options(parser: argparse.ArgumentParser, from_file: bool) -> None:
                              "counters); --algo and --env default to the checkpoint's")
     parser.add_argument("--no-progress", action="store_true",
                         help="print one plain line per iteration even on a terminal")
+    parser.add_argument("--wandb-project", default=None, metavar="PROJECT",
+                        help="also log each result to this Weights & Biases project (needs wandb)")
+    parser.add_argument("--mlflow-uri", default=None, metavar="URI",
+                        help="also log each result to the MLflow tracking server or store at URI, e.g. "
+                             "file:///tmp/mlruns (needs mlflow-skinny)")
     _add_imports(parser)
     _add_verbosity(parser)
 
@@ -184,6 +199,48 @@ def _add_serve_parser(sub: Any) -> None:
                             "store its env, e.g. a class defined inside a function): a registered name (with "
                             "--import MODULE), a Gymnasium id, or 'package.module:MyEnv'")
     serve.add_argument("-v", "--verbose", action="count", default=0, help="more output (-vv: tracebacks)")
+
+
+def _add_export_parsers(sub: Any) -> None:
+    """`rlx export` (a checkpoint's policy as TorchScript or ONNX) and `rlx hub push|download`."""
+    export = sub.add_parser(
+        "export", help="export a checkpoint's policy as a TorchScript or ONNX model that runs without rlx",
+        description="Write the policy of a checkpoint as a model file that runs without rlx: TorchScript "
+                    "(model.pt, for torch.jit.load) or ONNX (model.onnx, for onnxruntime; needs the onnx package). "
+                    "The model maps env observations to greedy actions; export_info.json names its inputs and "
+                    "outputs.")
+    export.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint directory (from rlx train or algo.save())")
+    export.add_argument("--format", choices=("torchscript", "onnx"), default="torchscript",
+                        help="file format (default: torchscript)")
+    export.add_argument("--policy-id", dest="policy_id", default="default_policy", metavar="ID",
+                        help="policy to export (default: default_policy)")
+    export.add_argument("--out", default="exported_model", metavar="DIR",
+                        help="directory to write into (default: ./exported_model)")
+    export.add_argument("--opset", type=positive_int, default=None, metavar="N",
+                        help="ONNX opset version (default: 17)")
+    _add_imports(export)
+    _add_verbosity(export)
+
+    hub = sub.add_parser("hub", help="push a checkpoint to, or download one from, the Hugging Face Hub",
+                         description="Share checkpoints on the Hugging Face Hub (needs huggingface_hub).")
+    hub_sub = hub.add_subparsers(dest="hub_command", metavar="ACTION", parser_class=_Parser, required=True)
+    push = hub_sub.add_parser("push", help="upload a checkpoint with a generated model card (README.md)",
+                              description="Upload a checkpoint directory to a Hub model repository (created when "
+                                          "missing), with a model card naming the algorithm, env, return and config.")
+    push.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint directory")
+    push.add_argument("repo_id", metavar="REPO_ID", help="Hub repository, e.g. my-name/ppo-cartpole")
+    push.add_argument("--private", action="store_true", help="create the repository as private")
+    push.add_argument("--message", default=None, metavar="TEXT", help="commit message")
+    download = hub_sub.add_parser("download", help="download a checkpoint from a Hub repository",
+                                  description="Download the checkpoint in a Hub repository into a local folder.")
+    download.add_argument("repo_id", metavar="REPO_ID", help="Hub repository, e.g. my-name/ppo-cartpole")
+    download.add_argument("--out", default=None, metavar="DIR",
+                          help="folder to download into (default: ~/.cache/rlx/hub/<owner>--<name>)")
+    download.add_argument("--revision", default=None, metavar="REV", help="branch, tag or commit")
+    for action in (push, download):
+        action.add_argument("--token", default=None, metavar="TOKEN",
+                            help="Hub access token (default: the one `hf auth login` stored, or HF_TOKEN)")
+        _add_verbosity(action)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -291,6 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     stack.add_argument("--no-py-spy", action="store_true",
                        help="use rlx's faulthandler dumps even when py-spy is installed")
     _add_verbosity(stack)
+    _add_export_parsers(sub)
     return parser
 
 
@@ -332,6 +390,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         from rlx.cli.stack import run_stack_command
 
         return run_stack_command(args)
+    if args.command == "export":
+        from rlx.cli.export import run_export_command
+
+        return run_export_command(args)
+    if args.command == "hub":
+        from rlx.cli.hub import run_hub_command
+
+        return run_hub_command(args)
     raise CLIError(f"unknown command {args.command!r}")
 
 

@@ -27,6 +27,8 @@ class RunSettings:
     checkpoint_freq: int | None = None
     checkpoint_at_end: bool | None = None
     keep_checkpoints_num: int | None = None
+    checkpoint_score_attribute: str | None = None
+    checkpoint_score_order: str | None = None
     stop: dict[str, Any] | None = None
     env: Any = None
     algo: str | None = None
@@ -35,6 +37,9 @@ class RunSettings:
     verbose: int = 0
     restore: str | None = None
     live_progress: bool | None = None
+    #: --wandb-project / --mlflow-uri: also log to a W&B project / an MLflow tracking server.
+    wandb_project: str | None = None
+    mlflow_uri: str | None = None
 
 
 @dataclass
@@ -53,6 +58,10 @@ class TrialOutcome:
     stop_reason: str = ""
     checkpoint: str | None = None
     checkpoints: list[str] = field(default_factory=list)
+    #: With a checkpoint_score_attribute: the best-scoring checkpoint kept, its score and the key.
+    best_checkpoint: str | None = None
+    best_checkpoint_score: float | None = None
+    checkpoint_score_attribute: str | None = None
 
 
 def env_label(env: Any) -> str:
@@ -81,8 +90,9 @@ def record(result: dict[str, Any], outcome: TrialOutcome) -> None:
 
 
 def evaluate_command(outcome: TrialOutcome) -> str:
-    """The exact `rlx evaluate` command for the outcome's last checkpoint."""
-    parts = ["rlx", "evaluate", shlex.quote(str(outcome.checkpoint)), "--algo", outcome.algo]
+    """The exact `rlx evaluate` command for the outcome's best checkpoint (with a score
+    attribute) or its last one."""
+    parts = ["rlx", "evaluate", shlex.quote(str(outcome.best_checkpoint or outcome.checkpoint)), "--algo", outcome.algo]
     if isinstance(outcome.env, str):
         parts += ["--env", shlex.quote(outcome.env)]
     return " ".join(parts)
@@ -106,7 +116,11 @@ def print_summary(outcome: TrialOutcome, out: TextIO) -> None:
         f"  TensorBoard:  tensorboard --logdir {shlex.quote(str(outcome.trial_dir.parent))}",
     ]
     if outcome.checkpoint:
-        lines += [f"  Checkpoint:   {outcome.checkpoint}", "Evaluate it with:", f"  {evaluate_command(outcome)}"]
+        lines.append(f"  Checkpoint:   {outcome.checkpoint}")
+        if outcome.best_checkpoint and Path(outcome.best_checkpoint).exists():
+            score = "n/a" if outcome.best_checkpoint_score is None else f"{outcome.best_checkpoint_score:g}"
+            lines.append(f"  Best:         {outcome.best_checkpoint} ({outcome.checkpoint_score_attribute}={score})")
+        lines += ["Evaluate it with:", f"  {evaluate_command(outcome)}"]
     else:
         lines.append("  No checkpoint saved (use --checkpoint-at-end or --checkpoint-freq N).")
     out.write("\n".join(lines) + "\n")

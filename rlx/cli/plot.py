@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from rlx.utils.errors import ConfigError, did_you_mean
+from rlx.utils.errors import ConfigError, did_you_mean, install_hint
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ DEFAULT_OUT_NAME = "learning_curves.png"
 #: With more curves than this the figure has no legend (the printed lines name the trials).
 MAX_LEGEND_ENTRIES = 20
 
-MATPLOTLIB_MISSING = "rlx plot needs matplotlib: pip install -c constraints.txt -e '.[plot]' (in your rlx checkout)"
+MATPLOTLIB_MISSING = f"rlx plot needs matplotlib: {install_hint('plot')}"
 
 
 @dataclass

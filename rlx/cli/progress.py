@@ -1,14 +1,15 @@
-"""Live training progress: one line per iteration, redrawn in place on a terminal."""
+"""Live training progress of `rlx train`: one line per iteration, and a progress bar of the
+iteration under way (drawn by rich, see rlx.utils.progress)."""
 from __future__ import annotations
 
 import math
 import os
-import shutil
 import sys
 import time
-from typing import Any, TextIO
+from typing import Any, Mapping, TextIO
 
-from rlx.cli.stop import lookup
+from rlx.cli.stop import canonical_key, lookup
+from rlx.utils.progress import ProgressGoal, TrainingProgress, set_active_progress
 
 
 def _number(value: Any) -> float | None:
@@ -62,53 +63,77 @@ def wants_live_progress(stream: TextIO) -> bool:
     return bool(isatty and isatty()) and os.environ.get("TERM", "") != "dumb"
 
 
-class ProgressReporter:
-    """Prints training progress to `stream`: on a terminal one status line redrawn in place
-    (at most 10 times a second), elsewhere one plain line per iteration. `note()` prints
-    a message (a checkpoint was saved) without losing the status line."""
+#: Stop keys (as rlx names them, see rlx.cli.stop.canonical_key) a progress bar can count toward.
+_GOAL_KEYS = {
+    "num_env_steps_sampled_lifetime": "env_steps",
+    "env_runners/num_env_steps_sampled_lifetime": "env_steps",
+    "training_iteration": "iterations",
+    "time_total_s": "time_s",
+}
 
-    def __init__(self, stream: TextIO | None = None, live: bool | None = None):
+
+def progress_goal(stop: Mapping[str, Any] | None) -> ProgressGoal | None:
+    """The goal of the progress bar for stop criteria `stop`: the first criterion that is an env
+    step count, an iteration count or a training time (None when there is none: the bar then
+    counts toward the end of each iteration)."""
+    for key, bound in (stop or {}).items():
+        kind = _GOAL_KEYS.get(canonical_key(str(key)))
+        if kind is not None and isinstance(bound, (int, float)) and not isinstance(bound, bool) and bound > 0:
+            return ProgressGoal(kind, float(bound))
+    return None
+
+
+class ProgressReporter:
+    """Prints training progress to `stream`: one line per iteration, and a progress bar of the
+    iteration under way (rlx.utils.progress: env steps, updates, %, rate and ETA toward the
+    stop criterion `goal`), which every `train()` of this process reports to.
+
+    On a terminal the bar is redrawn in place below the iteration lines (those at most once a
+    second, the last one always); elsewhere every iteration's line is printed, and the bar's
+    text every 30 s of a long iteration. `note()` prints a message (a checkpoint was saved)
+    above the bar. Call `finish()` at the end."""
+
+    def __init__(self, stream: TextIO | None = None, live: bool | None = None, goal: ProgressGoal | None = None):
         self.stream = stream if stream is not None else sys.stdout
         self.live = wants_live_progress(self.stream) if live is None else live
         self.started = time.monotonic()
-        self._last_line = ""
-        self._last_draw = 0.0
-        self._on_screen = False
+        self._pending = ""  # an iteration line not printed yet (live: at most one a second)
+        self._last_print = 0.0
+        self.bar = TrainingProgress(goal, stream=self.stream, live=self.live)
+        self.bar.start()
+        self._previous = set_active_progress(self.bar)
 
     def update(self, result: dict[str, Any]) -> None:
         """Show the status after `result`."""
-        self._last_line = progress_line(result, self.started)
+        line = progress_line(result, self.started)
         if not self.live:
-            self._write(self._last_line + "\n")
+            self._write(line + "\n")
             return
+        self._pending = line
         now = time.monotonic()
-        if now - self._last_draw >= 0.1:
-            self._draw()
-            self._last_draw = now
+        if now - self._last_print >= 1.0:
+            self._flush_pending()
+            self._last_print = now
 
     def note(self, message: str) -> None:
         """Print `message` on its own line."""
-        if self.live and self._on_screen:
-            self._write("\r\x1b[2K" + message + "\n")
-            self._on_screen = False
-            self._draw()
+        if self.live:
+            self._flush_pending()
+            self.bar.print(message)
         else:
             self._write(message + "\n")
 
     def finish(self) -> None:
-        """Leave the final status line on screen."""
-        if self.live and self._last_line:
-            self._draw()
-            self._write("\n")
-            self._on_screen = False
+        """Print the last iteration's line and stop the bar (left on screen on a terminal)."""
+        if self.live:
+            self._flush_pending()
+        self.bar.stop()
+        set_active_progress(self._previous)
 
-    def _draw(self) -> None:
-        if not self._last_line:
-            return
-        # A line wider than the terminal wraps, and "\r" would then redraw only its tail.
-        width = shutil.get_terminal_size((120, 24)).columns - 1
-        self._write("\r\x1b[2K" + self._last_line[:max(width, 20)])
-        self._on_screen = True
+    def _flush_pending(self) -> None:
+        if self._pending:
+            self.bar.print(self._pending)
+            self._pending = ""
 
     def _write(self, text: str) -> None:
         self.stream.write(text)

@@ -127,6 +127,8 @@ def run_sweep(spec: ExperimentSpec, settings: RunSettings, config: Any, out: Tex
             stop=stopper,
             checkpoint_config=tune.CheckpointConfig(
                 checkpoint_frequency=checkpoint_freq, checkpoint_at_end=checkpoint_at_end, num_to_keep=keep,
+                checkpoint_score_attribute=first(settings.checkpoint_score_attribute, spec.checkpoint_score_attribute),
+                checkpoint_score_order=first(settings.checkpoint_score_order, spec.checkpoint_score_order, "max"),
             ),
             # Tune's own tables (every trial's whole config and result) only with -v.
             verbose=1 if settings.verbose else 0,

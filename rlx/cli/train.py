@@ -3,7 +3,6 @@ live progress and a closing summary."""
 from __future__ import annotations
 
 import argparse
-import shutil
 import signal
 import sys
 from pathlib import Path
@@ -13,13 +12,16 @@ from rlx.algorithms.algorithm_config import AlgorithmConfig
 from rlx.algorithms.checkpointing import checkpoint_algorithm_class, read_config, record_env_source
 from rlx.algorithms.registry import get_algorithm_config
 from rlx.cli.env_source import import_modules, rebuild_env_source, resolve_gymnasium_id
+from rlx.cli.checkpoint_keeper import CheckpointKeeper
 from rlx.cli.experiments import ExperimentSpec, is_url, load_experiment_file
 from rlx.cli.names import check_dir_name
 from rlx.cli.outcome import (DEFAULT_EXPERIMENT_NAME, RunSettings, TrialOutcome, env_label, first, print_summary,
                              record)
-from rlx.cli.progress import ProgressReporter
+from rlx.cli.progress import ProgressReporter, progress_goal
 from rlx.cli.stop import StopCriteria
+from rlx.cli.tuned_examples import resolve_experiment_path
 from rlx.loggers.creation import create_result_logger, results_root, trial_dir_name
+from rlx.loggers.tracking import with_tracking
 from rlx.utils.checkpoints import read_metadata
 from rlx.utils.errors import ConfigError, install_hint
 
@@ -57,6 +59,8 @@ def build_config(spec: ExperimentSpec, settings: RunSettings, validate: bool = T
         config.debugging(seed=settings.seed)
     if settings.verbose:
         config.debugging(log_level="DEBUG" if settings.verbose >= 2 else "INFO")
+    if settings.wandb_project or settings.mlflow_uri:
+        config.debugging(logger_config=with_tracking(config.logger_config, settings.wandb_project, settings.mlflow_uri))
     if validate:
         config.validate()
     return config
@@ -168,23 +172,26 @@ def _run_experiment(spec: ExperimentSpec, settings: RunSettings, out: TextIO | N
     trial_dir = storage / name / trial_dir_name(algo_name, config.env)
     checkpoint_freq = first(settings.checkpoint_freq, spec.checkpoint_freq, 0)
     checkpoint_at_end = first(settings.checkpoint_at_end, spec.checkpoint_at_end, True)
-    keep = first(settings.keep_checkpoints_num, spec.keep_checkpoints_num, None)
+    keeper = CheckpointKeeper(
+        first(settings.keep_checkpoints_num, spec.keep_checkpoints_num, None),
+        first(settings.checkpoint_score_attribute, spec.checkpoint_score_attribute, None),
+        first(settings.checkpoint_score_order, spec.checkpoint_score_order, "max"))
 
     algo = config.build_algo(
         logger_creator=lambda cfg: create_result_logger(cfg, algo_name, logdir=trial_dir), use_copy=False,
     )
     outcome = TrialOutcome(algo=algo_name, env=config.env, trial_dir=Path(algo.logdir))
-    reporter = ProgressReporter(out, live=settings.live_progress)
+    reporter = ProgressReporter(out, live=settings.live_progress, goal=progress_goal(stop.criteria))
     try:
         if settings.restore:
             algo.restore(settings.restore)
             reporter.note(f"Restored {settings.restore} (iteration {algo.iteration}).")
         reporter.note(f"Training {algo_name} on {env_label(config.env)}; results in {outcome.trial_dir}")
         reporter.note(f"Stops at: {stop.describe()}")
-        _train_loop(algo, stop, reporter, outcome, checkpoint_freq, keep)
+        last = _train_loop(algo, stop, reporter, outcome, checkpoint_freq, keeper)
         if outcome.checkpoint is None or not outcome.checkpoint.endswith(f"{algo.iteration:06d}"):
             if checkpoint_at_end or outcome.stop_reason in _STOP_SIGNALS.values():
-                _save(algo, outcome, keep, reporter, announce=False)
+                _save(algo, outcome, keeper, reporter, announce=False, result=last)
     finally:
         reporter.finish()
         algo.stop()
@@ -214,36 +221,43 @@ def run_sweep(spec: ExperimentSpec, settings: RunSettings, config: Any, out: Tex
 
 
 def _train_loop(algo: Any, stop: StopCriteria, reporter: ProgressReporter, outcome: TrialOutcome,
-                checkpoint_freq: int, keep: int | None) -> None:
+                checkpoint_freq: int, keeper: CheckpointKeeper) -> dict[str, Any] | None:
+    """Train until a stop criterion or a stop request; returns the last result."""
     with _StopRequest(reporter) as ctrl_c:
         while True:
             result = algo.train()
             reporter.update(result)
             record(result, outcome)
             if checkpoint_freq and algo.iteration % checkpoint_freq == 0:
-                _save(algo, outcome, keep, reporter, announce=True)
+                _save(algo, outcome, keeper, reporter, announce=True, result=result)
             reached = stop.met(result)
             for note in stop.notes:
                 reporter.note(note)
             stop.notes.clear()
             if reached:
                 outcome.stop_reason = "reached " + " and ".join(reached)
-                return
+                return result
             if ctrl_c.requested:
                 outcome.stop_reason = ctrl_c.reason
-                return
+                return result
 
 
-def _save(algo: Any, outcome: TrialOutcome, keep: int | None, reporter: ProgressReporter, announce: bool) -> None:
+def _save(algo: Any, outcome: TrialOutcome, keeper: CheckpointKeeper, reporter: ProgressReporter, announce: bool,
+          result: dict[str, Any] | None) -> None:
+    """Save a checkpoint of `algo` after the iteration whose result is `result`; keep what the
+    checkpoint policy keeps (rlx.cli.checkpoint_keeper) and note the best one in `outcome`."""
     path = str(algo.save())
     outcome.checkpoint = path
-    if path not in outcome.checkpoints:
-        outcome.checkpoints.append(path)
     if announce:
         reporter.note(f"Checkpoint saved: {path}")
-    if keep is not None:
-        while len(outcome.checkpoints) > keep:
-            shutil.rmtree(outcome.checkpoints.pop(0), ignore_errors=True)
+    keeper.add(path, algo.iteration, result)
+    outcome.checkpoints = keeper.paths
+    note = keeper.missing_score_note()
+    if note:
+        reporter.note(note)
+    if keeper.score_attribute is not None and keeper.best is not None:
+        outcome.best_checkpoint, outcome.best_checkpoint_score = keeper.best
+        outcome.checkpoint_score_attribute = keeper.score_attribute
 
 
 # ------------------------------------------------------------------ commands
@@ -259,8 +273,11 @@ def _settings(args: argparse.Namespace) -> RunSettings:
     return RunSettings(
         storage_path=args.storage_path, experiment_name=args.experiment_name, checkpoint_freq=args.checkpoint_freq,
         checkpoint_at_end=args.checkpoint_at_end, keep_checkpoints_num=args.keep_checkpoints_num, stop=args.stop,
+        checkpoint_score_attribute=getattr(args, "checkpoint_score_attribute", None),
+        checkpoint_score_order=getattr(args, "checkpoint_score_order", None),
         env=args.env, algo=getattr(args, "algo", None), config=config or None, seed=args.seed,
         verbose=args.verbose, restore=args.restore, live_progress=False if args.no_progress else None,
+        wandb_project=getattr(args, "wandb_project", None), mlflow_uri=getattr(args, "mlflow_uri", None),
     )
 
 
@@ -285,6 +302,7 @@ def run_train_command(args: argparse.Namespace) -> int:
 def run_train_file_command(args: argparse.Namespace) -> int:
     """`rlx train file PATH` (and `rlx train -f PATH`): every experiment of the file in turn."""
     _import_requested_modules(args)
+    args.path = resolve_experiment_path(args.path)  # a tuned example's name works from any directory
     specs = load_experiment_file(args.path)
     if not is_url(args.path) and Path(args.path).suffix.lower() == ".py":
         record_env_source(experiment_file=args.path)

@@ -111,7 +111,7 @@ class ConnectorV2(abc.ABC):
         """
         def agent_episodes() -> Iterator[Any]:
             for episode in episodes:
-                if hasattr(episode, "agent_episodes") and not hasattr(episode, "get_extra_model_outputs"):
+                if isinstance(getattr(episode, "agent_episodes", None), dict):  # a MultiAgentEpisode
                     ids = episode.get_agents_that_stepped() if agents_that_stepped_only else \
                         list(episode.agent_episodes)
                     for aid in ids:

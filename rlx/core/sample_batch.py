@@ -100,6 +100,10 @@ class SampleBatch(dict):
         padded with rows marked invalid); the result has the type of the first batch."""
         return _like(batches[0], join_time_major(list(batches), axis=1))
 
+    def concat(self, other: "SampleBatch") -> "SampleBatch":
+        """This batch's rows followed by `other`'s (RLlib's `SampleBatch.concat`)."""
+        return concat_samples([self, other])
+
     def rows(self) -> Any:
         """Iterate over rows as dicts {column: value}."""
         for i in range(self.count):
@@ -109,10 +113,16 @@ class SampleBatch(dict):
         return f"SampleBatch({self.count} rows: {', '.join(self.keys())})"
 
 
-def concat_samples(batches: list[SampleBatch]) -> SampleBatch:
-    """Concatenate SampleBatches with the same columns row-wise."""
+def concat_samples(batches: list[Any]) -> Any:
+    """Concatenate SampleBatches with the same columns row-wise; MultiAgentBatches of flat
+    SampleBatches policy by policy (their step counts added up)."""
     if not batches:
         return SampleBatch()
+    if isinstance(batches[0], MultiAgentBatch):
+        policies = dict.fromkeys(pid for b in batches for pid in b.policy_batches)
+        return MultiAgentBatch({pid: concat_samples([b.policy_batches[pid] for b in batches if pid in b])
+                                for pid in policies}, sum(b.count for b in batches),
+                               sum(b.agent_steps() for b in batches))
     keys = list(batches[0].keys())
     return SampleBatch({k: np.concatenate([np.asarray(b[k]) for b in batches]) for k in keys})
 

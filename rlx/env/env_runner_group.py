@@ -23,6 +23,7 @@ from rlx.env.env_runner import EnvInfo, SingleAgentEnvRunner
 from rlx.env.partial_fragment import PartialFragment, take_partial_fragment
 from rlx.env.runner_group import foreach, replacement, weight_sync
 from rlx.env.runner_group.async_sampling import AsyncSample, AsyncSampler
+from rlx.env.runner_group.episodes import runners_return_episodes, sample_episodes
 from rlx.env.runner_group.backends import (BACKENDS, call_all, make_remote_runner, resolve_backend, run_all,
                                            runner_factory, wait_for_builds)
 from rlx.env.runner_group.calls import (AsyncSampleCall, RestoreCall, SampleCall, SetFilterCall, SetWeightsCall,
@@ -30,6 +31,7 @@ from rlx.env.runner_group.calls import (AsyncSampleCall, RestoreCall, SampleCall
 from rlx.env.runner_group.sampling import sample_remote
 from rlx.env.runner_group.spares import SpareWorker
 from rlx.env.runner_group.stuck_runners import LocalSampleBound
+from rlx.env.runner.worker_view import with_worker_view, worker_view
 from rlx.env.runner_host import RunnerFactory
 from rlx.env.runner_restarts import RunnerSupervisor
 from rlx.env.threaded_env_runner import ThreadedEnvRunner
@@ -183,9 +185,10 @@ class EnvRunnerGroup:
         """The EnvRunner in this process (None when the group has only remote runners)."""
         return self._local_env_runner
 
-    def local_worker(self) -> SingleAgentEnvRunner | None:
-        """Old name of `local_env_runner`."""
-        return self._local_env_runner
+    def local_worker(self) -> Any:
+        """The old-API view of `local_env_runner` (rlx.env.runner.worker_view): the same runner,
+        whose `sample()` returns RLlib's flat SampleBatch (MultiAgentBatch) as a RolloutWorker does."""
+        return worker_view(self._local_env_runner)
 
     def num_remote_env_runners(self) -> int:
         """Number of remote EnvRunners."""
@@ -257,39 +260,46 @@ class EnvRunnerGroup:
         return foreach.foreach_runner(self, func, local_env_runner, healthy_only, remote_worker_ids, timeout_seconds)
 
     def foreach_worker(self, func: Callable[[Any], Any], local_worker: bool = True, **kwargs: Any) -> list[Any]:
-        """Old name of `foreach_env_runner`."""
-        return self.foreach_env_runner(func, local_env_runner=local_worker, **kwargs)
+        """Old name of `foreach_env_runner`: `func` gets each runner's old-API worker view."""
+        return self.foreach_env_runner(with_worker_view(func), local_env_runner=local_worker, **kwargs)
 
     def foreach_env_runner_with_id(self, func: Callable[[int, Any], Any], local_env_runner: bool = True) -> list[Any]:
         """Apply `func(index, runner)` to each runner in service."""
         return foreach.foreach_runner_with_id(self, func, local_env_runner)
 
-    foreach_worker_with_id = foreach_env_runner_with_id
+    def foreach_worker_with_id(self, func: Callable[[int, Any], Any], local_worker: bool = True) -> list[Any]:
+        """Old name of `foreach_env_runner_with_id`: `func(index, worker view)` of each runner in service."""
+        return self.foreach_env_runner_with_id(with_worker_view(func, 1), local_env_runner=local_worker)
 
     def foreach_worker_with_index(self, func: Callable[[int, Any], Any], local_worker: bool = True) -> list[Any]:
         """Apply `func(index, runner)` to each runner, as seed 003 shows (`lambda _id, worker: ...`).
         Older RLlib passed `(worker, index)`: a function whose parameters are named that way (the first
         one a worker, e.g. `lambda ev, i: ...`) still gets them in that order."""
         if foreach.worker_first(func):
-            return self.foreach_env_runner_with_id(lambda i, r: func(r, i), local_env_runner=local_worker)
-        return self.foreach_env_runner_with_id(func, local_env_runner=local_worker)
+            viewed = with_worker_view(func)
+            return self.foreach_env_runner_with_id(lambda i, r: viewed(r, i), local_env_runner=local_worker)
+        return self.foreach_env_runner_with_id(with_worker_view(func, 1), local_env_runner=local_worker)
 
     # ------------------------------------------------------------ data
 
     #: The Algorithm's offline input and output (rlx.offline.offline_io.OfflineIO), or None.
     offline_io: Any = None
 
-    def sample(self, num_timesteps: int | None = None, explore: bool | None = None) -> dict[str, np.ndarray]:
+    def sample(self, num_timesteps: int | None = None, explore: bool | None = None) -> Any:
         """Collect at least `num_timesteps` env steps (one fragment per runner when None) as one batch.
 
         Without remote runners the local runner samples. With them, every healthy remote
         runner samples its share in parallel; their time-major batches are joined along
         the sub-env axis, so each column stays one sub-env's trajectory. With offline settings
         (`input_`, `output`) the group's `offline_io` reads the batch from the input instead,
-        and writes every batch returned to the output.
+        and writes every batch returned to the output. When the runners return episodes (the
+        runners of a custom Algorithm's `training_step`, or of a group built from a config
+        alone), the joined list of all runners' episodes (rlx.env.runner_group.episodes).
         """
         if self.offline_io is not None:
             return self.offline_io.sample(num_timesteps, explore, self._sample_envs)
+        if runners_return_episodes(self):  # a custom training_step, or a group built from a config alone
+            return sample_episodes(self, num_timesteps, explore)
         return self._sample_envs(num_timesteps, explore)
 
     def _sample_envs(self, num_timesteps: int | None, explore: bool | None) -> dict[str, np.ndarray]:

@@ -11,11 +11,23 @@ import time
 import uuid
 from typing import Any
 
+from rlx.env.episode_env_steps import SKIP_ENV_TS_TAG, EnvStepMap, get_by_env_steps
+from rlx.env.episode_state import multi_agent_episode_from_state, multi_agent_episode_get_state
 from rlx.env.single_agent_episode import EpisodeError, SingleAgentEpisode
 
 
 class MultiAgentEpisode:
-    """One episode of one multi-agent sub-env: agents, their policies, returns and user data."""
+    """One episode of one multi-agent sub-env: agents, their policies, returns and user data.
+
+    Recorded (`record=True`, as for runners that return episodes and for episode callbacks),
+    it keeps each agent's SingleAgentEpisode and which agent step each env step reached
+    (`env_t_to_agent_t`), so the getters index by env step as RLlib 2.60's do
+    (`get_observations(-1)`: what the agents that stepped last observed) or, with
+    `env_steps=False`, by each agent's own steps.
+    """
+
+    #: RLlib's mark, in env_t_to_agent_t, of an env step at which an agent got no observation.
+    SKIP_ENV_TS_TAG = SKIP_ENV_TS_TAG
 
     def __init__(self, id_: str | None = None, *, env_index: int = 0, worker_index: int = 0,
                  record: bool = False, env_t_started: int = 0):
@@ -51,6 +63,8 @@ class MultiAgentEpisode:
         self.observation_space: Any = None
         self.action_space: Any = None
         self._env_t = self.env_t_started
+        #: {agent_id: agent step at each env step of the chunk} (recorded episodes only).
+        self._env_steps_map = EnvStepMap()
         #: Each agent's return and steps before this chunk (a chunk's own are the differences).
         self._returns_before: dict[Any, float] = {}
         self._steps_before: dict[Any, int] = {}
@@ -74,6 +88,7 @@ class MultiAgentEpisode:
         if count_step:
             self._env_t += 1
         self._last_step_agents = list(observations)
+        before = {aid: (ep, ep.t) for aid, ep in self.agent_episodes.items()} if self._record else None
         extra = extra_model_outputs or {}
         for aid, action in actions.items():
             self._last_actions[aid] = action
@@ -112,6 +127,22 @@ class MultiAgentEpisode:
                 episode.multi_agent_episode_id = self.id_
                 episode.add_env_reset(observations[aid], info)
                 self.agent_episodes[aid] = episode
+        if before is not None:
+            self._map_env_step(before)
+
+    def _map_env_step(self, before: dict[Any, tuple[SingleAgentEpisode, int]]) -> None:
+        """Record in env_t_to_agent_t which agents stepped in the env step just added (their
+        episode's step count moved, or they started an episode)."""
+        stepped = {}
+        for aid, episode in self.agent_episodes.items():
+            previous = before.get(aid)
+            if previous is None or previous[0] is not episode:
+                if previous is not None:
+                    self._env_steps_map.forget(aid)  # (a new episode of the same agent: the old steps are gone)
+                stepped[aid] = episode.t
+            elif episode.t != previous[1]:
+                stepped[aid] = episode.t
+        self._env_steps_map.record(stepped)
 
     def _fast_step(self, observations: dict, actions: dict, rewards: dict, infos: Any) -> None:
         """add_env_step when nothing needs the per-agent episodes: counters, returns, last values."""
@@ -232,55 +263,119 @@ class MultiAgentEpisode:
         """The last action `agent_id` took."""
         return self._last_actions.get(agent_id)
 
-    def get_agents_that_stepped(self) -> list[Any]:
-        """The agents that received an observation in the latest env step (or the reset)."""
-        return list(self._last_step_agents)
+    def get_agents_that_stepped(self) -> set[Any]:
+        """The agents that received an observation in the latest env step (or the reset), done or not."""
+        return set(self._last_step_agents)
+
+    @property
+    def env_t_to_agent_t(self) -> dict[Any, list[Any]]:
+        """{agent_id: [the agent step (its observation index) reached at each env step of this
+        chunk, or "S" where it got no observation]}: RLlib's mapping, its first
+        `len_lookback_buffer` entries (after a `cut()`) the env steps before the chunk. Kept for
+        recorded episodes."""
+        return self._env_steps_map.data
+
+    @property
+    def agent_t_started(self) -> dict[Any, int]:
+        """{agent_id: the agent step its episode chunk starts at}."""
+        return {aid: episode.t_started for aid, episode in self.agent_episodes.items()}
 
     def _per_agent(self, getter: str, indices: Any, agent_ids: Any, kwargs: dict) -> Any:
         if agent_ids is None and isinstance(indices, str) and indices in self.agent_episodes:
             # rlx's older form get_actions(agent_id): that agent's whole list.
             return getattr(self.agent_episodes[indices], getter)(None, **kwargs)
-        if agent_ids is None:
-            ids = self.get_agents_that_stepped() if indices == -1 else list(self.agent_episodes)
-        else:
-            ids = [agent_ids] if not isinstance(agent_ids, (list, tuple, set)) else list(agent_ids)
+        ids = list(self.agent_episodes) if agent_ids is None else \
+            [agent_ids] if not isinstance(agent_ids, (list, tuple, set)) else list(agent_ids)
         out = {}
         for aid in ids:
-            episode = self.agent_episodes.get(aid)
-            if episode is None:
-                if indices == -1 and getter == "get_observations" and aid in self._last_obs:
-                    out[aid] = self._last_obs[aid]  # episodes not recorded: the latest is known
-                    continue
-                self._agent_episode(aid)  # raises the explanatory KeyError
-            out[aid] = getattr(episode, getter)(indices, **kwargs)
+            out[aid] = getattr(self._agent_episode(aid), getter)(indices, **kwargs)
         return out
 
-    def get_observations(self, indices: Any = None, agent_ids: Any = None, **kwargs: Any) -> dict[Any, Any]:
-        """{agent id: observations}: indices as in SingleAgentEpisode.get_observations, for each
-        agent in `agent_ids` (default: with indices=-1 the agents that got an observation in the
-        latest step, else every recorded agent). Without recorded per-agent episodes (no episode
-        callback or connector), only the latest observations (indices=-1 or None) are known."""
-        if indices is None and agent_ids is None and not self.agent_episodes:
-            return dict(self._last_obs)
-        return self._per_agent("get_observations", indices, agent_ids, kwargs)
+    def _get(self, what: str, indices: Any, agent_ids: Any, env_steps: bool, return_list: bool,
+             kwargs: dict, key: str | None = None) -> Any:
+        """The getters' one path: by env step (RLlib's default) or by each agent's steps."""
+        if not self.agent_episodes and what in ("observations", "infos") and indices in (None, -1) \
+                and agent_ids is None and not return_list:
+            # Not recorded (no episode callback or connector): only the latest values are known.
+            latest = self._last_obs if what == "observations" else self._last_infos
+            if indices is None:
+                return dict(latest)
+            return {aid: latest[aid] for aid in self._last_step_agents if aid in latest}
+        if not env_steps:
+            if return_list:
+                raise ValueError(f"get_{what}(env_steps=False, return_list=True): a list of multi-agent dicts has "
+                                 "one dict per env step; use env_steps=True, or return_list=False.")
+            if key is not None:
+                ids = list(self.agent_episodes) if agent_ids is None else \
+                    [agent_ids] if not isinstance(agent_ids, (list, tuple, set)) else list(agent_ids)
+                return {aid: self._agent_episode(aid).get_extra_model_outputs(key, indices, **kwargs) for aid in ids}
+            return self._per_agent(f"get_{what}", indices, agent_ids, kwargs)
+        if agent_ids is not None and not isinstance(agent_ids, (list, tuple, set, frozenset)):
+            self._agent_episode(agent_ids)  # (an unknown agent: the explanatory KeyError)
+        if isinstance(indices, str) and agent_ids is None and indices in self.agent_episodes:
+            return self._per_agent(f"get_{what}", indices, None, kwargs)
+        if not self.agent_episodes and self._env_t > self.env_t_started:
+            raise KeyError(f"Episode {self.id_} recorded no per-agent steps, so get_{what}() knows only the latest "
+                           "observations; steps are recorded when an episode callback (on_episode_step, "
+                           "on_episode_end, ...) or a connector is defined, or the runner returns episodes.")
+        return get_by_env_steps(self, what, indices, agent_ids, key=key, return_list=return_list,
+                                neg_index_as_lookback=bool(kwargs.get("neg_index_as_lookback", False)),
+                                fill=kwargs.get("fill"), one_hot_discrete=bool(kwargs.get("one_hot_discrete", False)))
 
-    def get_actions(self, indices: Any = None, agent_ids: Any = None, **kwargs: Any) -> dict[Any, Any]:
-        """{agent id: actions}, indexed as get_observations (recorded episodes)."""
-        return self._per_agent("get_actions", indices, agent_ids, kwargs)
+    def get_observations(self, indices: Any = None, agent_ids: Any = None, *, env_steps: bool = True,
+                         return_list: bool = False, **kwargs: Any) -> Any:
+        """{agent id: observations}, as RLlib's MultiAgentEpisode.get_observations.
 
-    def get_rewards(self, indices: Any = None, agent_ids: Any = None, **kwargs: Any) -> dict[Any, Any]:
-        """{agent id: rewards per step it acted}, indexed as get_observations (recorded episodes)."""
-        return self._per_agent("get_rewards", indices, agent_ids, kwargs)
+        With `env_steps` (default) `indices` are env steps of this chunk (0: its first, -1: the
+        latest; a list or slice: several), and only the agents that got an observation at an
+        env step appear for it (`fill=...` gives the others that value); with
+        `env_steps=False` they are each agent's own steps. `neg_index_as_lookback`, `fill` and
+        `one_hot_discrete` work as in SingleAgentEpisode; `return_list` gives a list of
+        {agent id: observation}, one per env step. Without recorded per-agent episodes (no
+        episode callback or connector), only the latest observations (indices=-1 or None) are known.
+        """
+        return self._get("observations", indices, agent_ids, env_steps, return_list, kwargs)
 
-    def get_infos(self, indices: Any = None, agent_ids: Any = None, **kwargs: Any) -> dict[Any, Any]:
-        """{agent id: infos}, indexed as get_observations (recorded episodes)."""
-        return self._per_agent("get_infos", indices, agent_ids, kwargs)
+    def get_actions(self, indices: Any = None, agent_ids: Any = None, *, env_steps: bool = True,
+                    return_list: bool = False, **kwargs: Any) -> Any:
+        """{agent id: actions}, indexed as get_observations: the action an agent took after its
+        observation at each env step (the latest env step has none yet; an action still waiting
+        for the agent's next observation is included)."""
+        return self._get("actions", indices, agent_ids, env_steps, return_list, kwargs)
 
-    def get_agents_to_act(self) -> list[Any]:
-        """The agents that received an observation in the latest step and are not done: those
+    def get_rewards(self, indices: Any = None, agent_ids: Any = None, *, env_steps: bool = True,
+                    return_list: bool = False, **kwargs: Any) -> Any:
+        """{agent id: rewards}, indexed as get_actions: what each action earned until the agent's
+        next observation."""
+        return self._get("rewards", indices, agent_ids, env_steps, return_list, kwargs)
+
+    def get_infos(self, indices: Any = None, agent_ids: Any = None, *, env_steps: bool = True,
+                  return_list: bool = False, **kwargs: Any) -> Any:
+        """{agent id: infos}, indexed as get_observations."""
+        return self._get("infos", indices, agent_ids, env_steps, return_list, kwargs)
+
+    def get_extra_model_outputs(self, key: str, indices: Any = None, agent_ids: Any = None, *,
+                                env_steps: bool = True, return_list: bool = False, **kwargs: Any) -> Any:
+        """{agent id: extra model outputs under `key`} (e.g. "action_logp"), indexed as get_actions."""
+        return self._get("extra_model_outputs", indices, agent_ids, env_steps, return_list, kwargs, key=key)
+
+    def get_terminateds(self) -> dict[Any, bool]:
+        """{agent id: whether its episode terminated, "__all__": whether this episode did}."""
+        out = {aid: bool(episode.is_terminated) for aid, episode in self.agent_episodes.items()}
+        out["__all__"] = bool(self.is_terminated)
+        return out
+
+    def get_truncateds(self) -> dict[Any, bool]:
+        """{agent id: whether its episode was truncated, "__all__": whether this episode was}."""
+        out = {aid: bool(episode.is_truncated) for aid, episode in self.agent_episodes.items()}
+        out["__all__"] = bool(self.is_truncated)
+        return out
+
+    def get_agents_to_act(self) -> set[Any]:
+        """The agents that received an observation in the latest env step and are not done: those
         whose actions the env expects next."""
-        return [aid for aid in self._last_step_agents
-                if aid not in self.agent_episodes or not self.agent_episodes[aid].is_done]
+        return {aid for aid in self._last_step_agents
+                if aid not in self.agent_episodes or not self.agent_episodes[aid].is_done}
 
     # ------------------------------------------------------------------ chunks
 
@@ -306,6 +401,7 @@ class MultiAgentEpisode:
         successor._awaiting = set(self._awaiting)
         successor._last_extra = dict(self._last_extra)
         successor._last_step_agents = list(self._last_step_agents)
+        successor._env_steps_map = self._env_steps_map.cut(len_lookback_buffer, successor.agent_episodes)
         return successor
 
     def concat_episode(self, other: "MultiAgentEpisode") -> None:
@@ -330,6 +426,7 @@ class MultiAgentEpisode:
             self._agent_returns[aid] = self._agent_returns.get(aid, 0.0) + ret - other._returns_before.get(aid, 0.0)
         for aid, steps in other._agent_steps.items():
             self._agent_steps[aid] = self._agent_steps.get(aid, 0) + steps - other._steps_before.get(aid, 0)
+        self._env_steps_map.extend(other._env_steps_map)
         self._env_t = other._env_t
         self._last_obs.update(other._last_obs)
         self._last_infos.update(other._last_infos)
@@ -344,6 +441,16 @@ class MultiAgentEpisode:
         for episode in self.agent_episodes.values():
             episode.to_numpy()
         return self
+
+    def get_state(self) -> dict[str, Any]:
+        """This episode as a dict of plain values, in RLlib's layout plus what rlx's episode keeps
+        besides (rlx.env.episode_state); `MultiAgentEpisode.from_state` rebuilds it."""
+        return multi_agent_episode_get_state(self)
+
+    @staticmethod
+    def from_state(state: dict[str, Any]) -> "MultiAgentEpisode":
+        """The episode of a `get_state()` dict (rlx's or RLlib's); EpisodeStateError when malformed."""
+        return multi_agent_episode_from_state(state, MultiAgentEpisode, SingleAgentEpisode)
 
     def _agent_episode(self, agent_id: Any) -> SingleAgentEpisode:
         if agent_id not in self.agent_episodes:

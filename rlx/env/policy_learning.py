@@ -7,7 +7,7 @@ Algorithm is forgotten), so a Policy taken from `algo.get_policy()`, `worker.get
 through that Algorithm's Learner, as RLlib's old-API custom training workflows do:
 
     batch = algo.workers.local_worker().sample()
-    stats = algo.get_policy().learn_on_batch(batch)
+    stats = algo.get_policy().learn_on_batch(batch)  # batch: a SampleBatch (rlx.env.runner.worker_view)
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from rlx.core.sample_batch import MultiAgentBatch
+from rlx.env.runner.flat_rows import is_flat, to_time_major, training_columns
 from rlx.utils.errors import RLXError
 from rlx.utils.registry import LIVE_ALGORITHMS
 
@@ -78,7 +79,9 @@ def learn_on_batch(policy: Any, samples: Any) -> dict[str, Any]:
     if not algo.learners.is_trainable(policy_id):
         raise RLXError(f"Policy {policy_id!r} is not in policies_to_train, so its Learner does not update it; "
                        "add it to config.multi_agent(policies_to_train=[...]).")
-    if hasattr(algo, "local_replay_buffer") and _time_major(batch):
+    if is_flat(batch):  # RLlib's flat rows (a RolloutWorker view's sample(), concat_samples of them)
+        batch = training_columns(batch) if hasattr(algo, "local_replay_buffer") else to_time_major(batch)
+    elif hasattr(algo, "local_replay_buffer") and _time_major(batch):
         batch = _transitions(batch, algo, policy_id)
     timestep = int(algo._counters.get("num_env_steps_sampled_lifetime", 0))
     rows = _num_rows(batch)

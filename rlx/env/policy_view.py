@@ -19,10 +19,14 @@ import torch
 from rlx.core.columns import Columns
 from rlx.env.config_view import EnvConfig
 from rlx.env.runner.module_slot import ModuleSlot, slot_attribute
+from rlx.env.policy_export import export_policy_files
 from rlx.env.policy_learning import learn_on_batch
 from rlx.core.rl_module.agent_mapping import PolicySpec
 from rlx.core.rl_module.model_view import ModelView
+from rlx.utils.atomic_directory import METADATA_FILE
 from rlx.utils.checkpoint_trust import checkpoint_off_sys_path
+from rlx.utils.checkpoints import checkpoint_dir, decode_value, read_json, read_metadata
+from rlx.utils.errors import CheckpointError
 
 
 def check_observation(obs: Any, space: Any) -> None:
@@ -70,10 +74,6 @@ def _policy_only_overrides(root: Any, policy_ids: list[str] | None) -> dict[str,
     evaluation EnvRunners and nothing to train. The policies' env spaces come from the
     checkpoint's metadata, so the stored mapping function (perhaps a lambda, which a
     checkpoint cannot hold) is not needed."""
-    from rlx.utils.atomic_directory import METADATA_FILE
-    from rlx.utils.checkpoints import decode_value, read_json
-    from rlx.utils.errors import CheckpointError
-
     overrides: dict[str, Any] = {"num_env_runners": 0, "evaluation_interval": None, "num_learners": 0,
                                  "policies_to_train": None, "num_envs_per_env_runner": 1}
     config = read_json(root / "config.json")
@@ -159,9 +159,6 @@ class Policy:
         from pathlib import Path
 
         from rlx.algorithms.algorithm import Algorithm
-        from rlx.utils.atomic_directory import METADATA_FILE
-        from rlx.utils.checkpoints import checkpoint_dir, read_metadata
-        from rlx.utils.errors import CheckpointError
 
         path = Path(checkpoint_dir(checkpoint))
         single = None
@@ -348,6 +345,17 @@ class Policy:
         See `rlx.env.policy_learning.learn_on_batch`.
         """
         return learn_on_batch(self, samples)
+
+    # ------------------------------------------------------------------ export
+
+    def export_model(self, export_dir: str, onnx: int | None = None) -> None:
+        """Export this policy's greedy acting path for serving without rlx: `model.pt`, a
+        TorchScript file for `torch.jit.load`, or with `onnx=<opset>` `model.onnx` (needs the
+        `onnx` package, the `export` extra); plus `export_info.json` naming its inputs
+        and outputs. The model maps a batch of env observations (and a recurrent policy's state)
+        to the greedy actions, the action distribution inputs (and the next state), with the
+        observation preprocessing and filter included; see rlx.env.policy_export."""
+        export_policy_files(self, export_dir, onnx)
 
     # ------------------------------------------------------------------ weights and state
 

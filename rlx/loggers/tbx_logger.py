@@ -1,8 +1,10 @@
-"""TBXLogger: TensorBoard event files through tensorboardX, in Ray Tune's layout.
+"""TBXLogger: TensorBoard event files through tensorboardX.
 
-A run looks the same in TensorBoard whether it was started with `algo.train()`, `rlx
-train` or Ray Tune (whose own TBXLoggerCallback writes a trial's events): every tag is
-`ray/tune/<flat result key>` and every step is the number of env steps sampled so far.
+A run's curves look the same whether it was started with `algo.train()` or `rlx train`: each
+value once, under its new-stack key, the return and episode length first
+(rlx.loggers.tensorboard_layout); every step is the number of env steps sampled so far.
+`logger_config={"tensorboard_legacy_keys": True}` writes Ray Tune's layout instead (every key,
+old names included, as `ray/tune/<key>`), as Tune's TBXLoggerCallback does for a trial.
 """
 from __future__ import annotations
 
@@ -14,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from rlx.loggers.logger import Logger, close_quietly, iter_flat
+from rlx.loggers.logger import Logger, close_quietly, flatten_result
+from rlx.loggers.tensorboard_layout import LEGACY_KEYS_OPTION, drawn_items
+from rlx.utils.errors import ConfigError
+from rlx.utils.install_hints import install_command
 
-#: Prefix of every tag, as Ray Tune's TBXLoggerCallback writes it.
-TAG_PREFIX = "ray/tune/"
 #: The result keys Ray Tune's TBXLoggerCallback leaves out: not training curves.
 _SKIPPED = {"config", "pid", "timestamp", "time_total_s", "training_iteration"}
 #: What a TBXLogger writes, as its warning on a failed write names it.
@@ -39,18 +42,16 @@ def tensorboard_step(result: dict[str, Any]) -> int:
     return int(steps or result.get("training_iteration") or 0)
 
 
-def tensorboard_tag(key: str) -> str:
-    """The TensorBoard tag of a flat result key: 'env_runners/episode_return_mean' ->
-    'ray/tune/env_runners/episode_return_mean'."""
-    return TAG_PREFIX + key
-
-
 class TBXLogger(Logger):
     """Writes every numeric result as a TensorBoard scalar and every non-empty list of
-    numbers (`env_runners/hist_stats/...`) as a histogram, in Ray Tune's layout: tag
-    `ray/tune/<flat key>` (e.g. `ray/tune/env_runners/episode_return_mean`), step =
-    env steps sampled so far (`tensorboard_step`). `tensorboard --logdir ~/rlx_results`
-    shows them.
+    numbers (`env_runners/hist_stats/...`) as a histogram, each value once under its
+    new-stack key, the headline curves first (`1_return/env_runners/episode_return_mean`;
+    see rlx.loggers.tensorboard_layout), at step = env steps sampled so far
+    (`tensorboard_step`). `tensorboard --logdir ~/rlx_results` shows them.
+
+    `logger_config={"tensorboard_legacy_keys": True}` writes Ray Tune's layout instead: every
+    key, the old names (`episode_reward_mean`, `info/learner/...`) included, as
+    `ray/tune/<key>`, for comparing with runs logged that way.
 
     `logger_config={"tensorboard_flush_secs": N}` sets how often the event file is flushed
     (default: after a result when a second has passed since the last flush, so a live
@@ -69,11 +70,14 @@ class TBXLogger(Logger):
         except ImportError as err:  # pragma: no cover - tensorboardX is a dependency
             raise ImportError(
                 "TBXLogger writes TensorBoard files with tensorboardX, which is not installed: "
-                "pip install -c constraints.txt -e . (in your rlx checkout) installs it with rlx"
+                f"{install_command()} installs it with rlx"
             ) from err
         from tensorboardX.proto.event_pb2 import Event
 
         self._flush_secs = float(self.logger_config.get("tensorboard_flush_secs", 1.0))
+        self._legacy = self.logger_config.get(LEGACY_KEYS_OPTION, False)
+        if not isinstance(self._legacy, bool):
+            raise ConfigError(f"logger_config[{LEGACY_KEYS_OPTION!r}] must be True or False, got {self._legacy!r}.")
         self._last_flush = -math.inf  # the first result is flushed at once
         self._records: Any = None
         with self._writing(_WHAT):
@@ -89,7 +93,7 @@ class TBXLogger(Logger):
 
         # One event holding every value: ~15x cheaper than an add_scalar() call per key.
         event = Event(wall_time=time.time(), step=tensorboard_step(result),
-                      summary=Summary(value=_summary_values(result)))
+                      summary=Summary(value=_summary_values(result, self._legacy)))
         with self._writing(_WHAT):
             self._write(event)
             if time.monotonic() - self._last_flush >= self._flush_secs:
@@ -125,32 +129,33 @@ def event_file_name() -> str:
     return f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"
 
 
-def _summary_values(result: dict[str, Any]) -> list[Any]:
-    """The Summary.Values of a result: its numbers as scalars, its lists as histograms."""
+def _summary_values(result: dict[str, Any], legacy: bool = False) -> list[Any]:
+    """The Summary.Values of a result: its numbers as scalars, its lists as histograms, tagged
+    as `rlx.loggers.tensorboard_layout.drawn_items` says (`legacy`: Ray Tune's layout)."""
     from tensorboardX.proto.summary_pb2 import Summary
 
     values = []
     # id(list) -> its histogram: the old top-level hist_stats/ holds the very lists of
     # env_runners/hist_stats/, drawn under both tags as Tune does, computed once.
     histograms: dict[int, Any] = {}
-    for key, value in iter_flat(result):
-        if key in _SKIPPED or value is None or isinstance(value, str):
-            continue
+    flat = {key: value for key, value in flatten_result(result).items()
+            if key not in _SKIPPED and value is not None and not isinstance(value, str)}
+    for tag, value in drawn_items(flat, legacy):
         number = _scalar(value)
         if number is not None:
             # Like Tune: NaN is left out (no point), infinities are drawn.
             if not math.isnan(number):
-                values.append(Summary.Value(tag=tensorboard_tag(key), simple_value=number))
+                values.append(Summary.Value(tag=tag, simple_value=number))
         elif _is_video(value) or (isinstance(value, (list, tuple)) and value and all(map(_is_video, value))):
             # Episode videos (1, T, C, H, W), e.g. logged by a callback with reduce=None: drawn
             # as TensorBoard videos when moviepy is installed (tensorboardX encodes with it),
             # left out otherwise.
-            values.extend(_video_values(tensorboard_tag(key), value))
+            values.extend(_video_values(tag, value))
         elif isinstance(value, (list, tuple, np.ndarray)) and len(value) > 0:
             if id(value) not in histograms:
                 histograms[id(value)] = _histogram(value)
             if histograms[id(value)] is not None:
-                values.append(Summary.Value(tag=tensorboard_tag(key), histo=histograms[id(value)]))
+                values.append(Summary.Value(tag=tag, histo=histograms[id(value)]))
     return values
 
 

@@ -7,14 +7,19 @@ from typing import Any
 from rlx.loggers.csv_logger import CSVLogger
 from rlx.loggers.json_logger import JsonLogger
 from rlx.loggers.logger import Logger, make_logger
+from rlx.loggers.mlflow_logger import MLflowLogger
 from rlx.loggers.tbx_logger import TBXLogger
+from rlx.loggers.wandb_logger import WandbLogger
 
 DEFAULT_LOGGERS: tuple[type[Logger], ...] = (JsonLogger, CSVLogger, TBXLogger)
+#: Loggers added when `logger_config` has settings under their key.
+TRACKING_LOGGERS: dict[str, type[Logger]] = {"wandb": WandbLogger, "mlflow": MLflowLogger}
 
 
 class UnifiedLogger(Logger):
     """Sends each result to every logger of `loggers` (default: JsonLogger, CSVLogger,
-    TBXLogger), all writing into the same `logdir`."""
+    TBXLogger), all writing into the same `logdir`, plus WandbLogger / MLflowLogger when
+    `logger_config` has a "wandb" / "mlflow" dict of their settings."""
 
     def __init__(self, config: Any, logdir: str | os.PathLike, trial: Any = None,
                  loggers: list[type[Logger]] | tuple[type[Logger], ...] | None = None,
@@ -23,8 +28,20 @@ class UnifiedLogger(Logger):
         super().__init__(config, logdir, trial, logger_config)
 
     def _init(self) -> None:
-        self._loggers = [make_logger(cls, self.config, self.logdir, self.logger_config)
-                         for cls in self._logger_classes]
+        classes = list(self._logger_classes)
+        classes += [cls for key, cls in TRACKING_LOGGERS.items()
+                    if self.logger_config.get(key) is not None and cls not in classes]
+        self._loggers: list[Any] = []
+        try:
+            for cls in classes:
+                self._loggers.append(make_logger(cls, self.config, self.logdir, self.logger_config))
+        except BaseException:
+            self.close()  # the files already opened (a W&B run that failed to start leaves none)
+            raise
+
+    def add(self, logger: Any) -> None:
+        """Send the next results to `logger` too, and close it with this one."""
+        self._loggers.append(logger)
 
     def on_result(self, result: dict[str, Any]) -> None:
         """Pass `result` to every logger."""

@@ -10,8 +10,7 @@ offline algorithm (BC, MARWIL, CQL) trains on them unchanged:
 Each `next()` returns at least `train_batch_size` rows, walking through the episodes in an
 order shuffled once per pass (seeded by the config's seed); a batch may end inside an
 episode, which then continues in the next batch (rlx's offline batches treat such a cut as
-a truncation, as with JSON files). Minari needs the `minari` extra (`pip install -e
-'.[minari]'`), HDF5 files `h5py` (`.[hdf5]`).
+a truncation, as with JSON files). Minari needs the `minari` extra, HDF5 files `h5py` (the `hdf5` extra).
 """
 from __future__ import annotations
 
@@ -26,6 +25,7 @@ from rlx.offline.io_context import IOContext
 from rlx.offline.json_reader import reader_batch_size
 from rlx.offline.spaces import OfflineDataError, check_batch, spaces_of
 from rlx.core.sample_batch import SampleBatch
+from rlx.utils.errors import install_hint
 
 __all__ = ["D4RLReader", "EpisodeDatasetReader", "HDF5_EXTENSIONS", "MINARI_PREFIX", "MinariReader",
            "is_dataset_source", "dataset_reader"]
@@ -136,8 +136,8 @@ class MinariReader(EpisodeDatasetReader):
         try:
             import minari
         except ImportError:
-            raise OfflineDataError("input_='minari:...' needs the minari package: pip install -e '.[minari]' "
-                                   "(from your rlx checkout).") from None
+            raise OfflineDataError(f"input_='minari:...' needs the minari package: {install_hint('minari')}."
+                                   ) from None
         try:
             dataset = minari.load_dataset(dataset_id, download=download)
         except (FileNotFoundError, ValueError) as err:
@@ -179,8 +179,7 @@ class D4RLReader(EpisodeDatasetReader):
         try:
             import h5py
         except ImportError:
-            raise OfflineDataError(f"reading {path} needs h5py: pip install -e '.[hdf5]' (from your rlx checkout)."
-                                   ) from None
+            raise OfflineDataError(f"reading {path} needs h5py: {install_hint('hdf5')}.") from None
         path = os.path.abspath(os.path.expanduser(path))
         if not os.path.isfile(path):
             raise OfflineDataError(f"offline input file {path} not found.")

@@ -20,6 +20,7 @@ import numpy as np
 from rlx.core.sample_batch import MultiAgentBatch, SampleBatch
 from rlx.offline.input_reader import InputReader
 from rlx.offline.local_dataset import LocalDataset
+from rlx.offline.multi_agent_rows import strip_padding
 from rlx.offline.offline_prelearner import OfflinePreLearner
 from rlx.offline.spaces import OfflineDataError
 
@@ -184,7 +185,8 @@ def _collate(batch: dict[str, np.ndarray]) -> MultiAgentBatch:
             raise OfflineDataError(f"A prelearner returned the column {key!r}; train batches are flat dicts "
                                    "{'<module_id>/<column>': array}.")
         modules.setdefault(module_id, {})[column] = np.asarray(values)
-    policy_batches: dict[str, Any] = {mid: SampleBatch(columns) for mid, columns in modules.items()}
+    # (Several modules' rows come padded to one length, rlx.offline.multi_agent_rows.)
+    policy_batches: dict[str, Any] = {mid: SampleBatch(strip_padding(columns)) for mid, columns in modules.items()}
     env_steps = sum(len(next(iter(columns.values()))) for columns in modules.values())
     return MultiAgentBatch(policy_batches, env_steps=env_steps)
 

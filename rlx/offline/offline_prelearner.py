@@ -14,6 +14,12 @@ Rows of the last two become SingleAgentEpisodes, go into an episode buffer
 (`prelearner_buffer_class`, default EpisodeReplayBuffer) and come out as n-step transitions.
 The output is a flat dict `{"<module_id>/<column>": array}` (RLlib's flattened batch);
 OfflineData turns it into a MultiAgentBatch.
+
+Multi-agent rows train several modules (rlx.offline.multi_agent_rows): rows of steps name
+their module in a `module_id` column (or their agent in `agent_id`, mapped by the config's
+policy_mapping_fn); `MultiAgentBatch` records (what rlx and RLlib's old stack write for
+multi-agent runs) and `MultiAgentEpisode` states hold each agent's steps with its module.
+Each module's episodes go into a buffer of their own.
 """
 from __future__ import annotations
 
@@ -24,8 +30,11 @@ import numpy as np
 
 from rlx.core import DEFAULT_MODULE_ID
 from rlx.core.columns import Columns
+from rlx.env.multi_agent_episode import MultiAgentEpisode
+from rlx.env.runner.flat_rows import fragment_bounds
 from rlx.env.single_agent_episode import SingleAgentEpisode
 from rlx.offline.compression import unpack
+from rlx.offline.multi_agent_rows import pad_modules, row_modules
 from rlx.offline.spaces import OfflineDataError
 from rlx.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 from rlx.utils.replay_buffers.episode_storage import extra_output_keys, make_episode
@@ -117,26 +126,50 @@ class OfflinePreLearner:
         self.batch_size = int(_setting(config, "train_batch_size_per_learner", 0)
                               or _setting(config, "train_batch_size", 0) or 256)
         self.episode_buffer: Any = None
+        #: The episode buffers of modules other than the default one (multi-agent data).
+        self.module_episode_buffers: dict[str, Any] = {}
         if _setting(config, "input_read_episodes", False) or _setting(config, "input_read_sample_batches", False):
-            buffer_class = _setting(config, "prelearner_buffer_class", None) or self.default_prelearner_buffer_class
-            buffer_kwargs = {"capacity": self.batch_size * 10, "batch_size_B": self.batch_size,
-                             **_setting(config, "prelearner_buffer_kwargs", {})}
-            self.episode_buffer = buffer_class(**buffer_kwargs)
+            self.episode_buffer = self._new_buffer()
+
+    def _new_buffer(self) -> Any:
+        buffer_class = _setting(self.config, "prelearner_buffer_class", None) or self.default_prelearner_buffer_class
+        buffer_kwargs = {"capacity": self.batch_size * 10, "batch_size_B": self.batch_size,
+                         **_setting(self.config, "prelearner_buffer_kwargs", {})}
+        return buffer_class(**buffer_kwargs)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The flat train batch of one batch of raw rows."""
         if _setting(self.config, "input_read_episodes", False):
-            episodes = self._postprocess_and_sample(self._map_episode_states(batch))
+            episodes = self._map_episode_states(batch)
         elif _setting(self.config, "input_read_sample_batches", False):
-            episodes = self._postprocess_and_sample(self._map_sample_batch_to_episode(batch)["episodes"])
+            episodes = self._map_sample_batch_to_episode(batch)["episodes"]
         else:
-            return self._flatten({DEFAULT_MODULE_ID: self._map_rows(batch)})
-        return self._flatten({DEFAULT_MODULE_ID: episodes_to_columns(episodes)})
+            return self._flatten(pad_modules(self._map_rows_by_module(batch)))
+        per_module: dict[str, list[SingleAgentEpisode]] = {}
+        for episode in episodes:
+            per_module.setdefault(str(episode.module_id or DEFAULT_MODULE_ID), []).append(episode)
+        return self._flatten(pad_modules({mid: episodes_to_columns(self._postprocess_and_sample(eps, mid))
+                                          for mid, eps in per_module.items()}))
 
     # ------------------------------------------------------------------ rows of steps
 
     def _column(self, batch: dict[str, np.ndarray], name: str) -> Any:
         return batch.get(self.schema.get(name, name))
+
+    def _map_rows_by_module(self, batch: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+        """{module id: the columns of its rows} (one module, the default, unless the rows name
+        modules or agents)."""
+        agents = self._column(batch, Columns.AGENT_ID)
+        if agents is not None and all(a is None or a == "" for a in agents):
+            agents = None  # (single-agent rows with an empty agent_id column)
+        modules = row_modules(self.config, self._column(batch, Columns.MODULE_ID), agents)
+        if modules is None:
+            return {DEFAULT_MODULE_ID: self._map_rows(batch)}
+        out = {}
+        for mid in dict.fromkeys(modules.tolist()):
+            rows = np.flatnonzero(modules == mid)
+            out[mid] = self._map_rows({name: _take(values, rows) for name, values in batch.items()})
+        return out
 
     def _map_rows(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Columns of rows that are one env step each (vectorised; no per-row episodes)."""
@@ -181,6 +214,9 @@ class OfflinePreLearner:
     def _map_sample_batch_to_episode(self, batch: dict[str, np.ndarray], to_numpy: bool = False,
                                      **kwargs: Any) -> dict[str, list[SingleAgentEpisode]]:
         """{'episodes': one SingleAgentEpisode per old-stack SampleBatch row (its columns are lists)}."""
+        if "policy_batches" in batch:  # MultiAgentBatch records
+            return {"episodes": [e for record in batch["policy_batches"] if record is not None
+                                 for e in self._multi_agent_record_episodes(record)]}
         episodes = []
         obs_rows = self._column(batch, Columns.OBS)
         if obs_rows is None:
@@ -209,28 +245,70 @@ class OfflinePreLearner:
                 extra_model_outputs=extra))
         return {"episodes": episodes}
 
+    def _multi_agent_record_episodes(self, record: dict[str, Any]) -> list[SingleAgentEpisode]:
+        """One episode per (episode, agent) fragment of each policy's rows of a MultiAgentBatch
+        record, with its module id; a fragment its record cut short counts as truncated."""
+        out = []
+        for pid, columns in record.items():
+            # (A written column may be compressed as a whole: rlx's and RLlib's obs/new_obs by default.)
+            cols = {name: np.asarray(unpack(values) if isinstance(values, str) else values)
+                    for name, values in columns.items()}
+            starts, lengths = fragment_bounds(cols)
+            for start, length in zip(starts.tolist(), lengths.tolist()):
+                part = {name: values[start:start + length] for name, values in cols.items()}
+                terminated = bool(part[Columns.TERMINATEDS][-1])
+                truncated = bool(part[Columns.TRUNCATEDS][-1]) if Columns.TRUNCATEDS in part else not terminated
+                ids = [part[key][0] for key in (Columns.EPS_ID, "agent_index", Columns.T) if key in part]
+                extra = {name: list(values) for name, values in part.items() if name not in self.schema.values()
+                         and name not in _SKIPPED and name not in self.schema and name != "action_prob"}
+                episode = make_episode(
+                    id_="/".join(map(str, [pid, *ids, start])), observation_space=self.observation_space,
+                    action_space=self.action_space, observations=list(part[Columns.OBS]) + [part[Columns.NEXT_OBS][-1]],
+                    actions=list(part[Columns.ACTIONS]), rewards=[float(r) for r in part[Columns.REWARDS]],
+                    terminated=terminated, truncated=truncated or not terminated, extra_model_outputs=extra)
+                episode.module_id = str(pid)
+                out.append(episode)
+        return out
+
     def _map_episode_states(self, batch: dict[str, np.ndarray]) -> list[SingleAgentEpisode]:
-        """Episodes of rows whose `item` column holds msgpack'ed episode states."""
+        """Episodes of rows whose `item` column holds msgpack'ed episode states (a MultiAgentEpisode's
+        state gives each of its agents' episodes, with its module)."""
         if "item" not in batch:
             raise OfflineDataError(f"input_read_episodes=True: each row's 'item' column holds one msgpack'ed "
                                    f"episode state; these rows have {sorted(batch)}.")
         import msgpack  # noqa: PLC0415 (only this layout needs it)
 
-        return [SingleAgentEpisode.from_state(msgpack.unpackb(item, raw=False, object_hook=decode_ndarray,
-                                                              strict_map_key=False))
-                for item in batch["item"]]
+        out = []
+        for item in batch["item"]:
+            state = msgpack.unpackb(item, raw=False, object_hook=decode_ndarray, strict_map_key=False)
+            if isinstance(state, dict) and "agent_episodes" in state:
+                episode = MultiAgentEpisode.from_state(state)
+                for aid, agent_episode in episode.agent_episodes.items():
+                    agent_episode.module_id = agent_episode.module_id or episode.module_for(aid)
+                    out.append(agent_episode)
+            else:
+                out.append(SingleAgentEpisode.from_state(state))
+        return out
 
-    def _postprocess_and_sample(self, episodes: list[SingleAgentEpisode]) -> list[SingleAgentEpisode]:
-        """Add the (done, not yet stored) episodes to the buffer and sample n-step transitions."""
+    def _postprocess_and_sample(self, episodes: list[SingleAgentEpisode],
+                                module_id: str = DEFAULT_MODULE_ID) -> list[SingleAgentEpisode]:
+        """Add the (done, not yet stored) episodes to module `module_id`'s buffer and sample
+        n-step transitions."""
         if not all(e.is_done for e in episodes):
             raise OfflineDataError("Offline episodes must be done (terminated or truncated); an episode row ends "
                                    "before its episode did.")
-        new = [e for e in episodes if e.id_ not in self.episode_buffer.episode_id_to_index]
+        if module_id == DEFAULT_MODULE_ID or self.episode_buffer is None:
+            buffer = self.episode_buffer
+        else:
+            buffer = self.module_episode_buffers.get(module_id)
+            if buffer is None:
+                buffer = self.module_episode_buffers[module_id] = self._new_buffer()
+        new = [e for e in episodes if e.id_ not in buffer.episode_id_to_index]
         if new:
-            self.episode_buffer.add(new)
+            buffer.add(new)
         n_step = getattr(self.config, "n_step", None) or 1
-        return self.episode_buffer.sample(num_items=self.batch_size, n_step=n_step, sample_episodes=True,
-                                          gamma=float(_setting(self.config, "gamma", 0.99)))
+        return buffer.sample(num_items=self.batch_size, n_step=n_step, sample_episodes=True,
+                             gamma=float(_setting(self.config, "gamma", 0.99)))
 
     # ------------------------------------------------------------------ output
 
@@ -246,6 +324,13 @@ class OfflinePreLearner:
     def _flatten(self, batch: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         return {f"{mid}/{name}": values for mid, columns in batch.items()
                 if self._should_module_be_updated(mid, batch) for name, values in columns.items()}
+
+
+def _take(values: Any, rows: np.ndarray) -> Any:
+    """The `rows` of one raw column (an array or a list)."""
+    if isinstance(values, np.ndarray):
+        return values[rows]
+    return [values[i] for i in rows.tolist()]
 
 
 def episodes_to_columns(episodes: list[Any]) -> dict[str, np.ndarray]:

@@ -9,13 +9,13 @@ other cut, and never join it to the next fragment in its column.
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from rlx.core.columns import Columns
-from rlx.offline.episode_rows import ACTION_PROB, AGENT_INDEX, EPS_ID
+from rlx.env.runner.flat_rows import ACTION_PROB, fragment_bounds
+from rlx.env.runner.flat_rows import pack_fragments as _pack
 from rlx.offline.spaces import PolicySpaces, policy_batches
 from rlx.core.sample_batch import MultiAgentBatch, as_multi_agent
 
@@ -24,8 +24,6 @@ TRAIN_COLUMNS = (Columns.OBS, Columns.NEXT_OBS, Columns.ACTIONS, Columns.REWARDS
                  Columns.TRUNCATEDS, Columns.ACTION_LOGP, Columns.ACTION_DIST_INPUTS)
 #: Postprocessing results a record may carry (RLlib writes PPO's): kept unless postprocess_inputs.
 POSTPROCESSED_COLUMNS = (Columns.ADVANTAGES, Columns.VALUE_TARGETS)
-#: Columns a time-major batch aims for; longer fragments make longer columns.
-TARGET_COLUMNS = 16
 
 
 def to_training_batch(batch: Any, spaces: dict[str, PolicySpaces], where: str, *, multi_agent: bool,
@@ -49,41 +47,6 @@ def to_training_batch(batch: Any, spaces: dict[str, PolicySpaces], where: str, *
 def _rows(batch: dict[str, np.ndarray]) -> int:
     valid = batch.get(Columns.VALID)
     return int(valid.sum()) if valid is not None else int(batch[Columns.REWARDS].size)
-
-
-def fragment_bounds(columns: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(start, length) of each episode fragment of a flat batch, in row order."""
-    n = len(columns[Columns.REWARDS])
-    if n == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    cut = np.zeros(n, bool)  # cut[i]: a new fragment starts at row i
-    cut[0] = True
-    done = np.asarray(columns[Columns.TERMINATEDS], bool).copy()
-    if Columns.TRUNCATEDS in columns:
-        done |= np.asarray(columns[Columns.TRUNCATEDS], bool)
-    cut[1:] |= done[:-1]
-    for key in (EPS_ID, AGENT_INDEX):
-        if key in columns:
-            ids = np.asarray(columns[key])
-            cut[1:] |= ids[1:] != ids[:-1]
-    starts = np.flatnonzero(cut)
-    lengths = np.diff(np.append(starts, n))
-    return starts, lengths
-
-
-def _pack(lengths: np.ndarray) -> tuple[int, int, np.ndarray, np.ndarray]:
-    """(T, B, column, offset) placing fragments one after the other in columns of T rows."""
-    total = int(lengths.sum())
-    T_ = max(int(lengths.max()), math.ceil(total / TARGET_COLUMNS))
-    column = np.zeros(len(lengths), np.int64)
-    offset = np.zeros(len(lengths), np.int64)
-    b, used = 0, 0
-    for i, length in enumerate(lengths.tolist()):
-        if used + length > T_:
-            b, used = b + 1, 0
-        column[i], offset[i] = b, used
-        used += length
-    return T_, b + 1, column, offset
 
 
 def _time_major(columns: Any, spec: PolicySpaces, normalize_actions: bool,

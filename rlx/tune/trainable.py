@@ -13,7 +13,8 @@ builds the Algorithm, and hands Tune its `train()` results and checkpoints:
   kept; `load_checkpoint` restores one (Tune's fault tolerance, PBT, `Tuner.restore`).
 * Tune writes result.json, progress.csv and TensorBoard files into the trial directory
   itself, so the Algorithm's own result logger is a NoopLogger placed in that directory
-  (its checkpoints, videos, ... land there), unless the config names a logger of its own.
+  (its checkpoints, videos, ... land there), unless the config names a logger of its own;
+  `logger_config={"wandb": ..., "mlflow": ...}` adds only those runs.
 
 There is one subclass per algorithm: `trainable("PPO")` (registered with Tune under
 "PPO" when `rlx.tune` is imported) and `trainable(MyAlgorithm)` for other Algorithm
@@ -30,6 +31,7 @@ from rlx.algorithms.registry import ALGORITHMS, get_algorithm_class
 from rlx.algorithms.resources import trial_bundles
 from rlx.loggers.creation import create_result_logger
 from rlx.loggers.logger import NoopLogger
+from rlx.loggers.unified_logger import UnifiedLogger
 from rlx.utils.errors import ConfigError, did_you_mean
 from rlx.utils.registry import get_registered_creator, register_env
 
@@ -103,10 +105,13 @@ class AlgorithmTrainable(Trainable):
         logdir = self.logdir
         if algo_config.logger_creator is not None:
             return None  # the user's own creator
-        if algo_config.logger_config:
+        if algo_config.logger_config and "type" in algo_config.logger_config:
             # The user named a logger (e.g. a Tune/W&B-style class): it writes into the trial dir.
             name = self.algorithm_class().__name__
             return lambda cfg: create_result_logger(cfg, name, logdir=logdir)
+        if algo_config.logger_config:
+            # Tune writes the files; only the W&B / MLflow runs logger_config asks for are added.
+            return lambda cfg: UnifiedLogger(cfg, logdir, loggers=(), logger_config=cfg.logger_config)
         # Tune already writes result.json, progress.csv and events.* for every trial.
         return lambda cfg: NoopLogger(cfg, logdir)
 

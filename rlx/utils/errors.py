@@ -4,6 +4,8 @@ from __future__ import annotations
 import difflib
 from typing import Iterable
 
+from rlx.utils import install_hints
+
 
 class RLXError(Exception):
     """Base class of every error rlx raises on purpose."""
@@ -78,9 +80,6 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str:
 
 
 def install_hint(extra: str) -> str:
-    """The command that installs one of rlx's optional extras ('tune', 'plot', 'video', ...).
-
-    rlx is installed from a checkout until it is published, so the hint installs the extra
-    from there, with the pinned versions of constraints.txt.
-    """
-    return f"pip install -c constraints.txt -e '.[{extra}]' (in your rlx checkout)"
+    """The command that installs one of rlx's optional extras ('tune', 'plot', 'video', ...), as fits
+    how rlx was installed: from a checkout (with constraints.txt's pins) or as the rlx-torch wheel."""
+    return install_hints.install_hint(extra)

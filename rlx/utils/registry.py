@@ -30,6 +30,7 @@ import sys
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from rlx.utils.ale_ids import ensure_ale_registered
 from rlx.utils.errors import ConfigError, EnvError, did_you_mean
 
 if TYPE_CHECKING:
@@ -385,8 +386,7 @@ def _creator_from_string(name: str) -> tuple[EnvCreator, str]:
         return creator, name
     import gymnasium as gym
 
-    if name.startswith("ALE/") and name not in gym.registry:
-        _register_ale_envs(name)
+    ensure_ale_registered(name)
     if name in gym.registry:
         return _gym_creator(name), name
     plugin = _plugin_env_id(name)
@@ -409,18 +409,6 @@ def _creator_from_string(name: str) -> tuple[EnvCreator, str]:
         logger.warning("Env id '%s' is not registered in Gymnasium; using '%s' instead.", name, closest)
         return _gym_creator(closest), closest
     raise _unknown_env_error(name)
-
-
-def _register_ale_envs(name: str) -> None:
-    """Register the Atari games (ale-py, which ships their ROMs), so 'ALE/Pong-v5' works as a plain id."""
-    import gymnasium as gym
-
-    try:
-        import ale_py
-    except ImportError as err:
-        raise EnvError(f"Env '{name}' is an Atari game: install ale-py, which ships the games "
-                       "(pip install -c constraints.txt -e '.[atari]' in your rlx checkout).") from err
-    gym.register_envs(ale_py)
 
 
 def _plugin_env_id(name: str) -> str | None:

@@ -246,7 +246,8 @@ def test_export_native_model_files_writes_a_weights_only_model_pt(tmp_path):
     algo = small_config().checkpointing(export_native_model_files=True).build()
     algo.train()
     path = Path(algo.save(str(tmp_path / "ckpt")))
-    model_files = list(path.rglob("model.pt"))
+    # (policies/default_policy/model/ holds the exported TorchScript model: tests/policy/test_export.py)
+    model_files = list((path / "policies" / "default_policy").glob("model.pt"))
     assert len(model_files) == 1
     state = torch.load(model_files[0], weights_only=True)
     weights = algo.get_weights()["default_policy"]

@@ -33,6 +33,7 @@ from rlx.loggers import (
     pretty_print,
 )
 from rlx.loggers.creation import resolve_logger_class, results_root, trial_dir_name
+from rlx.loggers.tensorboard_layout import tensorboard_tag
 from rlx.utils.errors import ConfigError
 
 from conftest import BATCH, small_config
@@ -363,17 +364,19 @@ def test_tensorboard_scalars_and_histograms(results_dir):
     assert env_steps == [BATCH, 2 * BATCH, 3 * BATCH]
     for key in ("env_runners/episode_return_mean", "num_env_steps_sampled_lifetime",
                 "learners/default_policy/total_loss"):
-        tag = f"ray/tune/{key}"
+        tag = tensorboard_tag(key)
         assert tag in tags["scalars"], tags["scalars"]
         events = ea.Scalars(tag)
         assert [e.step for e in events] == env_steps
         for e, result in zip(events, results):
             assert e.value == pytest.approx(float(get(result, key)), rel=1e-6, abs=1e-6)
-    assert "ray/tune/training_iteration" not in tags["scalars"]
-    for key in ("env_runners/hist_stats/episode_reward", "hist_stats/episode_reward"):
-        assert f"ray/tune/{key}" in tags["histograms"], tags["histograms"]
-        assert [e.step for e in ea.Histograms(f"ray/tune/{key}")] == env_steps
-    assert "ray/tune/env_runners/hist_stats/episode_reward" not in tags["scalars"]
+    assert "run/training_iteration" not in tags["scalars"]
+    key = "env_runners/hist_stats/episode_reward"
+    assert key in tags["histograms"], tags["histograms"]
+    assert [e.step for e in ea.Histograms(key)] == env_steps
+    # The old top-level hist_stats/ holds the same lists: drawn once, under the new-stack key.
+    assert "hist_stats/episode_reward" not in tags["histograms"]
+    assert key not in tags["scalars"]
 
 
 def test_tensorboard_steps_are_each_iterations_env_steps(results_dir):
@@ -394,13 +397,14 @@ def test_tensorboard_steps_are_each_iterations_env_steps(results_dir):
         assert {e.step for e in ea.Scalars(tag)} <= set(env_steps), tag
     for tag in tags["histograms"]:
         assert [e.step for e in ea.Histograms(tag)] == env_steps, tag
-    assert [e.step for e in ea.Scalars("ray/tune/time_this_iter_s")] == env_steps
+    assert [e.step for e in ea.Scalars("run/time_this_iter_s")] == env_steps
 
 
-def test_tensorboard_tags_are_ray_tunes_layout(results_dir):
-    """The tags of a plain run are exactly those Ray Tune's TBXLoggerCallback writes for the
-    same results (tests/tune/test_tune.py compares with a real Tune trial)."""
-    algo = small_config().build()
+def test_tensorboard_legacy_keys_write_ray_tunes_layout(results_dir):
+    """With logger_config={"tensorboard_legacy_keys": True}, the tags of a plain run are exactly
+    those Ray Tune's TBXLoggerCallback writes for the same results (tests/tune/test_tune.py
+    compares with a real Tune trial)."""
+    algo = small_config().debugging(logger_config={"tensorboard_legacy_keys": True}).build()
     try:
         results = train_n(algo, 2)
         logdir = algo.logdir
@@ -782,12 +786,12 @@ def test_tbx_logger_on_hand_made_results(tmp_path):
     lg.close()
     ea = read_events(tmp_path)
     tags = ea.Tags()
-    assert set(tags["scalars"]) == {"ray/tune/a/b", "ray/tune/i", "ray/tune/flag", "ray/tune/inf"}
+    assert set(tags["scalars"]) == {"a/b", "run/i", "run/flag", "run/inf"}
     # No env steps in the result: the step is the training iteration, as in Tune.
-    assert [(e.step, e.value) for e in ea.Scalars("ray/tune/a/b")] == [(4, 1.25)]
-    assert [(e.step, e.value) for e in ea.Scalars("ray/tune/i")] == [(4, 3.0)]
-    assert [(e.step, e.value) for e in ea.Scalars("ray/tune/flag")] == [(4, 1.0)]
-    assert tags["histograms"] == ["ray/tune/h"]
+    assert [(e.step, e.value) for e in ea.Scalars("a/b")] == [(4, 1.25)]
+    assert [(e.step, e.value) for e in ea.Scalars("run/i")] == [(4, 3.0)]
+    assert [(e.step, e.value) for e in ea.Scalars("run/flag")] == [(4, 1.0)]
+    assert tags["histograms"] == ["run/h"]
 
 
 def test_tbx_logger_steps_by_env_steps(tmp_path):
@@ -796,8 +800,8 @@ def test_tbx_logger_steps_by_env_steps(tmp_path):
     lg.on_result({"training_iteration": 2, "num_env_steps_sampled_lifetime": 700, "x": 2.0})
     lg.on_result({"training_iteration": 3, "timesteps_total": 0, "x": 3.0})  # Tune: 0 steps -> the iteration
     lg.close()
-    assert [(e.step, e.value) for e in read_events(tmp_path).Scalars("ray/tune/x")] == [(300, 1.0), (700, 2.0),
-                                                                                       (3, 3.0)]
+    assert [(e.step, e.value) for e in read_events(tmp_path).Scalars("run/x")] == [(300, 1.0), (700, 2.0),
+                                                                                  (3, 3.0)]
 
 
 def test_tbx_logger_accepts_a_zero_dim_array(tmp_path):
@@ -808,7 +812,7 @@ def test_tbx_logger_accepts_a_zero_dim_array(tmp_path):
         lg.on_result({"training_iteration": 1, "z": np.array(2.5)})
     finally:
         lg.close()
-    assert [(e.step, e.value) for e in read_events(tmp_path).Scalars("ray/tune/z")] == [(1, 2.5)]
+    assert [(e.step, e.value) for e in read_events(tmp_path).Scalars("run/z")] == [(1, 2.5)]
 
 
 def test_noop_logger_creates_no_directory(tmp_path):

@@ -1,5 +1,6 @@
-"""The driver's Learner updates with a second torch thread when its gradient steps are large and
-a core is free (rlx.core.learner.threads), and leaves torch's setting as it was afterwards."""
+"""The driver's Learner may update with a second torch thread when its gradient steps are large and
+a core is free (rlx.core.learner.threads: measured against one thread), and leaves torch's setting
+as it was afterwards."""
 from __future__ import annotations
 
 import pytest
@@ -52,7 +53,8 @@ def test_the_update_runs_with_the_chosen_threads_and_restores_them(two_cores):
         learner.update_from_batch = recording
         before = torch.get_num_threads()
         algo.train()
-        assert seen and set(seen) == {2}
+        assert set(seen) == {1, 2}  # both timed on real updates (rlx.core.learner.threads.UpdateThreads)
+        assert learner._update_threads.chosen in (1, 2)
         assert torch.get_num_threads() == before == 1  # sampling and acting keep one thread
     finally:
         algo.stop()

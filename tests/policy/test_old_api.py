@@ -118,7 +118,8 @@ def test_foreach_worker_with_id_passes_id_then_worker(trainer):
 def test_env_runner_group_names(trainer):
     group = trainer.env_runner_group
     assert group is trainer.workers
-    assert group.local_env_runner is group.local_worker()
+    assert group.local_worker() == group.local_env_runner  # (the old-API view of the same runner)
+    assert group.local_worker().env_runner is group.local_env_runner
     assert group.foreach_env_runner(lambda r: r.worker_index) == [0]
     assert group.local_env_runner.get_policy() is trainer.get_policy()
 

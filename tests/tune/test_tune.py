@@ -358,7 +358,7 @@ def test_tuner_and_tune_run_take_rlx_configs_themselves(tmp_path):
 
 def test_a_tune_trial_and_a_plain_run_share_the_tensorboard_layout(lr_sweep, tmp_path):
     """Same tags for the same result keys, and the same x-axis (env steps sampled), whether
-    Tune's TBXLoggerCallback or rlx's TBXLogger wrote the events."""
+    Tune's TBXLoggerCallback or rlx's TBXLogger (with tensorboard_legacy_keys) wrote the events."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     def read(logdir: Path) -> EventAccumulator:
@@ -367,7 +367,8 @@ def test_a_tune_trial_and_a_plain_run_share_the_tensorboard_layout(lr_sweep, tmp
         return ea
 
     trial = next(r for r in lr_sweep if r.config["lr"] == LRS[0])
-    algo = small_ppo(lr=LRS[0]).debugging(logger_config={"logdir": str(tmp_path / "plain")}).build()
+    algo = small_ppo(lr=LRS[0]).debugging(
+        logger_config={"logdir": str(tmp_path / "plain"), "tensorboard_legacy_keys": True}).build()
     try:
         results = [algo.train(), algo.train()]
     finally:

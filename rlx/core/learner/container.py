@@ -278,6 +278,17 @@ class LearnerContainer:
         with using(module_id):
             return learner.run_update(batch, timestep=timestep)
 
+    def update(self, batch: Any = None, episodes: list[Any] | None = None, timesteps: dict[str, Any] | None = None,
+               **kwargs: Any) -> dict[str, dict[str, Any]]:
+        """RLlib's `Learner.update` over every trainable module: each module's Learner (or group)
+        updates on its part of `batch` or of `episodes`; {module_id: metrics}."""
+        results: dict[str, dict[str, Any]] = {}
+        for module_id in list(self.learners):
+            if self.is_trainable(module_id):
+                results.update(self._learner(module_id).update(batch=batch, episodes=episodes, timesteps=timesteps,
+                                                               **kwargs))
+        return results
+
     def run_update(self, batch: Any, timestep: int) -> dict[str, dict[str, Any]]:
         """`update_from_batch` (each module's Learner applies its own precision and compilation)."""
         return self.update_from_batch(batch, timestep)

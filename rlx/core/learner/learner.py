@@ -11,6 +11,10 @@ whose loss goes through them say so: PPO), `get_optimizer`, `get_parameters`,
 results) and the `before_/after_gradient_based_update` hooks. Torch learning-rate
 schedulers from `config.experimental(_torch_lr_scheduler_classes=[...])` are attached to
 every optimizer and stepped once after every update (`update_from_batch`).
+
+A Learner that implements only the loss (`compute_loss_for_module`) trains as RLlib's does:
+`build()` adds the learner connector pipeline, `update(batch=... | episodes=...)` runs it on
+episodes and steps the optimizers per minibatch (`loss_api_update`).
 """
 from __future__ import annotations
 
@@ -28,11 +32,13 @@ import torch
 
 from rlx.core import ALL_MODULES, DEFAULT_MODULE_ID
 from rlx.core.config_view import ResolvedConfig
+from rlx.core.learner.functional import minibatches, module_batches, sum_losses
 from rlx.core.learner.precision import Precision
 from rlx.core.learner.allocator import keep_freed_memory
-from rlx.core.learner.threads import update_threads
+from rlx.core.learner.threads import update_thread_chooser
 from rlx.core.learner.device import learner_device, module_device, to_device
 from rlx.core.modelv2 import ModelV2
+from rlx.core.rl_module.apis import SelfSupervisedLossAPI
 from rlx.core.rl_module.rl_module import RLModule
 from rlx.utils.errors import ConfigError, NonFiniteUpdateError, did_you_mean
 from rlx.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
@@ -495,12 +501,18 @@ class Learner:
 
     def compute_losses(self, *, fwd_out: dict[str, Any], batch: dict[str, Any]) -> dict[str, Any]:
         """{module_id: loss} from {module_id: forward_train output} and {module_id: batch}: by default
-        `compute_loss_for_module` of each module."""
-        return {
-            module_id: self.compute_loss_for_module(module_id=module_id, config=self.config,
-                                                    batch=batch[module_id], fwd_out=out)
-            for module_id, out in fwd_out.items()
-        }
+        `compute_loss_for_module` of each module, or a SelfSupervisedLossAPI module's own
+        `compute_self_supervised_loss`."""
+        losses = {}
+        for module_id, out in fwd_out.items():
+            module = unwrap_module(self.module[module_id])
+            if isinstance(module, SelfSupervisedLossAPI):
+                losses[module_id] = module.compute_self_supervised_loss(
+                    learner=self, module_id=module_id, config=self.config, batch=batch[module_id], fwd_out=out)
+            else:
+                losses[module_id] = self.compute_loss_for_module(module_id=module_id, config=self.config,
+                                                                 batch=batch[module_id], fwd_out=out)
+        return losses
 
     def compute_loss_for_module(self, *, module_id: str, config: ResolvedConfig, batch: dict[str, Any],
                                 fwd_out: dict[str, Any]) -> torch.Tensor:
@@ -515,8 +527,67 @@ class Learner:
     # ------------------------------------------------------------ updates
 
     def update_from_batch(self, batch: dict[str, np.ndarray], timestep: int) -> dict[str, float]:
-        """Run the algorithm's update on a sampled batch; return scalar metrics."""
-        raise TypeError(f"{type(self).__name__} must implement update_from_batch(batch, timestep)")
+        """Run the algorithm's update on a sampled batch; return scalar metrics.
+
+        Algorithms implement it. A Learner that implements RLlib's `compute_loss_for_module` (or
+        `compute_losses`), or trains a SelfSupervisedLossAPI module, instead gets RLlib's update: per minibatch (see `update`'s num_epochs,
+        minibatch_size, shuffle_batch_per_epoch; one pass over the whole batch by default), the
+        module's `forward_train`, the losses, one backward pass and every optimizer's step."""
+        if not (self._overrides("compute_loss_for_module") or self._overrides("compute_losses")
+                or isinstance(self.rl_module, SelfSupervisedLossAPI)):
+            raise TypeError(f"{type(self).__name__} must implement update_from_batch(batch, timestep), or RLlib's "
+                            "compute_loss_for_module(module_id=, config=, batch=, fwd_out=).")
+        return loss_api_update(self, batch, timestep, **self._update_options)
+
+    #: update()'s minibatching options for the update_from_batch under way (see loss_api_update).
+    _update_options: dict[str, Any] = {}
+
+    def build(self) -> None:
+        """RLlib's `Learner.build()`: finish setting this Learner up once (later calls do nothing).
+        rlx's constructor already built the module and optimizers; this adds the learner connector
+        pipeline `update(episodes=...)` runs (`self._learner_connector`: the one the Algorithm
+        gives, else `config.build_learner_connector()`). Override it (calling super) to e.g.
+        prepend connector pieces."""
+        if getattr(self, "_is_built", False):
+            return
+        if getattr(self, "_learner_connector", None) is None:
+            make = getattr(self.config, "build_learner_connector", None)
+            self._learner_connector = make(input_observation_space=None, input_action_space=None,
+                                           device=self.device) if callable(make) else None
+        self._is_built = True
+
+    def update(self, batch: Any = None, episodes: list[Any] | None = None, timesteps: dict[str, Any] | None = None,
+               *, num_epochs: int = 1, minibatch_size: int | None = None, shuffle_batch_per_epoch: bool = False,
+               **kwargs: Any) -> dict[str, dict[str, Any]]:
+        """RLlib's `Learner.update`: one update on `batch` (this module's columns, or a
+        MultiAgentBatch / {module_id: columns} holding them) or on `episodes` (run through
+        `self._learner_connector`); {module_id: metrics}, empty when the data holds nothing of
+        this Learner's module. `timesteps[NUM_ENV_STEPS_SAMPLED_LIFETIME]` drives lr schedules."""
+        if kwargs:
+            raise TypeError(f"{type(self).__name__}.update() got unsupported arguments {sorted(kwargs)}; rlx's "
+                            "Learner.update takes batch=, episodes=, timesteps=, num_epochs=, minibatch_size=, "
+                            "shuffle_batch_per_epoch=.")
+        if (batch is None) == (episodes is None):
+            raise ValueError("Learner.update() needs exactly one of batch= and episodes=.")
+        if not getattr(self, "_is_built", False):
+            self.build()
+        if episodes is not None:
+            if self._learner_connector is None:
+                raise RuntimeError(f"{type(self).__name__}.update(episodes=...) needs a learner connector pipeline: "
+                                   "build the Learner with an AlgorithmConfig (config.build_learner_connector).")
+            batch = self._learner_connector(rl_module=self.module, batch={}, episodes=list(episodes),
+                                            metrics=self.metrics, shared_data={})
+        batch = module_part(batch, self.module_id)
+        if batch is None:
+            return {}
+        timestep = int((timesteps or {}).get(NUM_ENV_STEPS_SAMPLED_LIFETIME) or 0)
+        self._update_options = {"num_epochs": num_epochs, "minibatch_size": minibatch_size,
+                                "shuffle": shuffle_batch_per_epoch}
+        try:
+            metrics = self.run_update(batch, timestep)
+        finally:
+            self._update_options = {}
+        return {self.module_id: metrics}
 
     def run_update(self, batch: Any, timestep: int) -> Any:
         """`update_from_batch` as the Algorithm runs it: under the config's mixed precision, on the
@@ -544,19 +615,12 @@ class Learner:
             self._precision_attached = True
         threads = self._update_threads
         if threads is _UNSET:
-            threads = self._update_threads = update_threads(
+            threads = self._update_threads = update_thread_chooser(
                 self.config, sum(p.numel() for p in self.params), self.device.type)
             if self.device.type == "cpu":
                 keep_freed_memory()  # no page faults for each update's activations (rlx.core.learner.allocator)
-        previous = torch.get_num_threads() if threads is not None else None
-        if previous is not None and previous != threads:
-            torch.set_num_threads(threads)
-        try:
-            with self.precision.autocast():
-                metrics = update(batch, timestep=timestep)
-        finally:
-            if previous is not None and previous != threads:
-                torch.set_num_threads(previous)
+        with threads.applied(), self.precision.autocast():
+            metrics = update(batch, timestep=timestep)
         if self.precision.scaler is not None and isinstance(metrics, dict):
             metrics.update(self.precision.metrics())
         return metrics
@@ -830,6 +894,38 @@ class Learner:
         """Restore get_extra_tensors()."""
         if tensors:
             raise ValueError(f"{type(self).__name__} keeps no extra tensors, got {sorted(tensors)[:5]}.")
+
+
+def module_part(batch: Any, module_id: str) -> Any:
+    """This module's columns of `batch`: a MultiAgentBatch's or {module_id: columns} dict's part
+    (None when absent), or `batch` itself when it is one module's columns."""
+    parts = getattr(batch, "policy_batches", None)
+    if parts is None and isinstance(batch, Mapping) and batch and all(isinstance(v, Mapping) for v in batch.values()):
+        parts = batch
+    if parts is None:
+        return batch
+    return parts.get(module_id)
+
+
+def loss_api_update(learner: Learner, batch: Mapping[str, Any], timestep: int, *, num_epochs: int = 1,
+                    minibatch_size: int | None = None, shuffle: bool = False) -> dict[str, Any]:
+    """RLlib's update through the loss API: `num_epochs` passes over `batch` in minibatches of
+    `minibatch_size` rows (the whole batch when None), each the module's `forward_train`, then
+    `compute_losses` and one step of every optimizer; the metrics include each pass's total_loss."""
+    learner.begin_update(batch, timestep)
+    learner.set_lr_for_timestep(timestep)
+    mid = learner.module_id
+    tensors = module_batches({mid: dict(batch)}, [mid], learner.device)
+    total = None
+    for minibatch in minibatches(tensors, num_epochs=num_epochs, minibatch_size=minibatch_size, shuffle=shuffle):
+        fwd_out = learner.rl_module.forward_train(minibatch[mid])
+        losses = learner.compute_losses(fwd_out={mid: fwd_out}, batch=minibatch)
+        total = sum_losses(losses)
+        learner.apply_loss_to_all_optimizers(total, terms=losses)
+    metrics = learner.end_update()
+    if total is not None:
+        metrics.setdefault("total_loss", float(total.detach()))
+    return metrics
 
 
 def _model_with_custom_loss(module: Any) -> Any:

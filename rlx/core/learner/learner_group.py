@@ -79,6 +79,9 @@ from rlx.core.learner.learner_process import (
 from rlx.core.learner.ray_learners import LearnerPlacement, RayLearner, is_object_ref, ray_backend_wanted, \
     rejoin, start_ray_learners, start_standby_learner
 from rlx.core.learner.sharding import merge_metrics, shard_batch
+from rlx.core.learner.learner import module_part
+from rlx.utils.errors import NotSupportedYetError
+from rlx.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 
 __all__ = ["LearnerDiedError", "LearnerGroup", "LearnerGroupError", "merge_metrics", "shard_batch"]
 
@@ -592,6 +595,24 @@ class LearnerGroup:
                             self._broken is not None and not self._broken_by_death):
                         raise
             raise AssertionError("unreachable")
+
+    def update(self, batch: Any = None, episodes: list[Any] | None = None, timesteps: dict[str, Any] | None = None,
+               **kwargs: Any) -> dict[str, dict[str, Any]]:
+        """RLlib's update on `batch` (this group's module's columns, or a MultiAgentBatch /
+        {module_id: columns} holding them): {module_id: averaged metrics}, empty when the batch
+        holds nothing of this module. Episodes are not taken yet (NotSupportedYetError): the
+        Learner's connector pipeline runs in this process only with `num_learners=0`."""
+        if episodes is not None or kwargs:
+            what = "episodes=" if episodes is not None else f"{sorted(kwargs)[0]}="
+            raise NotSupportedYetError(f"LearnerGroup.update({what}...) with num_learners > 0",
+                                       "learner processes train on batches",
+                                       fix="Use num_learners=0 (the Learner in this process runs its connector on "
+                                           "episodes), or pass batch= with the columns the loss reads.")
+        part = module_part(batch, self.module_id)
+        if part is None:
+            return {}
+        timestep = int((timesteps or {}).get(NUM_ENV_STEPS_SAMPLED_LIFETIME) or 0)
+        return {self.module_id: self.update_from_batch(part, timestep)}
 
     def _update_once(self, batch: Any, timestep: int) -> dict[str, Any]:
         if self._replacements:

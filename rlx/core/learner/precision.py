@@ -26,6 +26,7 @@ import torch
 
 from rlx.core.config_view import ResolvedConfig
 from rlx.utils.errors import ConfigError
+from rlx.utils.progress_events import report_updates
 
 __all__ = ["MIXED_PRECISION_DTYPES", "Precision"]
 
@@ -153,6 +154,7 @@ class Precision:
         """Adjust the loss scale after the optimizers of one loss stepped (or skipped)."""
         if self.scaler is not None:
             self.scaler.update()
+        report_updates(1)  # one gradient update done: to a progress display (rlx.utils.progress_events)
 
     def metrics(self) -> dict[str, float]:
         """RLlib's `_torch_grad_scaler_current_scale` and rlx's overflow-skip count, with a scaler."""

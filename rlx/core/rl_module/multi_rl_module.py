@@ -30,7 +30,12 @@ class MultiRLModule(nn.Module):
     _cache_settings: tuple[int, bool] | None = None
     _module_cache: Any = None
 
-    def __init__(self, modules: dict[str, RLModule] | None = None):
+    def __init__(self, modules: dict[str, RLModule] | None = None, *, observation_space: Any = None,
+                 action_space: Any = None, inference_only: bool | None = None, learner_only: bool | None = None,
+                 model_config: dict | None = None, rl_module_specs: dict[str, RLModuleSpec] | None = None):
+        """Hold `modules` ({module_id: RLModule}), plus one module built from each of RLlib's
+        `rl_module_specs` ({module_id: RLModuleSpec} with spaces); then run `setup()`. The other
+        arguments are RLlib's and kept as attributes (the MultiRLModule's own spaces and flags)."""
         super().__init__()
         # A ModuleDict (so the modules' parameters are this module's) used as the mapping it is;
         # it holds only the RLModules that add_module puts in.
@@ -38,8 +43,20 @@ class MultiRLModule(nn.Module):
         #: (capacity, swappable) of set_policy_map_capacity; the ModuleCache exists once it swaps.
         self._cache_settings = None
         self._module_cache = None
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.inference_only = bool(inference_only)
+        self.learner_only = bool(learner_only)
+        self.model_config = dict(model_config or {})
         for module_id, module in (modules or {}).items():
             self.add_module(module_id, module)
+        for module_id, spec in (rl_module_specs or {}).items():
+            self.add_module(module_id, spec.build())
+        self.setup()
+
+    def setup(self) -> None:
+        """RLlib's hook, run once at the end of the constructor when every sub-module exists (in
+        `self._rl_modules`): override it (calling super) to e.g. keep a shared sub-module at hand."""
 
     def set_policy_map_capacity(self, capacity: int | None, swappable: bool = False) -> None:
         """Keep at most `capacity` modules in memory (None: all), swapping the least recently used
@@ -136,18 +153,28 @@ class MultiRLModule(nn.Module):
         return self._rl_modules[module_id] if module_id in self._rl_modules else default
 
     def forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:  # noqa: D102
-        return {mid: self[mid].forward_train(b, **kwargs) for mid, b in batch.items()}
+        return self.forward_train(batch, **kwargs)
 
     def forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        """forward_train of each module on its own batch ({module_id: batch} -> {module_id: out})."""
-        return {mid: self[mid].forward_train(b, **kwargs) for mid, b in batch.items()}
+        """forward_train of each module on its own batch ({module_id: batch} -> {module_id: out});
+        through `_forward_train`, which subclasses override as in RLlib."""
+        return self._forward_train(batch, **kwargs)
 
     def forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        """forward_exploration of each module on its own batch."""
-        return {mid: self[mid].forward_exploration(b, **kwargs) for mid, b in batch.items()}
+        """forward_exploration of each module on its own batch (through `_forward_exploration`)."""
+        return self._forward_exploration(batch, **kwargs)
 
     def forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        """forward_inference of each module on its own batch."""
+        """forward_inference of each module on its own batch (through `_forward_inference`)."""
+        return self._forward_inference(batch, **kwargs)
+
+    def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return {mid: self[mid].forward_train(b, **kwargs) for mid, b in batch.items()}
+
+    def _forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return {mid: self[mid].forward_exploration(b, **kwargs) for mid, b in batch.items()}
+
+    def _forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return {mid: self[mid].forward_inference(b, **kwargs) for mid, b in batch.items()}
 
     def get_state(self, module_ids: list[str] | None = None) -> dict[str, dict[str, np.ndarray]]:

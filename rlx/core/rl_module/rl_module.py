@@ -18,6 +18,8 @@ from torch import nn
 from rlx.core.columns import Columns
 from rlx.core.distributions import BoundDistribution, dist_class_for_space
 from rlx.core.catalog import Catalog, model_config_as_dict
+# DefaultModelConfig: RLlib's users import it from this module too.
+from rlx.core.rl_module.default_model_config import DefaultModelConfig  # noqa: F401
 from rlx.core.rl_module.module_checkpoint import load_module_state, module_spec_args, save_module
 from rlx.utils.errors import CheckpointError, ConfigError, NotSupportedYetError, RLXError
 from rlx.utils.model_summary import summarize

@@ -29,6 +29,7 @@ from rlx.env.runner.columns import ModuleColumns
 from rlx.env.runner.episode_events import log_episode_extras, log_episode_returns
 from rlx.env.runner.module_slot import ModuleSlot
 from rlx.utils.errors import EnvError
+from rlx.utils.progress_events import env_step_listener
 
 logger = logging.getLogger("rlx")
 
@@ -276,6 +277,7 @@ class AgentSampling(AgentBatches):
         done_episodes = 0
         env_steps = agent_steps = 0
         check = not self.config.disable_env_checking
+        progress = env_step_listener(self)  # the progress display of this process, or None
         while active:
             actions = self._compute_actions(active, explore, random_actions)
             finished = []
@@ -292,6 +294,8 @@ class AgentSampling(AgentBatches):
             env_steps += len(active)
             self._progress = env_steps
             self.num_env_steps_sampled_lifetime += len(active)
+            if progress is not None:
+                progress.on_env_steps(len(active))
             for b in finished:
                 done_episodes += 1
                 if num_episodes is not None and started >= num_episodes:

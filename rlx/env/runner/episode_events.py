@@ -14,6 +14,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from rlx.env.runner.parts import RunnerParts
+from rlx.utils.metrics import NUM_EPISODES_LIFETIME
 from rlx.utils.metrics.metrics_logger import MetricsLogger
 
 #: Where runners log each finished episode's return and length (lists, reduce=None).
@@ -50,6 +51,7 @@ def log_episode_returns(metrics: MetricsLogger, window: int, episode_return: flo
     metrics.log_value(EPISODE_RETURNS_KEY, episode_return, reduce=None)
     metrics.log_value(EPISODE_LENGTHS_KEY, length, reduce=None)
     metrics.log_value("num_episodes", 1, reduce="sum", clear_on_reduce=True)
+    metrics.log_value(NUM_EPISODES_LIFETIME, 1, reduce="lifetime_sum")  # (the root logger adds them up)
     per_module: dict[str, float] = {}
     policy_returns = []
     for aid, pid, ret in agent_returns:

@@ -28,6 +28,7 @@ from rlx.env.runner.env_checks import REWARD_TYPES, RESTART_HINT, StepChecks
 from rlx.env.runner.runner import clip_rewards
 from rlx.env.runner.trajectories import episode_runs, postprocess_stretch
 from rlx.utils.errors import EnvError, EnvOutputError
+from rlx.utils.progress_events import env_step_listener
 
 logger = logging.getLogger("rlx")
 
@@ -165,6 +166,7 @@ class LockstepSampling(StepChecks):
         target = None if steps_per_env is None else steps_per_env * B
         collected = 0
         t = 0
+        progress = env_step_listener(self)  # the progress display of this process, or None
         while True:
             if t >= T_cap:
                 T_cap *= 2
@@ -286,6 +288,8 @@ class LockstepSampling(StepChecks):
             self.num_env_steps_sampled_lifetime += n_active
             collected += n_active
             t += 1
+            if progress is not None:
+                progress.on_env_steps(n_active)
             if finished:
                 for i in finished:
                     if i not in dropped:

@@ -15,6 +15,7 @@ import numpy as np
 from rlx.core.rl_module.multi_rl_module import MultiRLModule, MultiRLModuleSpec
 from rlx.core.rl_module.rl_module import RLModule, RLModuleSpec
 from rlx.core.rl_module.agent_mapping import AgentMapper, PolicySpec, resolve_callable
+from rlx.core.columns import Columns
 from rlx.core.sample_batch import MultiAgentBatch
 from rlx.env.config_view import EnvConfig
 from rlx.env.connector_env import (
@@ -231,6 +232,24 @@ class MultiAgentEnvRunner(AgentSampling):
 
     def _step_counts(self, batch: MultiAgentBatch) -> dict[str, int]:
         return {"num_env_steps_sampled": batch.env_steps(), "num_agent_steps_sampled": batch.agent_steps()}
+
+    def _agent_step_counts(self, batch: MultiAgentBatch, env_steps: int) -> dict[Any, int]:
+        """{agent id: its completed transitions in `batch`}, from the columns taken into it (each
+        column is one (sub-env, agent) slot)."""
+        counts: dict[Any, int] = {}
+        for pid, taken in getattr(self, "_taken", {}).items():
+            if pid not in batch.policy_batches:
+                continue
+            agents = self._column_agents[pid]
+            for column, n in zip(taken.columns.tolist(), taken.count.tolist()):
+                aid = agents[column][1]
+                counts[aid] = counts.get(aid, 0) + int(n)
+        return counts
+
+    def _module_step_counts(self, batch: MultiAgentBatch, env_steps: int) -> dict[str, int]:
+        """{module id: its agents' completed transitions in `batch`}."""
+        return {pid: int(b[Columns.VALID].sum()) if Columns.VALID in b else int(b[Columns.REWARDS].size)
+                for pid, b in batch.policy_batches.items()}
 
     @property
     def filter(self) -> Any:

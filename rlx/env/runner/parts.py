@@ -117,5 +117,13 @@ class RunnerParts(abc.ABC):
         """{metric: steps} a sampled batch adds to num_env_steps_sampled (and agent steps)."""
 
     @abc.abstractmethod
+    def _agent_step_counts(self, batch: Any, env_steps: int) -> dict[Any, int]:
+        """{agent id: steps it took} in a sampled batch (NUM_AGENT_STEPS_SAMPLED_LIFETIME)."""
+
+    @abc.abstractmethod
+    def _module_step_counts(self, batch: Any, env_steps: int) -> dict[str, int]:
+        """{module id: steps its agents took} in a sampled batch (NUM_MODULE_STEPS_SAMPLED_LIFETIME)."""
+
+    @abc.abstractmethod
     def _load_weights(self, weights: dict[str, Any]) -> None:
         """Load module weights as get_weights() returns them."""

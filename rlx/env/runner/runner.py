@@ -38,6 +38,8 @@ from rlx.env.runner.module_slot import ModuleSlot
 from rlx.env.runner.sub_envs import SubEnvs, worker_seed
 from rlx.core.preprocessors import Preprocessor
 from rlx.utils.errors import EnvError
+from rlx.utils.metrics import (NUM_AGENT_STEPS_SAMPLED_LIFETIME, NUM_ENV_STEPS_SAMPLED_LIFETIME,
+                               NUM_MODULE_STEPS_SAMPLED_LIFETIME)
 from rlx.utils.metrics.metrics_logger import MetricsLogger
 
 logger = logging.getLogger("rlx")
@@ -155,23 +157,46 @@ class EnvRunner(SubEnvs, EpisodeEvents):
         once that many have completed (only those are returned as episodes). `force_reset`
         starts fresh episodes first; `random_actions` samples the action space instead of the module.
         """
+        return self._sample_call(num_timesteps, num_episodes, explore, random_actions, force_reset,
+                                 self._returns_episodes)
+
+    def _sample_call(self, num_timesteps: int | None, num_episodes: int | None, explore: bool | None,
+                     random_actions: bool, force_reset: bool, episodes: bool) -> Any:
+        """One sample() call, returning the episodes (`episodes`) or the array batch. The old-API
+        worker view (rlx.env.runner.worker_view) asks for the array batch of any runner."""
         if num_timesteps is not None and num_episodes is not None:
             raise ValueError(f"sample(num_timesteps={num_timesteps}, num_episodes={num_episodes}): give at most one "
                              "of them (none: rollout_fragment_length steps per sub-env).")
-        episodes = self._returns_episodes
         if self._fake_sampler is not None and self._fake_sampler.has_batch and not episodes:
             return self._fake_sampler.replay()  # fake_sampler: the first batch again
         with acting_runner(self):
             self._done_episodes = []
             batch = self._sample(num_timesteps, num_episodes, explore, random_actions, force_reset)
-            for key, steps in self._step_counts(batch).items():
+            counts = self._step_counts(batch)
+            for key, steps in counts.items():
                 self.metrics.log_value(key, steps, reduce="sum", clear_on_reduce=True)
+            self._log_lifetime_counts(batch, counts["num_env_steps_sampled"])
             samples = self._take_episodes(ongoing=num_episodes is None) if episodes else batch
+            if self._returns_episodes and not episodes:  # (the worker view's batch: cut the recorded chunks)
+                self._take_episodes(ongoing=num_episodes is None)
             if self._on_sample_end is not None:
                 self._on_sample_end(env_runner=self, metrics_logger=self.metrics, samples=samples, worker=self)
         if self._fake_sampler is not None and not episodes:
             self._fake_sampler.remember(batch)
         return samples
+
+    def _log_lifetime_counts(self, batch: Any, env_steps: int) -> None:
+        """RLlib's lifetime counters of one sample() call, under RLlib's keys with
+        reduce="lifetime_sum": this runner's `get_metrics()` holds what it sampled since its last
+        call, and a root logger (the Algorithm's, `MetricsLogger(root=True)`) that aggregates the
+        runners' metrics adds them up to the lifetime totals. Episodes count when they end
+        (NUM_EPISODES_LIFETIME, rlx.env.runner.episode_events)."""
+        log = self.metrics.log_value
+        log(NUM_ENV_STEPS_SAMPLED_LIFETIME, env_steps, reduce="lifetime_sum")
+        for agent_id, steps in self._agent_step_counts(batch, env_steps).items():
+            log((NUM_AGENT_STEPS_SAMPLED_LIFETIME, str(agent_id)), steps, reduce="lifetime_sum")
+        for module_id, steps in self._module_step_counts(batch, env_steps).items():
+            log((NUM_MODULE_STEPS_SAMPLED_LIFETIME, module_id), steps, reduce="lifetime_sum")
 
     # ------------------------------------------------------------------ episode output
 
@@ -195,24 +220,8 @@ class EnvRunner(SubEnvs, EpisodeEvents):
         self._returns_episodes = value
 
     def _episodes_by_default(self, built_from_config_alone: bool) -> bool:
-        """Whether sample() returns episodes unless told otherwise: for a runner built from a config
-        alone (RLlib's constructor), or one whose config's Algorithm class has a training loop of
-        its own (a `training_step` written outside rlx that does not call super(): it samples
-        episodes, as in RLlib). rlx's algorithms, and user subclasses whose `training_step` extends
-        an rlx algorithm's through super(), read the array batch."""
-        if built_from_config_alone:
-            return True
-        algo_cls = getattr(self.config, "algo_class", None)
-        if not isinstance(algo_cls, type):
-            return False
-        owners = [cls for cls in algo_cls.__mro__ if "training_step" in vars(cls)]
-        if not owners or str(owners[0].__module__).startswith("rlx."):
-            return False
-        rlx_owner = next((cls for cls in owners if str(cls.__module__).startswith("rlx.")), None)
-        if rlx_owner is None or rlx_owner.__module__ == "rlx.algorithms.algorithm":
-            return True  # on the base Algorithm, whose training_step is abstract: the user's is the loop
-        code = getattr(vars(owners[0])["training_step"], "__code__", None)
-        return code is None or "super" not in code.co_names
+        """Whether sample() returns episodes unless told otherwise (`episodes_by_default`)."""
+        return episodes_by_default(self.config, built_from_config_alone)
 
     def _take_episodes(self, ongoing: bool) -> list[Any]:
         """The episodes of this sample() call: those that finished, then (with `ongoing`) the chunks
@@ -352,6 +361,31 @@ class EnvRunner(SubEnvs, EpisodeEvents):
                 env.close()
             except Exception:  # closing must reach every sub-env
                 logger.warning("Closing a sub-env of EnvRunner %d failed.", self.worker_index, exc_info=True)
+
+
+def episodes_by_default(config: Any, built_from_config_alone: bool) -> bool:
+    """Whether an EnvRunner's sample() returns episodes unless told otherwise: for a runner built
+    from a config alone (RLlib's constructor), or one whose config's Algorithm class has a training loop of
+    its own (a `training_step` written outside rlx that does not call super(): it samples
+    episodes, as in RLlib). rlx's algorithms, and user subclasses whose `training_step` extends
+    an rlx algorithm's through super(), read the array batch."""
+    if built_from_config_alone:
+        return True
+    algo_cls = getattr(config, "algo_class", None)
+    if not isinstance(algo_cls, type):
+        return False
+    owners = [cls for cls in algo_cls.__mro__ if "training_step" in vars(cls)]
+    # RLlib's example algorithms (rlx.examples) are user code: their loops read episodes too.
+    def is_rlx(cls: type) -> bool:
+        return str(cls.__module__).startswith("rlx.") and not str(cls.__module__).startswith("rlx.examples.")
+
+    if not owners or is_rlx(owners[0]):
+        return False
+    rlx_owner = next((cls for cls in owners if is_rlx(cls)), None)
+    if rlx_owner is None or rlx_owner.__module__ == "rlx.algorithms.algorithm":
+        return True  # on the base Algorithm, whose training_step is abstract: the user's is the loop
+    code = getattr(vars(owners[0])["training_step"], "__code__", None)
+    return code is None or "super" not in code.co_names
 
 
 def clip_rewards(rewards: np.ndarray, clip: Any) -> None:

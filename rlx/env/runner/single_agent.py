@@ -12,6 +12,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from rlx.core import DEFAULT_AGENT_ID, DEFAULT_POLICY_ID
 from rlx.core.columns import Columns
 from rlx.core.rl_module.rl_module import RLModule, RLModuleSpec
 from rlx.env.config_view import EnvConfig
@@ -188,3 +189,11 @@ class SingleAgentEnvRunner(LockstepSampling):
     def _step_counts(self, batch: dict[str, np.ndarray]) -> dict[str, int]:
         valid = batch.get(Columns.VALID)
         return {"num_env_steps_sampled": int(valid.sum()) if valid is not None else int(batch[Columns.REWARDS].size)}
+
+    def _agent_step_counts(self, batch: dict[str, np.ndarray], env_steps: int) -> dict[Any, int]:
+        """One agent (DEFAULT_AGENT_ID) took every env step."""
+        return {DEFAULT_AGENT_ID: env_steps}
+
+    def _module_step_counts(self, batch: dict[str, np.ndarray], env_steps: int) -> dict[str, int]:
+        """One module (default_policy) acted at every env step."""
+        return {DEFAULT_POLICY_ID: env_steps}

@@ -18,6 +18,7 @@ from rlx.env.batch_compression import decompress_observations
 from rlx.env.runner_group.calls import AsyncSampleCall
 from rlx.env.runner_group.stuck_runners import stop_stuck
 from rlx.env.runner_group.weight_sync import RunnerSync, collects_filter_deltas
+from rlx.utils.progress_events import report_env_steps
 
 
 @dataclass
@@ -84,6 +85,7 @@ class AsyncSampler:
                 group.local_env_runner.filter.merge_delta(delta)
             group._note_resets(handle.index, resets)
             samples.append(AsyncSample(batch, handle.index, int(seq_no), group._count_steps(batch)))
+            report_env_steps(samples[-1].env_steps, self.group.config)
         # The runners that delivered sample on while the caller trains.
         request(list({h.index: h for h, _ in ready if group._ft.is_up(h)}.values()))
         return samples

@@ -15,6 +15,7 @@ from typing import Any
 from rlx.env.batch_compression import decompress_observations
 from rlx.env.runner_group.calls import SampleCall
 from rlx.env.runner_group.stuck_runners import stop_stuck
+from rlx.utils.progress_events import report_env_steps
 
 
 @dataclass
@@ -55,7 +56,9 @@ def sample_remote(group: Any, num_timesteps: int | None, explore: bool | None) -
                 return per_runner
             asked.clear()  # every runner asked failed without a step: ask the ones back again
             continue
-        collected += _collect(group, requests, per_runner)
+        arrived = _collect(group, requests, per_runner)
+        collected += arrived
+        report_env_steps(arrived, group.config)
         ft.advance()
 
 

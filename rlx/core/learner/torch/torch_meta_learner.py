@@ -102,7 +102,8 @@ class TorchMetaLearner(TorchLearner):
 
     # ------------------------------------------------------------------ update
 
-    def update(self, batch: Any = None, batches: list[Any] | None = None, batch_refs: list[Any] | None = None,
+    def update(self, batch: Any = None, batches: list[Any] | None = None,  # type: ignore[override]  # RLlib's TorchMetaLearner.update signature
+               batch_refs: list[Any] | None = None,
                episodes: list[Any] | None = None, episodes_refs: list[Any] | None = None,
                data_iterators: list[Any] | None = None, training_data: TrainingData | None = None, *,
                timesteps: dict[str, Any] | None = None, num_total_minibatches: int = 0, num_epochs: int = 1,

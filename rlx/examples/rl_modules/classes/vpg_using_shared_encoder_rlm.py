@@ -14,14 +14,13 @@ import torch
 from torch import nn
 
 from rlx.core.columns import Columns
+from rlx.core.models.base import ENCODER_OUT
 from rlx.core.rl_module.multi_rl_module import MultiRLModule
 from rlx.core.rl_module.rl_module import RLModule
 from rlx.core.rl_module.torch import TorchRLModule
 
 #: Module id of the shared encoder inside the MultiRLModule.
 SHARED_ENCODER_ID = "shared_encoder"
-#: Batch key of an encoder's embeddings (RLlib's `ray.rllib.core.models.base.ENCODER_OUT`).
-ENCODER_OUT = "encoder_out"
 
 
 def _obs(batch: dict[str, Any]) -> torch.Tensor:

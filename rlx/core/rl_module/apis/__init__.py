@@ -2,7 +2,8 @@
 
 A module declares what it offers by subclassing them: `ValueFunctionAPI` (`compute_values`,
 used by PPO's GAE), `TargetNetworkAPI` (target networks of DQN/SAC-style losses) and
-`InferenceOnlyAPI` (a smaller module for EnvRunners).
+`InferenceOnlyAPI` (a smaller module for EnvRunners) and `SelfSupervisedLossAPI` (a module
+computing its own loss).
 """
 from __future__ import annotations
 
@@ -20,6 +21,17 @@ class ValueFunctionAPI(abc.ABC):
     @abc.abstractmethod
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> Any:
         """State values of the batch's observations."""
+
+
+class SelfSupervisedLossAPI(abc.ABC):
+    """A module that computes its own loss (RLlib's API, e.g. a curiosity model trained beside the
+    policy): a Learner's `compute_losses` calls `compute_self_supervised_loss` for such a module
+    instead of its `compute_loss_for_module`."""
+
+    @abc.abstractmethod
+    def compute_self_supervised_loss(self, *, learner: Any, module_id: str, config: Any, batch: dict[str, Any],
+                                     fwd_out: dict[str, Any]) -> Any:
+        """The module's total loss on `batch`, given its `forward_train` output `fwd_out`."""
 
 
 def value_function(module: Any, needed_by: str) -> Callable[..., Any]:

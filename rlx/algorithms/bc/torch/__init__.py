@@ -1,0 +1,1 @@
+"""BC's torch modules (RLlib's `ray.rllib.algorithms.bc.torch`)."""

@@ -1,0 +1,1 @@
+"""Checks run before an experiment (RLlib's `ray.rllib.utils.pre_checks`): the env checker."""
