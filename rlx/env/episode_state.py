@@ -95,14 +95,19 @@ def episode_get_state(episode: Any) -> dict[str, Any]:
     }
 
 
+def _check_state_keys(state: Any, required: tuple[str, ...], what: str) -> None:
+    """Raise EpisodeStateError unless `state` is a dict holding every key of `required`."""
+    if not isinstance(state, dict):
+        raise EpisodeStateError(f"The {what} must be a dict, got a {type(state).__name__}.")
+    missing = [k for k in required if k not in state]
+    if missing:
+        raise EpisodeStateError(f"The {what} has no {missing} (keys: {sorted(map(str, state))[:12]}).")
+
+
 def episode_from_state(state: Any, episode_class: type) -> Any:
     """An episode of `episode_class` (SingleAgentEpisode, which calls this from its `from_state`)
     from a state dict (RLlib's or rlx's get_state()), checked."""
-    if not isinstance(state, dict):
-        raise EpisodeStateError(f"An episode state is a dict, got a {type(state).__name__}.")
-    missing = [k for k in ("id_", "observations", "actions", "rewards") if k not in state]
-    if missing:
-        raise EpisodeStateError(f"The episode state has no {missing} (keys: {sorted(map(str, state))[:12]}).")
+    _check_state_keys(state, ("id_", "observations", "actions", "rewards"), "episode state")
     episode_id = state["id_"]
     if not isinstance(episode_id, str) or not episode_id:
         raise EpisodeStateError(f"The episode state's id_ must be a non-empty string, got {episode_id!r:.60}.")
@@ -259,11 +264,7 @@ def multi_agent_episode_get_state(episode: Any) -> dict[str, Any]:
 def multi_agent_episode_from_state(state: Any, episode_class: type, agent_episode_class: type) -> Any:
     """A MultiAgentEpisode (`episode_class`, its agents' episodes `agent_episode_class`) from a
     state dict (rlx's or RLlib's), checked."""
-    if not isinstance(state, dict):
-        raise EpisodeStateError(f"A multi-agent episode state is a dict, got a {type(state).__name__}.")
-    missing = [k for k in ("id_", "agent_episodes", "env_t_started", "env_t") if k not in state]
-    if missing:
-        raise EpisodeStateError(f"The multi-agent episode state has no {missing} (keys: {sorted(map(str, state))[:12]}).")
+    _check_state_keys(state, ("id_", "agent_episodes", "env_t_started", "env_t"), "multi-agent episode state")
     pairs = state["agent_episodes"]
     pairs = list(pairs.items()) if isinstance(pairs, dict) else pairs
     if not isinstance(pairs, (list, tuple)) or not all(isinstance(p, (list, tuple)) and len(p) == 2 for p in pairs):
