@@ -127,6 +127,16 @@ def local_ray():
         ray.shutdown()
 
 
+@pytest.fixture(scope="module")
+def ray_for_module(request: pytest.FixtureRequest, local_ray):
+    """The shared local Ray, with the requesting test module shipped by value to Ray's workers
+    (they cannot import tests/), as a runtime_env would ship user code to a cluster."""
+    ray = local_ray()
+    ray.cloudpickle.register_pickle_by_value(request.module)
+    yield ray
+    ray.cloudpickle.unregister_pickle_by_value(request.module)
+
+
 # ------------------------------------------------------------------ a two-node Ray cluster
 # A Ray cluster of two nodes on this machine (ray.cluster_utils.Cluster: two raylets), for the tests in
 # tests/distributed that place learners, runners and evaluation runners on a node other than the driver's.

@@ -3,7 +3,6 @@ scheduled, as when its node is lost or its resources are missing) must not hold 
 which kills stuck and unbuildable runners in the middle of training."""
 from __future__ import annotations
 
-import sys
 import time
 from types import SimpleNamespace
 
@@ -16,12 +15,9 @@ from rlx.env.ray_env_runner import RayEnvRunner  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ray_session(local_ray):
-    local_ray()
-    module = sys.modules[__name__]
-    ray.cloudpickle.register_pickle_by_value(module)
-    yield
-    ray.cloudpickle.unregister_pickle_by_value(module)
+def ray_session(ray_for_module):
+    """The shared local Ray, this module shipped to its workers."""
+    return ray_for_module
 
 
 class QuietRunner:

@@ -2,7 +2,6 @@
 runner reads that same object (not a copy per runner sent by the driver)."""
 from __future__ import annotations
 
-import sys
 
 import numpy as np
 import pytest
@@ -14,12 +13,9 @@ from rlx.env.runner_group.calls import SetWeightsCall  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ray_session(local_ray):
-    local_ray()
-    module = sys.modules[__name__]
-    ray.cloudpickle.register_pickle_by_value(module)
-    yield
-    ray.cloudpickle.unregister_pickle_by_value(module)
+def ray_session(ray_for_module):
+    """The shared local Ray, this module shipped to its workers."""
+    return ray_for_module
 
 
 def runner_weights(runner):

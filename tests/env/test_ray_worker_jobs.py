@@ -13,12 +13,9 @@ from rlx.algorithms.ppo import PPOConfig  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def ray_session(local_ray):
-    local_ray()
-    module = sys.modules[__name__]
-    ray.cloudpickle.register_pickle_by_value(module)
-    yield
-    ray.cloudpickle.unregister_pickle_by_value(module)
+def ray_session(ray_for_module):
+    """The shared local Ray, this module shipped to its workers."""
+    return ray_for_module
 
 
 def alive_jobs() -> list[str]:
