@@ -724,6 +724,8 @@ class Algorithm:
         offline_io = getattr(self, "_offline_io", None)
         if offline_io is not None:
             steps.append(offline_io.close)  # completes the output files
+        if getattr(self, "eval_env_runner_group", None) is not None:
+            steps.append(lambda: evaluation_runs.close_evaluation_output(self))  # and the evaluation runners'
         learner_stop = getattr(getattr(self, "learner", None), "stop", None)
         if learner_stop is not None:
             steps.append(learner_stop)

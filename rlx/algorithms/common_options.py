@@ -283,6 +283,10 @@ COMMON_OPTIONS: list[Option] = [
            doc="True: one record (JSON line, Parquet row) per episode chunk; False: one record per sampled "
                "batch, rows are steps (RLlib's old-stack format). rlx's default is False, RLlib's new stack's "
                "True; see docs/offline.md."),
+    Option("output_write_method", None, O, offline_options.check_write_method,
+           doc="'write_parquet' or 'write_json': the files output is written as; None: output_config's format, "
+               "else Parquet for configs that set output_max_rows_per_file or output_write_remaining_data (as "
+               "RLlib's new-stack recorder writes) and JSON otherwise; see docs/offline.md."),
     Option("output_max_rows_per_file", None, O, integer(1, allow_none=True),
            doc="Buffer records and write files of exactly this many rows (episodes with output_write_episodes, "
                "else steps); None: files end by output_max_file_size."),

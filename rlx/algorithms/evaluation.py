@@ -27,6 +27,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from rlx.offline.runner_output import record_runner_sample
 from rlx.utils.errors import EnvError
 
 logger = logging.getLogger("rlx")
@@ -57,6 +58,8 @@ class EvaluationPlan:
     asynchronous: bool = False
     tolerate_failures: bool = False
     stop_event: threading.Event | None = None
+    #: The directory `output="logdir"` writes the evaluation samples to (the Algorithm's log dir).
+    output_log_dir: str | None = None
 
     @property
     def auto(self) -> bool:
@@ -69,14 +72,16 @@ class EvaluationPlan:
         return self.stop_event is None or self.stop_event.is_set()
 
 
-def _unit_fn(unit: str, amount: int) -> Callable[[Any], dict]:
+def _unit_fn(unit: str, amount: int, output_log_dir: str | None = None) -> Callable[[Any], dict]:
+    """The function an evaluation runner runs for one unit: sample it, write the samples into
+    the config's `output` (when set; rlx.offline.runner_output), return the runner's metrics."""
     if unit == "episodes":
         def run(runner: Any) -> dict:
-            runner.sample(num_episodes=amount)
+            record_runner_sample(runner, runner.sample(num_episodes=amount), True, output_log_dir)
             return runner.get_metrics()
     else:
         def run(runner: Any) -> dict:
-            runner.sample(num_timesteps=amount)
+            record_runner_sample(runner, runner.sample(num_timesteps=amount), False, output_log_dir)
             return runner.get_metrics()
     return run
 
@@ -139,7 +144,7 @@ def _run_rounds(handles: list[Any], plan: EvaluationPlan) -> EvaluationOutcome:
                 break
             if remaining is not None:
                 remaining -= amount
-            jobs.append((h, amount, h.submit(_unit_fn(plan.unit, amount))))
+            jobs.append((h, amount, h.submit(_unit_fn(plan.unit, amount, plan.output_log_dir))))
         planned = out.units_done + sum(a for _, a, _ in jobs)
         logger.info("Running round %d of parallel evaluation (%d/%s %s)", round_idx, planned,
                     "auto" if total is None else total, plan.unit)
@@ -198,7 +203,7 @@ def _run_async(handles: list[Any], plan: EvaluationPlan) -> EvaluationOutcome:
                 if not running or plan.auto:
                     continue
                 uid, amount = running[0]
-            in_flight[h.submit(_unit_fn(plan.unit, amount))] = (h, uid, amount)
+            in_flight[h.submit(_unit_fn(plan.unit, amount, plan.output_log_dir))] = (h, uid, amount)
             busy_handles.add(h)
         if total is not None and len(completed) == len(amounts):
             break

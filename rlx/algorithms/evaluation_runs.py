@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from rlx.algorithms.evaluation import EvaluationPlan, add_off_policy_estimates, run_evaluation
 from rlx.algorithms.results import summarize_runner_metrics
+from rlx.offline.runner_output import close_runner_output
 
 if TYPE_CHECKING:
     from rlx.algorithms.algorithm import Algorithm
@@ -168,11 +169,20 @@ def evaluation_results(algo: "Algorithm", synced: list[Any], training_done: thre
         asynchronous=bool(cfg.enable_async_evaluation),
         tolerate_failures=bool(cfg.ignore_env_runner_failures or cfg.restart_failed_env_runners),
         stop_event=training_done,
+        output_log_dir=algo.logdir if eval_cfg.output == "logdir" else None,
     )
     outcome = run_evaluation(synced, plan)
     results = compile_eval_results(algo, outcome.metrics)
     add_off_policy_estimates(algo, results)
     return results, outcome.failed_runner_indices, outcome.delivered_runner_indices
+
+
+def close_evaluation_output(algo: "Algorithm") -> None:
+    """Complete the offline output files `algo`'s evaluation runners wrote (`output`; with
+    output_write_remaining_data, the rows they still buffer too)."""
+    group = getattr(algo, "eval_env_runner_group", None)
+    if group is not None and evaluation_config(algo).output is not None:
+        group.foreach_env_runner(close_runner_output)
 
 
 def finish_evaluation(algo: "Algorithm", results: dict[str, Any], failed_runner_indices: list[int],

@@ -8,6 +8,7 @@ from rlx.offline.io_context import IOContext
 from rlx.offline.json_writer import JsonWriter
 from rlx.offline.mixed_input import MixedInput
 from rlx.offline.offline_data import OfflineDataInput, uses_offline_data
+from rlx.offline.options import WRITE_METHODS
 from rlx.offline.output_writer import OutputWriter
 from rlx.offline.parquet_io import ParquetWriter
 from rlx.offline.shuffled_input import ShuffledInput
@@ -98,10 +99,27 @@ def make_output_writer(ioctx: IOContext) -> OutputWriter | None:
     else:
         path = output
     max_size = int(_setting(config, "output_max_file_size"))
-    if out_config.get("format", "json") == "parquet":
+    if output_format(config) == "parquet":
         return ParquetWriter(path, ioctx, max_file_size=max_size, **record_settings)
     return JsonWriter(path, ioctx, max_file_size=max_size,
                       compress_columns=_setting(config, "output_compress_columns") or (), **record_settings)
+
+
+def output_format(config: Any) -> str:
+    """The format ('json' or 'parquet') rlx writes `output` in: output_config's 'format', else
+    output_write_method's ('write_parquet', 'write_json'), else Parquet for a config that records
+    the way RLlib 2.60's new stack does (it sets output_max_rows_per_file or
+    output_write_remaining_data, which only RLlib's new-stack recorder reads, and which writes
+    Parquet by default), else JSON (RLlib's old-stack format, rlx's default)."""
+    fmt = dict(_setting(config, "output_config") or {}).get("format")
+    if fmt is not None:
+        return str(fmt)
+    method = _setting(config, "output_write_method")
+    if method is not None:
+        return WRITE_METHODS[method]
+    if _setting(config, "output_max_rows_per_file") is not None or _setting(config, "output_write_remaining_data"):
+        return "parquet"
+    return "json"
 
 
 #: What records rlx's file writers write, and how many per file, by default (rlx.offline.records).

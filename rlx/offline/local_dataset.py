@@ -128,6 +128,12 @@ class LocalDataset:
             out = {name: np.concatenate(parts) for name, parts in pending.items()}
             yield _collate_fn(out) if _collate_fn else out
 
+    def take_batch(self, batch_size: int = 20) -> dict[str, np.ndarray]:
+        """The first `batch_size` rows (mapped) as one batch of columns, as `ray.data.Dataset.take_batch`."""
+        for batch in self.iter_batches(batch_size=int(batch_size)):
+            return batch
+        raise OfflineDataError("take_batch(): the dataset holds no rows.")
+
     def iterator(self) -> "LocalDataset":
         """The dataset (it iterates itself with iter_batches)."""
         return self

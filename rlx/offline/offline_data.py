@@ -143,33 +143,52 @@ class OfflineData:
         """iter_batches settings before config.iter_batches_kwargs."""
         return {"prefetch_batches": 2}
 
+    #: Whether a Learner runs the learner connector pieces on the sampled batches (an Algorithm's
+    #: OfflineDataInput sets it): the prelearners then leave them out, so each runs once.
+    learner_connector_in_learner: bool = False
+
+    def prelearner_kwargs(self, module_state: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The constructor arguments of the prelearners `map_batches` builds: RLlib's config, spaces
+        and module_state, and `learner_connector_in_learner=True` when a Learner runs the config's
+        learner connector pieces (only then: a user prelearner without **kwargs keeps working)."""
+        config = self.config
+        spaces = getattr(self, "spaces", None) or (getattr(config, "observation_space", None),
+                                                    getattr(config, "action_space", None))
+        kwargs = {"config": config, "spaces": spaces, "module_state": module_state}
+        if self.learner_connector_in_learner and getattr(config, "learner_connector", None) is not None:
+            kwargs["learner_connector_in_learner"] = True
+        return kwargs
+
     def sample(self, num_samples: int, return_iterator: bool = False, num_shards: int = 1,
                module_state: dict[str, Any] | None = None) -> Any:
         """The next MultiAgentBatch of `num_samples` mapped rows (with return_iterator: the
         dataset iterator(s), `num_shards` of them split over Learners)."""
-        if not self.data_is_mapped:
+        # (A subclass may set only the attributes RLlib's OfflineData.__init__ sets: those below default.)
+        if not getattr(self, "data_is_mapped", False):
             self.data = self.data.map_batches(
-                self.prelearner_class,
-                fn_constructor_kwargs={"config": self.config, "spaces": self.spaces, "module_state": module_state},
-                batch_size=self.data_read_batch_size or num_samples,
-                **self.map_batches_kwargs,
+                getattr(self, "prelearner_class", None) or getattr(self.config, "prelearner_class", None)
+                or OfflinePreLearner,
+                fn_constructor_kwargs=self.prelearner_kwargs(module_state),
+                batch_size=getattr(self, "data_read_batch_size", None) or num_samples,
+                **(getattr(self, "map_batches_kwargs", None) or {}),
             )
             self.data_is_mapped = True
-            if self.materialize_mapped_data:
+            if getattr(self, "materialize_mapped_data", False):
                 self.data = self.data.materialize()
         if return_iterator:
             if num_shards > 1:
                 return self.data.streaming_split(n=num_shards, equal=True, locality_hints=self.locality_hints)
             return [self.data.iterator()]
-        if self.batch_iterators is None:
+        iter_kwargs = getattr(self, "iter_batches_kwargs", None) or {}
+        if getattr(self, "batch_iterators", None) is None:
             self.batch_iterators = iter(self.data.iter_batches(batch_size=num_samples, _collate_fn=_collate,
-                                                               **self.iter_batches_kwargs))
+                                                               **iter_kwargs))
         try:
             return next(self.batch_iterators)
         except StopIteration:
             logger.debug("Offline data exhausted; starting another pass.")
             self.batch_iterators = iter(self.data.iter_batches(batch_size=num_samples, _collate_fn=_collate,
-                                                               **self.iter_batches_kwargs))
+                                                               **iter_kwargs))
             try:
                 return next(self.batch_iterators)
             except StopIteration:
@@ -199,6 +218,8 @@ class OfflineDataInput(InputReader):
     def __init__(self, config: Any) -> None:
         data_class = getattr(config, "offline_data_class", None) or OfflineData
         self.offline_data = data_class(config)
+        # The Algorithm's Learner runs the learner connector pieces on every train batch.
+        self.offline_data.learner_connector_in_learner = True
         self._size = int(getattr(config, "train_batch_size_per_learner", None) or config.train_batch_size)
 
     def next(self) -> Any:

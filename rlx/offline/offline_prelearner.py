@@ -102,25 +102,44 @@ def decode_ndarray(obj: dict) -> Any:
 
 
 class OfflinePreLearner:
-    """Maps one batch of raw rows ({column: array}) to a flat train batch ({"module/column": array}).
+    """Maps one batch of raw rows ({column: array}) to a flat train batch ({"module/column": array})
+    and runs the Learner's connector pipeline on it, as RLlib 2.60's does.
 
     Subclass it and pass the class as `config.offline_data(prelearner_class=...)` to map
-    custom data: override `__call__`, or `_map_to_episodes` for rows of another layout.
+    custom data: override `_map_to_episodes(batch, to_numpy=False, **kwargs) -> {"episodes": [...]}`
+    for rows of another layout (each episode's steps then become train rows), or `__call__`.
+
+    The learner connector pipeline (`self._learner_connector`, from
+    `config.build_learner_connector()`: the config's `learner_connector` pieces) runs on the
+    episodes (rows of steps: one-step episodes, as in RLlib) with the module `self._module`
+    (built from `module_spec`, else the config's `rl_module_spec`, on first use, with
+    `module_state`). When an Algorithm trains from the OfflineData, its Learner runs those pieces
+    on every train batch, whatever its source, so the OfflineData builds its prelearners with
+    `learner_connector_in_learner=True` and they leave the pieces to the Learner: each runs once.
 
     Args:
         config: the AlgorithmConfig (offline_data settings, train batch size, policies_to_train).
         spaces: (observation_space, action_space) of the data, when known.
-        module_state: RLModule weights of the current Learner (kept for subclasses that need the module).
+        module_state: RLModule weights of the current Learner (set into `self._module`).
+        module_spec: RLlib's (deprecated) way to name the module spec; default the config's.
+        learner_connector_in_learner: leave the learner connector pieces to the Learner.
+        kwargs: RLlib's other arguments (e.g. `learner`), accepted and not used.
     """
 
     default_prelearner_buffer_class = EpisodeReplayBuffer
 
     def __init__(self, *, config: Any, spaces: tuple[Any, Any] | None = None,
-                 module_state: dict[str, Any] | None = None, **kwargs: Any) -> None:
+                 module_state: dict[str, Any] | None = None, module_spec: Any = None,
+                 learner_connector_in_learner: bool = False, **kwargs: Any) -> None:
         self.config = config
         self.observation_space: Any = spaces[0] if spaces else None
         self.action_space: Any = spaces[1] if spaces else None
         self.module_state = module_state
+        self._module_spec = module_spec
+        self._rl_module: Any = None
+        self.learner_connector_in_learner = bool(learner_connector_in_learner)
+        build = getattr(config, "build_learner_connector", None)
+        self._learner_connector: Any = build(self.observation_space, self.action_space) if callable(build) else None
         self.schema = {**SCHEMA, **(_setting(config, "input_read_schema", {}))}
         self.compressed = set(_setting(config, "input_compress_columns", []))
         self.batch_size = int(_setting(config, "train_batch_size_per_learner", 0)
@@ -138,18 +157,99 @@ class OfflinePreLearner:
         return buffer_class(**buffer_kwargs)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The flat train batch of one batch of raw rows."""
+        """The flat train batch of one batch of raw rows (the learner connector pieces run on it)."""
         if _setting(self.config, "input_read_episodes", False):
             episodes = self._map_episode_states(batch)
         elif _setting(self.config, "input_read_sample_batches", False):
             episodes = self._map_sample_batch_to_episode(batch)["episodes"]
+        elif type(self)._map_to_episodes is not OfflinePreLearner._map_to_episodes:
+            # A subclass maps the rows to episodes of its own: their steps are the train rows.
+            return self._flatten(pad_modules(self._episode_columns(
+                _by_module(self._map_to_episodes(batch)["episodes"]))))
         else:
-            return self._flatten(pad_modules(self._map_rows_by_module(batch)))
-        per_module: dict[str, list[SingleAgentEpisode]] = {}
-        for episode in episodes:
-            per_module.setdefault(str(episode.module_id or DEFAULT_MODULE_ID), []).append(episode)
-        return self._flatten(pad_modules({mid: episodes_to_columns(self._postprocess_and_sample(eps, mid))
-                                          for mid, eps in per_module.items()}))
+            return self._flatten(pad_modules({mid: self._run_learner_pieces(mid, columns)
+                                              for mid, columns in self._map_rows_by_module(batch).items()}))
+        return self._flatten(pad_modules(self._episode_columns(
+            {mid: self._postprocess_and_sample(eps, mid) for mid, eps in _by_module(episodes).items()})))
+
+    # ------------------------------------------------------------------ module and learner pipeline
+
+    @property
+    def _module(self) -> Any:
+        """The RLModule the learner connector pieces see (RLlib's MultiRLModule on the Learner's
+        side): built from `module_spec`, else the config's `rl_module_spec`, on first use."""
+        if getattr(self, "_rl_module", None) is None:
+            spec = getattr(self, "_module_spec", None)
+            if spec is None:
+                spec = self.config.rl_module_spec
+            module = spec.build()
+            state = getattr(self, "module_state", None)
+            if state:
+                module.set_state(state)
+            self._rl_module = module
+        return self._rl_module
+
+    @_module.setter
+    def _module(self, module: Any) -> None:
+        self._rl_module = module
+
+    def _runs_learner_pieces(self) -> bool:
+        """Whether this prelearner runs the learner connector pieces (it has some, and no Learner
+        runs them after it)."""
+        pipeline = getattr(self, "_learner_connector", None)
+        return pipeline is not None and len(pipeline) > 0 \
+            and not getattr(self, "learner_connector_in_learner", False)
+
+    def _module_for(self, module_id: str) -> Any:
+        module = self._module
+        keys = getattr(module, "keys", None)
+        return module[module_id] if callable(keys) and module_id in module.keys() else module
+
+    def _run_learner_pieces(self, module_id: str, columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One module's rows of steps after the learner connector pieces (each row a one-step
+        episode, as RLlib maps rows of steps)."""
+        if not self._runs_learner_pieces():
+            return columns
+        # (The connector package loads torch: only prelearners that run pieces import it.)
+        from rlx.connectors.learner.learner_connector_pipeline import run_learner_connector
+
+        return run_learner_connector(self._learner_connector, dict(columns), self._module_for(module_id),
+                                     module_id=module_id)
+
+    def _episode_columns(self, episodes: dict[str, list[Any]]) -> dict[str, dict[str, np.ndarray]]:
+        """{module id: train rows} of {module id: episodes}: through the learner connector pipeline
+        (its pieces see whole episodes), else the episodes' steps as they are."""
+        if not self._runs_learner_pieces():
+            return {mid: episodes_to_columns(eps) for mid, eps in episodes.items()}
+        out = {}
+        for mid, eps in episodes.items():
+            for episode in eps:
+                episode.module_id = mid  # (the pipeline groups episodes by module)
+            rows = self._learner_connector(rl_module=self._module_for(mid), batch={}, episodes=eps, shared_data={},
+                                           metrics=None)
+            out.update({str(m): dict(columns) for m, columns in rows.items()})
+        return out
+
+    def _map_to_episodes(self, batch: dict[str, Any], to_numpy: bool = False,
+                         **kwargs: Any) -> dict[str, list[SingleAgentEpisode]]:
+        """{'episodes': one single-step SingleAgentEpisode per row of steps} (RLlib's mapping of
+        rows; rlx's own __call__ maps rows of steps column-wise, faster). Override it to read rows
+        of another layout: __call__ then trains on the steps of the episodes it returns."""
+        columns = self._map_rows(batch)
+        extra = [k for k in columns if k not in SCHEMA and k not in _SKIPPED]
+        episodes = []
+        for i in range(len(columns[Columns.OBS])):
+            next_obs = columns.get(Columns.NEXT_OBS, columns[Columns.OBS])[i]
+            episode = make_episode(
+                id_=str(columns[Columns.EPS_ID][i]), observation_space=self.observation_space,
+                action_space=self.action_space, observations=[columns[Columns.OBS][i], next_obs],
+                actions=[columns[Columns.ACTIONS][i]], rewards=[float(columns[Columns.REWARDS][i])],
+                terminated=bool(columns[Columns.TERMINATEDS][i]), truncated=bool(columns[Columns.TRUNCATEDS][i]),
+                extra_model_outputs={k: [columns[k][i]] for k in extra})
+            if to_numpy:
+                episode.to_numpy()
+            episodes.append(episode)
+        return {"episodes": episodes}
 
     # ------------------------------------------------------------------ rows of steps
 
@@ -324,6 +424,14 @@ class OfflinePreLearner:
     def _flatten(self, batch: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         return {f"{mid}/{name}": values for mid, columns in batch.items()
                 if self._should_module_be_updated(mid, batch) for name, values in columns.items()}
+
+
+def _by_module(episodes: list[Any]) -> dict[str, list[Any]]:
+    """{module id: its episodes} (an episode naming no module is the default module's)."""
+    out: dict[str, list[Any]] = {}
+    for episode in episodes:
+        out.setdefault(str(getattr(episode, "module_id", None) or DEFAULT_MODULE_ID), []).append(episode)
+    return out
 
 
 def _take(values: Any, rows: np.ndarray) -> Any:

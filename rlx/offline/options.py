@@ -95,6 +95,19 @@ def check_read_method(name: str, value: Any) -> Any:
                       f"'read_json', a callable fn(paths, **kwargs) -> Dataset, or None; got {value!r}.")
 
 
+#: output_write_method values: the ray.data write function RLlib 2.60 writes with, and the format rlx writes.
+WRITE_METHODS = {"write_parquet": "parquet", "write_json": "json"}
+
+
+def check_write_method(name: str, value: Any) -> Any:
+    """output_write_method: None (the format of output_config, else rlx's choice) or the name of
+    the `ray.data` write function RLlib writes with: 'write_parquet' or 'write_json'."""
+    if value is None or (isinstance(value, str) and value in WRITE_METHODS):
+        return value
+    raise ConfigError(f"'{name}' must be None, {' or '.join(map(repr, WRITE_METHODS))} (the files rlx writes); "
+                      f"got {value!r}. For another format, write with a callable output fn(ioctx) -> OutputWriter.")
+
+
 def check_filesystem(name: str, value: Any) -> Any:
     """input_filesystem: None (local files), 'gcs', 's3', 'abs' or a pyarrow.fs.FileSystem."""
     if value is None or value in FILESYSTEMS:

@@ -27,6 +27,8 @@ BATCH = 400
 
 
 def recorder(output, **offline) -> PPOConfig:
+    # JSON unless a test says otherwise: output_max_rows_per_file alone would pick Parquet, as RLlib's new stack.
+    offline.setdefault("output_config", {"format": "json"})
     return (PPOConfig().environment("CartPole-v1")
             .training(train_batch_size=BATCH, minibatch_size=100, num_epochs=1)
             .offline_data(output=output, **offline).debugging(seed=0))

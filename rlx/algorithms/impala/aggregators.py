@@ -67,9 +67,10 @@ class AggregatorPool:
         import ray
 
         if not ray.is_initialized():
-            raise RuntimeError("num_aggregator_actors_per_learner > 0 needs Ray: call ray.init() before building "
-                               "the algorithm (aggregator actors run on Ray EnvRunners' fragments), or set "
-                               "num_aggregator_actors_per_learner=0.")
+            # As RLlib's aggregator actors do through Ray's auto-init: a local Ray instance starts.
+            logger.info("num_aggregator_actors_per_learner=%d: starting a local Ray instance for the aggregator "
+                        "actors (call ray.init() first to choose the cluster).", num_actors)
+            ray.init()
         actor_cls = ray.remote(_AggregatorActor).options(num_cpus=num_cpus, max_restarts=-1, max_concurrency=1)
         # Ray actor handles, typed Any: the ray stubs cannot see the `.remote` of their methods.
         self.actors: list[Any] = [actor_cls.remote() for _ in range(int(num_actors))]

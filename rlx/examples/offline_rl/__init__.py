@@ -1,0 +1,1 @@
+"""Offline RL examples (RLlib's `ray.rllib.examples.offline_rl`)."""
