@@ -62,18 +62,16 @@ def module_spec(algo: "Algorithm") -> RLModuleSpec | MultiRLModuleSpec:
         if not multi_agent:
             raise ConfigError("rl_module_spec is a MultiRLModuleSpec, but the env and config are single-agent; "
                               "give an RLModuleSpec, or configure policies with config.multi_agent(...).")
-        if user.multi_rl_module_class is not MultiRLModule:
-            name = getattr(user.multi_rl_module_class, "__name__", user.multi_rl_module_class)
-            raise NotSupportedYetError(
-                f"MultiRLModuleSpec(multi_rl_module_class={name})",
-                "rlx's EnvRunners act with, and its Learners train, each policy's module on its own, so a "
-                "MultiRLModule subclass whose forward couples modules (e.g. a shared encoder) would not run",
-                fix="Leave multi_rl_module_class unset and give every policy a module of its own (e.g. its own "
-                    "encoder).")
         specs = user.rl_module_specs
-        if isinstance(specs, RLModuleSpec):
+        if isinstance(specs, RLModuleSpec) and user.multi_rl_module_class is MultiRLModule:
             return completed_spec(algo, specs)
-        return MultiRLModuleSpec(rl_module_specs={mid: completed_spec(algo, s) for mid, s in (specs or {}).items()},
+        if isinstance(specs, RLModuleSpec):  # one spec for every policy, in the user's MultiRLModule
+            return MultiRLModuleSpec(multi_rl_module_class=user.multi_rl_module_class,
+                                     default_spec=completed_spec(algo, specs))
+        # A MultiRLModule subclass (e.g. one whose forward runs a shared encoder before every policy)
+        # is built on the EnvRunners with every module of the spec; see MultiRLModule.runs_modules_jointly.
+        return MultiRLModuleSpec(multi_rl_module_class=user.multi_rl_module_class,
+                                 rl_module_specs={mid: completed_spec(algo, s) for mid, s in (specs or {}).items()},
                                  default_spec=completed_spec(algo, None))
     return with_action_mask_key(completed_spec(algo, user), algo.config, multi_agent)
 
@@ -92,7 +90,8 @@ def with_policy_class_modules(algo: "Algorithm", config: Any, spec: Any) -> Any:
         specs, default = {}, spec.spec_for("") if isinstance(spec, MultiRLModuleSpec) else spec
     for pid, module_class in played.items():
         specs[pid] = completed_spec(algo, RLModuleSpec(module_class=module_class))
-    return MultiRLModuleSpec(rl_module_specs=specs, default_spec=default)
+    module_class = spec.multi_rl_module_class if isinstance(spec, MultiRLModuleSpec) else MultiRLModule
+    return MultiRLModuleSpec(multi_rl_module_class=module_class, rl_module_specs=specs, default_spec=default)
 
 
 def _builds_memory(module_class: Any, memory_key: str) -> bool:

@@ -39,7 +39,10 @@ from rlx.core.learner.threads import update_thread_chooser
 from rlx.core.learner.device import learner_device, module_device, to_device
 from rlx.core.modelv2 import ModelV2
 from rlx.core.rl_module.apis import SelfSupervisedLossAPI
+from rlx.core.rl_module.agent_mapping import is_trainable
+from rlx.core.rl_module.multi_rl_module import MultiRLModule
 from rlx.core.rl_module.rl_module import RLModule
+from rlx.core.sample_batch import SampleBatch
 from rlx.utils.errors import ConfigError, NonFiniteUpdateError, did_you_mean
 from rlx.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 from rlx.utils.metrics.metrics_logger import MetricsLogger
@@ -311,8 +314,13 @@ class Learner:
         self.device = learner_device(config) if hasattr(config, "learner_device") else torch.device("cpu")
         if module_device(module) != self.device:
             module.to(self.device)
-        self.module_id: str = _BUILDING_MODULE_ID.get()
-        self.module = SingleModuleView(module, self.module_id)
+        # A MultiRLModule whose forward couples its modules (MultiRLModule.runs_modules_jointly)
+        # trains in one Learner: `self.module` is then that MultiRLModule and `module_id` ALL_MODULES.
+        joint = isinstance(module, MultiRLModule)
+        self.module_id: str = ALL_MODULES if joint else _BUILDING_MODULE_ID.get()
+        self.module: Any = module if joint else SingleModuleView(module, self.module_id)
+        #: {optimizer name: the module id it was registered for (ALL_MODULES: every module's)}.
+        self._optimizer_modules: dict[str, str] = {}
         self.metrics = MetricsLogger()
         self.params = [p for p in module.parameters() if p.requires_grad]
         self.lr_schedules: dict[str, PiecewiseSchedule] = {}
@@ -370,22 +378,55 @@ class Learner:
 
     @property
     def rl_module(self) -> RLModule:
-        """The module this Learner trains (the object itself, not the view `self.module`)."""
-        return self.module.unwrapped_module
+        """The module this Learner trains (the object itself, not the view `self.module`; the
+        MultiRLModule for a Learner of all modules)."""
+        return unwrap_module(self.module)
+
+    @property
+    def trains_all_modules(self) -> bool:
+        """Whether this Learner trains a whole MultiRLModule (one whose forward couples its
+        modules) rather than one module."""
+        return self.module_id == ALL_MODULES
 
     # ------------------------------------------------------------ optimizers
 
     def configure_optimizers(self) -> None:
-        """Create the optimizers: by default `configure_optimizers_for_module` of this module."""
-        if self.rl_module_is_compatible(self.rl_module):
-            self.configure_optimizers_for_module(self.module_id, config=self.config)
+        """Create the optimizers: by default `configure_optimizers_for_module` of each module
+        (this Learner's one, or every module of the MultiRLModule it trains)."""
+        for module_id in self.module.keys():
+            if self.rl_module_is_compatible(self.module[module_id]):
+                self.configure_optimizers_for_module(module_id, config=self._module_config(module_id))
+
+    def _module_config(self, module_id: str) -> ResolvedConfig:
+        """The config of `module_id`: this Learner's (per-module configs are given to each module's
+        own Learner), or for a Learner of all modules that module's (`get_config_for_module`)."""
+        get = getattr(self.config, "get_config_for_module", None)
+        return get(module_id) if self.trains_all_modules and callable(get) else self.config
 
     def configure_optimizers_for_module(self, module_id: str, config: ResolvedConfig | None = None) -> None:
         """Register the optimizers of `module_id` (RLlib's hook; override it to use other or several
         optimizers, calling `register_optimizer` for each). The default is one optimizer
         ("default") built from `config.optimizer` over all module parameters with `config.lr`."""
         config = self.config if config is None else config
-        self.add_optimizer(_DEFAULT_NAME, self.params, config.lr)
+        if not self.trains_all_modules:
+            self.add_optimizer(_DEFAULT_NAME, self.params, config.lr)
+            return
+        params = [p for p in self.module[module_id].parameters() if p.requires_grad]
+        if params:  # (a module without parameters, e.g. a heuristic policy, gets no optimizer)
+            self.add_optimizer(self._optimizer_key(module_id, DEFAULT_OPTIMIZER), params, config.lr)
+            self._optimizer_modules[self._optimizer_key(module_id, DEFAULT_OPTIMIZER)] = module_id
+
+    def _optimizer_key(self, module_id: str, optimizer_name: str) -> str:
+        """Where optimizer `optimizer_name` of `module_id` is kept in `self.optimizers`: its name
+        (DEFAULT_OPTIMIZER as "default"), prefixed "<module_id>_" in a Learner of all modules for
+        an optimizer of one module (RLlib's full registration name)."""
+        name = _DEFAULT_NAME if optimizer_name == DEFAULT_OPTIMIZER else str(optimizer_name)
+        if self.trains_all_modules and module_id != ALL_MODULES:
+            return f"{module_id}_{name}"
+        return name
+
+    def _knows_module(self, module_id: str) -> bool:
+        return module_id in (self.module_id, ALL_MODULES) or (self.trains_all_modules and module_id in self.module)
 
     def add_optimizer(self, name: str, params: Sequence[torch.Tensor], lr: Any) -> Any:
         """Register an optimizer named `name` over `params` with lr given as a float or a schedule."""
@@ -407,10 +448,10 @@ class Learner:
         `optimizer_name` tells several optimizers of one module apart; DEFAULT_OPTIMIZER is stored
         as "default". `module_id` must be this Learner's module (or ALL_MODULES).
         """
-        if module_id not in (self.module_id, ALL_MODULES):
+        if not self._knows_module(module_id):
             raise ValueError(f"register_optimizer(module_id={module_id!r}): this {type(self).__name__} trains "
                              f"the module {self.module_id!r}.")
-        name = _DEFAULT_NAME if optimizer_name == DEFAULT_OPTIMIZER else str(optimizer_name)
+        name = self._optimizer_key(module_id, optimizer_name)
         if name in self.optimizers:
             raise ValueError(f"An optimizer named {optimizer_name!r} is registered already for module "
                              f"{self.module_id!r}; give each optimizer its own optimizer_name.")
@@ -428,6 +469,7 @@ class Learner:
             self._set_optimizer_lr(optimizer, schedule.value(0))
         self.optimizers[name] = optimizer
         self._optimizer_params[name] = params
+        self._optimizer_modules[name] = module_id
         self._attach_torch_lr_schedulers(name)
 
     def _attach_torch_lr_schedulers(self, name: str) -> None:
@@ -443,10 +485,12 @@ class Learner:
 
     def get_optimizer(self, module_id: str = DEFAULT_MODULE_ID, optimizer_name: str = DEFAULT_OPTIMIZER) -> Any:
         """The optimizer `optimizer_name` of `module_id` (RLlib's API)."""
-        if module_id not in (self.module_id, ALL_MODULES):
+        if not self._knows_module(module_id):
             raise KeyError(f"Unknown module id {module_id!r}: this {type(self).__name__} trains the module "
                            f"{self.module_id!r}.")
-        name = _DEFAULT_NAME if optimizer_name == DEFAULT_OPTIMIZER else optimizer_name
+        name = self._optimizer_key(module_id, optimizer_name)
+        if name not in self.optimizers:  # (in a Learner of all modules: one registered for all of them)
+            name = self._optimizer_key(ALL_MODULES, optimizer_name)
         if name not in self.optimizers:
             names = [DEFAULT_OPTIMIZER if n == _DEFAULT_NAME else n for n in self.optimizers]
             raise KeyError(f"No optimizer named {optimizer_name!r}.{did_you_mean(str(optimizer_name), names)} "
@@ -455,9 +499,11 @@ class Learner:
 
     def get_optimizers_for_module(self, module_id: str = ALL_MODULES) -> list[tuple[str, Any]]:
         """[(optimizer_name, optimizer)] of `module_id` (the default one named DEFAULT_OPTIMIZER)."""
-        if module_id not in (self.module_id, ALL_MODULES):
+        if not self._knows_module(module_id):
             return []
-        return [(DEFAULT_OPTIMIZER if n == _DEFAULT_NAME else n, o) for n, o in self.optimizers.items()]
+        return [(DEFAULT_OPTIMIZER if n == _DEFAULT_NAME else n, o) for n, o in self.optimizers.items()
+                if module_id in (self.module_id, ALL_MODULES)
+                or self._optimizer_modules.get(n, ALL_MODULES) in (module_id, ALL_MODULES)]
 
     def get_parameters(self, module: Any) -> list[torch.Tensor]:
         """The parameters of `module` (any torch module, e.g. `self.module[module_id].pi`)."""
@@ -577,7 +623,7 @@ class Learner:
                                    "build the Learner with an AlgorithmConfig (config.build_learner_connector).")
             batch = self._learner_connector(rl_module=self.module, batch={}, episodes=list(episodes),
                                             metrics=self.metrics, shared_data={})
-        batch = module_part(batch, self.module_id)
+        batch = self.training_part(batch)
         if batch is None:
             return {}
         timestep = int((timesteps or {}).get(NUM_ENV_STEPS_SAMPLED_LIFETIME) or 0)
@@ -587,7 +633,36 @@ class Learner:
             metrics = self.run_update(batch, timestep)
         finally:
             self._update_options = {}
-        return {self.module_id: metrics}
+        return self.results_by_module(metrics)
+
+    def training_part(self, batch: Any) -> Any:
+        """The part of `batch` this Learner trains on: its module's columns (see `module_part`), or
+        for a Learner of all modules {module_id: columns} of the modules it holds that train
+        (`policies_to_train`); None when there is none."""
+        if not self.trains_all_modules:
+            return module_part(batch, self.module_id)
+        to_train = getattr(self.config, "policies_to_train", None)
+        parts = {mid: columns for mid, columns in getattr(batch, "policy_batches", batch).items()
+                 if mid in self.module and is_trainable(to_train, mid, SampleBatch(columns) if callable(to_train)
+                                                        else columns)}
+        return parts or None
+
+    def results_by_module(self, metrics: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """{module_id: metrics} of an update's metrics: this Learner's module's, or (a Learner of all
+        modules) each module's own results with the ones logged for all modules in each of them."""
+        if not self.trains_all_modules:
+            return {self.module_id: metrics}
+        shared = {k: v for k, v in metrics.items() if not (k in self.module and isinstance(v, dict))}
+        return {mid: {**shared, **value} for mid, value in metrics.items()
+                if mid in self.module and isinstance(value, dict)}
+
+    def forward_train_modules(self, batch: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """{module_id: forward_train output} on {module_id: batch}: this Learner's module's own
+        forward_train, or the forward_train of the MultiRLModule it trains (which may couple its
+        modules, e.g. run a shared encoder before each policy)."""
+        if self.trains_all_modules:
+            return self.rl_module.forward_train(batch)
+        return {self.module_id: self.rl_module.forward_train(batch[self.module_id])}
 
     def run_update(self, batch: Any, timestep: int) -> Any:
         """`update_from_batch` as the Algorithm runs it: under the config's mixed precision, on the
@@ -914,17 +989,18 @@ def loss_api_update(learner: Learner, batch: Mapping[str, Any], timestep: int, *
     `compute_losses` and one step of every optimizer; the metrics include each pass's total_loss."""
     learner.begin_update(batch, timestep)
     learner.set_lr_for_timestep(timestep)
-    mid = learner.module_id
-    tensors = module_batches({mid: dict(batch)}, [mid], learner.device)
-    total = None
+    parts = dict(batch) if learner.trains_all_modules else {learner.module_id: dict(batch)}
+    tensors = module_batches(parts, list(parts), learner.device)
+    losses: dict[str, torch.Tensor] = {}
     for minibatch in minibatches(tensors, num_epochs=num_epochs, minibatch_size=minibatch_size, shuffle=shuffle):
-        fwd_out = learner.rl_module.forward_train(minibatch[mid])
-        losses = learner.compute_losses(fwd_out={mid: fwd_out}, batch=minibatch)
-        total = sum_losses(losses)
-        learner.apply_loss_to_all_optimizers(total, terms=losses)
+        losses = learner.compute_losses(fwd_out=learner.forward_train_modules(minibatch), batch=minibatch)
+        learner.apply_loss_to_all_optimizers(sum_losses(losses), terms=losses)
     metrics = learner.end_update()
-    if total is not None:
-        metrics.setdefault("total_loss", float(total.detach()))
+    if losses and learner.trains_all_modules:  # each module's loss in its results (the last minibatch's)
+        for mid, loss in losses.items():
+            metrics.setdefault(mid, {}).setdefault("total_loss", float(loss.detach()))
+    elif losses:
+        metrics.setdefault("total_loss", float(sum_losses(losses).detach()))
     return metrics
 
 

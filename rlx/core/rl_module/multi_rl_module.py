@@ -17,6 +17,11 @@ from rlx.core.rl_module.module_cache import ModuleCache
 from rlx.core.rl_module.rl_module import RLModule, RLModuleSpec
 
 
+#: The forward passes a MultiRLModule subclass overrides to couple its modules (runs_modules_jointly).
+_FORWARD_METHODS = ("forward", "forward_train", "forward_exploration", "forward_inference", "_forward",
+                    "_forward_train", "_forward_exploration", "_forward_inference")
+
+
 class MultiRLModule(nn.Module):
     """A dict of RLModules keyed by module id (RLlib's MultiRLModule, formerly MultiAgentRLModule).
 
@@ -28,6 +33,7 @@ class MultiRLModule(nn.Module):
     """
 
     _cache_settings: tuple[int, bool] | None = None
+    _runs_jointly: bool | None = None
     _module_cache: Any = None
 
     def __init__(self, modules: dict[str, RLModule] | None = None, *, observation_space: Any = None,
@@ -168,6 +174,12 @@ class MultiRLModule(nn.Module):
         """forward_inference of each module on its own batch (through `_forward_inference`)."""
         return self._forward_inference(batch, **kwargs)
 
+    def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """RLlib's generic hook: each module's `_forward` on its own batch (modules not held are
+        skipped). The `forward_*` methods go through `_forward_train`/`_forward_exploration`/
+        `_forward_inference`, which subclasses override (RLlib's semantics)."""
+        return {mid: self[mid]._forward(b, **kwargs) for mid, b in batch.items() if mid in self}
+
     def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return {mid: self[mid].forward_train(b, **kwargs) for mid, b in batch.items()}
 
@@ -176,6 +188,18 @@ class MultiRLModule(nn.Module):
 
     def _forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return {mid: self[mid].forward_inference(b, **kwargs) for mid, b in batch.items()}
+
+    @classmethod
+    def runs_modules_jointly(cls) -> bool:
+        """Whether this class computes its modules' outputs together (it overrides a forward pass,
+        e.g. a shared encoder feeding every policy): then EnvRunners act, and Learners train,
+        through this MultiRLModule's forward with {module_id: batch}, and one Learner trains
+        all of its modules. rlx's own MultiRLModule runs each module alone (False)."""
+        joint = cls.__dict__.get("_runs_jointly")  # (asked at every env step: decided once per class)
+        if joint is None:
+            joint = any(getattr(cls, name) is not getattr(MultiRLModule, name) for name in _FORWARD_METHODS)
+            cls._runs_jointly = joint
+        return bool(joint)
 
     def get_state(self, module_ids: list[str] | None = None) -> dict[str, dict[str, np.ndarray]]:
         """{module_id: weights as NumPy arrays} of all modules (or of `module_ids`)."""

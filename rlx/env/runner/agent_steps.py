@@ -27,7 +27,7 @@ from rlx.env.multi_agent_episode import MultiAgentEpisode
 from rlx.env.runner.agent_batches import AgentBatches
 from rlx.env.runner.columns import ModuleColumns
 from rlx.env.runner.episode_events import log_episode_extras, log_episode_returns
-from rlx.env.runner.module_slot import ModuleSlot
+from rlx.env.runner.module_slot import ModuleSlot, joint_forward
 from rlx.utils.errors import EnvError
 from rlx.utils.progress_events import env_step_listener
 
@@ -363,15 +363,9 @@ class AgentSampling(AgentBatches):
                 group.cols.append(agent.column)
                 if agent.columns is None:
                     group.new.append(agent)
-        actions: dict[int, dict] = {b: {} for b in active}
-        pending = self._pending
-        cache = self.module.module_cache
+        inputs = []
         for pid, group in groups.items():
             slot = self._slots[pid]
-            if cache is not None:
-                cache.use(pid)  # policy_map_capacity: back into memory if it was swapped out
-            if slot.module is not self.module[pid]:  # (a module swapped back in may be a new object)
-                slot.use(self.module[pid], slot.exploration)
             raw = np.array(group.rows)
             if slot.float_obs and not math.isfinite(float(np.vdot(raw, raw))):
                 self._raise_nonfinite(raw, group)
@@ -385,10 +379,25 @@ class AgentSampling(AgentBatches):
                 states = [self._agent_state[agent.env].get(agent.agent_id, slot.initial_state)
                           for agent in group.agents]
                 state_in = {k: np.stack([st[k] for st in states]) for k in slot.initial_state}
-            numpy_actor = self._numpy_actor(slot, explore, random_actions)
+            inputs.append((pid, group, slot, obs, state_in))
+        # A MultiRLModule that runs its modules jointly (e.g. a shared encoder before every policy)
+        # computes every acting module's output in one forward on {module_id: batch}; rlx's own
+        # runs each module alone, below, on the NumPy fast path where it can.
+        outs = joint_forward(self.module, {pid: slot.module_batch(obs, state_in) for pid, _, slot, obs, state_in
+                                           in inputs}, explore) if self.module.runs_modules_jointly() else {}
+        actions: dict[int, dict] = {b: {} for b in active}
+        pending = self._pending
+        cache = self.module.module_cache
+        for pid, group, slot, obs, state_in in inputs:
+            if cache is not None:
+                cache.use(pid)  # policy_map_capacity: back into memory if it was swapped out
+            if slot.module is not self.module[pid]:  # (a module swapped back in may be a new object)
+                slot.use(self.module[pid], slot.exploration)
+            out = outs.get(pid)
+            numpy_actor = self._numpy_actor(slot, explore, random_actions) if out is None else None
             acted = numpy_actor(obs) if numpy_actor is not None else None  # (the NumPy path, no torch op)
             acts, logp, dist_inputs = acted if acted is not None else slot.act(
-                obs, explore, random_actions, state_in=state_in)
+                obs, explore, random_actions, state_in=state_in, out=out)
             env_actions = slot.actions.to_env(acts)
             self._open(self._give_columns(pid, group), group, obs, acts, logp, dist_inputs, state_in)
             if self._returns_episodes:  # RLlib's episodes hold the module's actions and its outputs

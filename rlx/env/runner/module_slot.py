@@ -74,6 +74,14 @@ def module_chosen_actions(out: dict[str, Any], n: int) -> Acted:
     return actions, logp, dist_inputs
 
 
+def joint_forward(multi_module: Any, batches: dict[str, dict[str, Any]], explore: bool) -> dict[str, Any]:
+    """{module_id: acting output} of a MultiRLModule that runs its modules jointly, on
+    {module_id: batch}: its forward_exploration (explore) or forward_inference, without gradients."""
+    with torch.no_grad():
+        forward = multi_module.forward_exploration if explore else multi_module.forward_inference
+        return forward(batches)
+
+
 def slot_attribute(name: str, doc: str) -> Any:
     """A property, for a class whose instances have a `slot`, that reads and writes the slot's
     attribute `name` (a runner or Policy view shows its module's acting path this way; code that
@@ -116,6 +124,9 @@ class ModuleSlot:
         self.actions = ActionAdapter(action_space, config.normalize_actions, config.clip_actions)
         self.module_observation_space = self.preprocessor.observation_space
         self.module: Any = None
+        #: The MultiRLModule whose forward computes this module's output together with its other
+        #: modules' (MultiRLModule.runs_modules_jointly), or None: the module acts alone.
+        self.joint: Any = None
         self.exploration: Any = None
         self.initial_state: dict[str, np.ndarray] = {}
         self.stateful = False
@@ -199,7 +210,8 @@ class ModuleSlot:
         forward through the entry rlx.core.numpy_forward keeps for it, which the module cache
         empties when it swaps the module out (so no view keeps the freed storage alive); the
         next call then builds it anew, over the storage the module has then."""
-        if random_actions or self.stateful or self._compiled is not None or self.exploration is None:
+        if random_actions or self.stateful or self._compiled is not None or self.exploration is None \
+                or self.joint is not None:  # (a joint MultiRLModule's forward is its own, in torch)
             return None  # (a compiling runner acts through its compiled torch module)
         module, exploration = self.module, self.exploration
         # (check_storage: rebuilt when a parameter got new storage, e.g. `param.data = ...`.)
@@ -236,26 +248,44 @@ class ModuleSlot:
 
         return act
 
+    @staticmethod
+    def module_batch(obs: np.ndarray, state_in: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+        """The module's input batch for filtered observations `obs` ([B, ...]); a recurrent
+        module's (`state_in`: one state row per observation) is one time step [B, 1, ...]."""
+        batch: dict[str, Any] = {Columns.OBS: torch.from_numpy(obs)}
+        if state_in is not None:
+            batch = {Columns.OBS: batch[Columns.OBS][:, None],
+                     Columns.STATE_IN: {k: torch.from_numpy(v) for k, v in state_in.items()}}
+        return batch
+
+    def forward(self, batch: dict[str, Any], explore: bool, compiled: bool = True) -> dict[str, Any]:
+        """The module's acting output on `batch`: its own forward_exploration/forward_inference
+        (compiled where the runner compiles), or, when the module belongs to a MultiRLModule that
+        runs its modules jointly (`joint`), that MultiRLModule's forward on {module_id: batch}."""
+        if self.joint is not None:
+            return joint_forward(self.joint, {self.module_id: batch}, explore)[self.module_id]
+        return acting_forward(self._compiled if compiled else None, self.module, explore)(batch)
+
     def act(self, obs: np.ndarray, explore: bool, random_actions: bool = False, timestep: int | None = None,
             state_in: dict[str, np.ndarray] | None = None,
-            numpy_actor: Callable[[np.ndarray], Acted | None] | None = None, compiled: bool = True) -> Acted:
+            numpy_actor: Callable[[np.ndarray], Acted | None] | None = None, compiled: bool = True,
+            out: dict[str, Any] | None = None) -> Acted:
         """(actions, log-probabilities, distribution inputs) for a batch of filtered observations.
 
         The module's output goes through the exploration, which decides (from `explore` and the
         timestep, default the runner's env-step count) how to turn it into actions. With a
         `numpy_actor` (see numpy_actor) that can take this step, no torch op runs. A recurrent
         module gets `state_in` (one row per observation) and leaves its new state in `state_out`.
-        `compiled=False` runs the eager forward pass even where the runner compiles.
+        `compiled=False` runs the eager forward pass even where the runner compiles. `out`: the
+        module's output on `module_batch(obs, state_in)` when it was computed already (a runner
+        acting through a MultiRLModule's joint forward, see `joint_forward`).
         """
-        if numpy_actor is not None:
-            acted = numpy_actor(obs)
-            if acted is not None:
-                return acted
-        batch: dict[str, Any] = {Columns.OBS: torch.from_numpy(obs)}
-        if state_in is not None:  # one time step: [B, 1, ...] and the state of each row
-            batch = {Columns.OBS: batch[Columns.OBS][:, None],
-                     Columns.STATE_IN: {k: torch.from_numpy(v) for k, v in state_in.items()}}
-        out = acting_forward(self._compiled if compiled else None, self.module, explore)(batch)
+        if out is None:
+            if numpy_actor is not None:
+                acted = numpy_actor(obs)
+                if acted is not None:
+                    return acted
+            out = self.forward(self.module_batch(obs, state_in), explore, compiled)
         if state_in is not None:
             out = without_time_axis(out)
             self.state_out = {k: np.asarray(v.detach().numpy() if hasattr(v, "detach") else v, np.float32)

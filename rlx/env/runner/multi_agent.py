@@ -1,7 +1,9 @@
 """MultiAgentEnvRunner: the EnvRunner of multi-agent envs, with one module per policy.
 
 Agents are mapped to policies by policy_mapping_fn (once per agent per episode); each policy's
-module acts through its own `ModuleSlot` (rlx.env.runner.module_slot). How the agents'
+module acts through its own `ModuleSlot` (rlx.env.runner.module_slot); a MultiRLModule
+subclass whose forward couples its modules (e.g. a shared encoder that is no policy) computes
+the acting policies' outputs in one forward on {module_id: batch} first. How the agents'
 experience becomes per-module time-major batches: rlx.env.runner.agent_steps. A single-agent
 Gymnasium env given to this runner is its one-agent case (SingleAgentAsMultiAgent).
 """
@@ -60,13 +62,16 @@ class MultiAgentEnvRunner(AgentSampling):
         # Without envs it counts as one, as a single-agent runner without envs does (the config's
         # resolved num_envs_per_env_runner must stay valid).
         self.num_envs = len(self.envs) if self.envs else 1
-        self._module = module if module is not None else MultiRLModule()
-        # policy_map_capacity: at most that many policies' modules in memory, the others swapped out.
-        self.module.set_policy_map_capacity(config.policy_map_capacity, config.policy_states_are_swappable)
         self._module_spec = module_spec if module_spec is not None or module is not None \
             else self._spec_or_config_spec(None)
-        for pid in self.policies:
-            self._add_slot(pid, build=module is None or pid not in module)
+        slots = {pid: self._policy_slot(pid) for pid in self.policies}
+        self._module = module if module is not None else self._build_multi_rl_module(slots)
+        # policy_map_capacity: at most that many policies' modules in memory, the others swapped out.
+        self.module.set_policy_map_capacity(config.policy_map_capacity, config.policy_states_are_swappable)
+        for pid, slot in slots.items():
+            if pid not in self.module:
+                self._add_policy_module(pid, slot)
+            self._attach_slot(pid, slot)
         if self._connectors is not None:
             self._connectors.rl_module = self.module
         self._setup_sampling()
@@ -176,19 +181,60 @@ class MultiAgentEnvRunner(AgentSampling):
             "PolicySpec(observation_space=..., action_space=...)}, or to add_policy(..., observation_space=..., "
             "action_space=...).")
 
-    def _add_slot(self, pid: str, build: bool) -> ModuleSlot:
+    def _policy_slot(self, pid: str) -> ModuleSlot:
+        """A new acting path for policy `pid` (its module attached later, by _attach_slot)."""
         obs_space, act_space = self._policy_spaces(pid)
-        slot = self._new_slot(pid, self.config.get_config_for_module(pid), obs_space, act_space)
-        if build:
-            spec = self._module_spec
-            if isinstance(spec, MultiRLModuleSpec):
-                spec = spec.spec_for(pid)
-            self.module.add_module(pid, self._build_module(spec, slot, slot.module_action_space,
-                                                           sorted(self.policies).index(pid)), override=True)
+        return self._new_slot(pid, self.config.get_config_for_module(pid), obs_space, act_space)
+
+    def _policy_module(self, pid: str, slot: ModuleSlot) -> RLModule:
+        """Policy `pid`'s module built from its spec, with the slot's spaces where the spec has none."""
+        spec = self._module_spec
+        if isinstance(spec, MultiRLModuleSpec):
+            spec = spec.spec_for(pid)
+        return self._build_module(spec, slot, slot.module_action_space, sorted(self.policies).index(pid))
+
+    def _build_multi_rl_module(self, slots: dict[str, ModuleSlot]) -> MultiRLModule:
+        """rlx's MultiRLModule of the policies' modules or, when the spec names a subclass of it,
+        that class holding every policy's module and every other module the spec names (e.g. a
+        shared encoder that no agent maps to), all built before the class's `setup()` runs."""
+        spec = self._module_spec
+        modules: dict[str, RLModule] = {pid: self._policy_module(pid, slot) for pid, slot in slots.items()}
+        if not isinstance(spec, MultiRLModuleSpec) or spec.multi_rl_module_class is MultiRLModule:
+            return MultiRLModule(modules)
+        named = spec.rl_module_specs if isinstance(spec.rl_module_specs, dict) else {}  # (else one spec for all)
+        for offset, (mid, module_spec) in enumerate(sorted(named.items())):
+            if mid not in modules:
+                modules[mid] = self._non_policy_module(mid, module_spec, len(self.policies) + offset)
+        return spec.multi_rl_module_class(modules)
+
+    def _non_policy_module(self, mid: str, spec: RLModuleSpec, seed_offset: int) -> RLModule:
+        """Module `mid` of the MultiRLModuleSpec that is no policy: built from its own spec, which
+        must give its spaces (no agent maps to it to take them from)."""
+        if spec.observation_space is None or spec.action_space is None:
+            raise EnvError(
+                f"Module {mid!r} of the MultiRLModuleSpec is not a policy (policies: {sorted(self.policies)}), so no "
+                f"agent's spaces are its own: give RLModuleSpec(observation_space=..., action_space=...) for {mid!r}, "
+                "or name it in config.multi_agent(policies=...).")
+        return self._seeded_build(spec, seed_offset)
+
+    def _add_policy_module(self, pid: str, slot: ModuleSlot) -> None:
+        """Build policy `pid`'s module into the MultiRLModule (replacing one of that id)."""
+        self.module.add_module(pid, self._policy_module(pid, slot), override=True)
+
+    def _attach_slot(self, pid: str, slot: ModuleSlot) -> ModuleSlot:
+        """Let `slot` act with the MultiRLModule's module `pid` (through the MultiRLModule's forward
+        when it runs its modules jointly) and register it as policy `pid`'s acting path."""
         slot.attach(self.module[pid], None if self._seed is None else self._seed + 31 * len(self._slots),
                     self.num_workers, self.worker_index)
+        slot.joint = self.module if self.module.runs_modules_jointly() else None
         self._slots[pid] = slot
         return slot
+
+    def _add_slot(self, pid: str, build: bool) -> ModuleSlot:
+        slot = self._policy_slot(pid)
+        if build:
+            self._add_policy_module(pid, slot)
+        return self._attach_slot(pid, slot)
 
     def add_policy(self, policy_id: str, spec: Any = None, weights: dict | None = None,
                    policy_mapping_fn: Callable | None = None, module: RLModule | None = None) -> None:

@@ -117,6 +117,10 @@ class EnvRunner(SubEnvs, EpisodeEvents):
             action_space=spec.action_space if spec.action_space is not None else action_space,
             model_config=spec.model_config if spec.model_config is not None else slot.config.model,
         )
+        return self._seeded_build(spec, seed_offset)
+
+    def _seeded_build(self, spec: RLModuleSpec, seed_offset: int = 0) -> RLModule:
+        """`spec.build()` with torch seeded from the config's seed (+ `seed_offset`) when it has one."""
         seeded = self.config.seed is not None
         ctx = torch.random.fork_rng(devices=[]) if seeded else contextlib.nullcontext()
         with ctx:
