@@ -1,12 +1,15 @@
 """Shared test set-up: every test writes results under its own tmp dir, never ~/rlx_results."""
 from __future__ import annotations
 
+import fcntl
+import importlib.util
+import json
 import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -79,6 +82,56 @@ def save_trained_checkpoint(config: PPOConfig, path: Path) -> Path:
     finally:
         algo.stop()
     return path
+
+
+# ------------------------------------------------------------------ expert data, recorded once per run
+#: The expert recordings the offline tests read: tuned_examples/<folder>/<script> (what the tuned
+#: examples' comments tell users to run) with these settings.
+EXPERT_RECORDINGS = {
+    "pendulum": ("cql", "generate_pendulum_expert_data.py", {"steps": 4000, "seed": 0}),
+    "cartpole": ("bc", "generate_cartpole_expert_data.py", {"steps": 20_000, "seed": 0}),
+}
+
+
+def _load_tuned_example_script(folder: str, script: str):
+    """A script of tuned_examples/ loaded as a module."""
+    path = Path(__file__).resolve().parents[1] / "tuned_examples" / folder / script
+    module_spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def _run_shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory every pytest-xdist worker of this run sees (the parent of the workers' own
+    base temp dirs), or the base temp dir without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def expert_recordings(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """A function `name -> directory` of the expert recording `name` ("pendulum": 4000 steps of
+    a SAC trained to -300; "cartpole": 20k steps of a PPO trained to 450), recorded by the first
+    test process that asks and read by all others (recording trains an expert: seconds of CPU).
+    The recorder's mean return must reach its script's EXPERT_RETURN."""
+    shared = _run_shared_dir(tmp_path_factory)
+
+    def get(name: str) -> Path:
+        folder, script, settings = EXPERT_RECORDINGS[name]
+        path, done = shared / f"expert-{name}", shared / f"expert-{name}.json"
+        with open(shared / f"expert-{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            if not done.exists():
+                generator = _load_tuned_example_script(folder, script)
+                path.mkdir(exist_ok=True)
+                expert_return = generator.record_expert_data(path, **settings)
+                done.write_text(json.dumps({"return": expert_return, "target": generator.EXPERT_RETURN}))
+        recorded = json.loads(done.read_text())
+        assert recorded["return"] >= recorded["target"], f"the {name} expert reached only {recorded}"
+        return path
+
+    return get
 
 
 # ------------------------------------------------------------------ one local Ray per test process

@@ -518,7 +518,10 @@ class EnvRunnerGroup:
     def stop(self) -> None:
         """Stop every runner and close its envs (all of them, even when one fails to stop; the
         first such error is raised afterwards)."""
-        steps: list[Callable[[], Any]] = [self._spare.stop]
+        # Every remote runner is asked first, so that they finish their last call and close their
+        # envs side by side; each stop() below then only waits for its own.
+        steps: list[Callable[[], Any]] = [handle.request_stop for handle in self._remote if hasattr(handle, "request_stop")]
+        steps.append(self._spare.stop)
         steps.extend(handle.stop for handle in self._remote)
         steps.extend(thread.join for thread in self._retiring)
         if hasattr(self, "_local_handle"):

@@ -201,6 +201,7 @@ class RayEnvRunner:
         self._pending = 0
         self._dead = False
         self._stopped = False
+        self._stop_request: Any = None  # the stop_runner call request_stop() sent
         self._placement: SharedPlacementGroup | None = None
 
         num_cpus = float(config.num_cpus_per_env_runner or 0)
@@ -370,6 +371,16 @@ class RayEnvRunner:
                     dict(cfg.custom_resources_per_env_runner or {}), cfg.placement_strategy,
                 )
 
+    def request_stop(self) -> None:
+        """Ask the actor to close its envs once the calls sent before are done, without waiting
+        for it (stop() then waits): a group asks all its runners first, so they wind down together."""
+        if self._stopped or self._dead or self._stop_request is not None:
+            return
+        try:
+            self._stop_request = self.actor.stop_runner.remote()
+        except Exception as err:  # Ray shut down, or the actor is gone: stop() kills what is left
+            logger.debug("EnvRunner %d could not be asked to stop: %s", self.index, err)
+
     def stop(self, close_runner: bool = True) -> None:
         """Ask the actor to close its envs (waiting up to 5 s behind earlier calls), then kill it."""
         if self._stopped:
@@ -380,7 +391,8 @@ class RayEnvRunner:
         try:
             if close_runner and not self._dead:
                 try:
-                    self._ray.get(self.actor.stop_runner.remote(), timeout=STOP_TIMEOUT_S)
+                    request = self._stop_request if self._stop_request is not None else self.actor.stop_runner.remote()
+                    self._ray.get(request, timeout=STOP_TIMEOUT_S)
                 except Exception as err:  # a stuck or dead actor: killed below
                     logger.debug("EnvRunner %d did not close its envs cleanly: %s", self.index, err)
             try:

@@ -7,7 +7,6 @@ example's comments tell users to run), with a smaller recording for CI.
 """
 from __future__ import annotations
 
-import importlib.util
 import math
 import time
 from pathlib import Path
@@ -218,22 +217,11 @@ def test_update_reports_cql_metrics(built):
 # ----------------------------------------------------------------------------- learning
 
 
-def _load_generator():
-    """tuned_examples/cql/generate_pendulum_expert_data.py, which the tuned example's comments name."""
-    path = ROOT / "tuned_examples" / "cql" / "generate_pendulum_expert_data.py"
-    spec = importlib.util.spec_from_file_location("generate_pendulum_expert_data", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
-def expert_data(tmp_path_factory) -> Path:
-    """4000 Pendulum steps of a SAC trained to a mean return of -300."""
-    path = tmp_path_factory.mktemp("pendulum-expert")
-    generator = _load_generator()
-    assert generator.record_expert_data(path, steps=4000, seed=0) >= generator.EXPERT_RETURN
-    return path
+def expert_data(expert_recordings) -> Path:
+    """4000 Pendulum steps of a SAC trained to a mean return of -300
+    (tuned_examples/cql/generate_pendulum_expert_data.py, recorded once per test run)."""
+    return expert_recordings("pendulum")
 
 
 @pytest.mark.slow

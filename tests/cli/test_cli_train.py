@@ -296,32 +296,31 @@ def test_bad_experiment_files_are_one_clear_line(tmp_path, content, suffix, need
                           "missing.yaml", "does not exist")
 
 
-def _ensure_offline_input(example: str) -> None:
-    """Offline tuned examples read files their yaml says how to make: make them when missing,
-    as a user following the yaml's comment would (`python tuned_examples/<algo>/generate_*.py`)."""
+def _offline_input(example: str, expert_recordings) -> dict:
+    """Offline tuned examples read files their yaml says how to make (`python
+    tuned_examples/<algo>/generate_*.py`): when those are missing, the same script's recording
+    made once for the test run (conftest's `expert_recordings`) as the `input` setting."""
+    from conftest import EXPERT_RECORDINGS
+
     text = (ROOT / example).read_text()
     [spec] = yaml.safe_load(text).values()
     path = (spec.get("config") or {}).get("input")
     if not isinstance(path, str) or path == "sampler" or Path(path).exists():
-        return
-    import importlib.util
-    import re
-
-    named = re.search(r"python (tuned_examples/\S+/generate_\w+\.py)", text)
+        return {}
+    named = re.search(r"python tuned_examples/\S+/(generate_\w+\.py)", text)
     assert named, f"{example} reads {path} but does not say how to make it"
-    script = ROOT / named.group(1)
-    module_spec = importlib.util.spec_from_file_location(script.stem, script)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    module.record_expert_data(path)
+    [name] = [name for name, (_, script, _) in EXPERT_RECORDINGS.items() if script == named.group(1)]
+    return {"input": str(expert_recordings(name))}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("example", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tuned_examples").rglob("*.yaml")))
-def test_every_tuned_example_runs_unchanged(tmp_path, example):
-    _ensure_offline_input(example)
+def test_every_tuned_example_runs_unchanged(tmp_path, example, expert_recordings):
+    """One iteration of each tuned example as written. Only the iteration's minimum duration
+    (IMPALA/APPO's default is 10 s of sampling) and a missing offline input are set from outside."""
+    overrides = {"min_time_s_per_iteration": 0, **_offline_input(example, expert_recordings)}
     proc = run_rlx("train", "file", example, "--stop", '{"training_iteration": 1}', "--no-checkpoint-at-end",
-                   results_dir=tmp_path)
+                   "--config", json.dumps(overrides), results_dir=tmp_path)
     assert proc.returncode == 0, proc.stderr
     name = next(iter(yaml.safe_load((ROOT / example).read_text())))
     [trial] = [t for t in (tmp_path / name).iterdir()]
