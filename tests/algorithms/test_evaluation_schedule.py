@@ -279,11 +279,14 @@ def test_async_evaluation_lets_idle_runners_take_over_a_slow_runners_work():
 
 
 class FailsOnWorker2(SlowOnWorker2):
-    """Raises in step() on evaluation runner 2 (after the env checker's first reset and step)."""
+    """Raises in step() on evaluation runner 2 (after the env checker's first reset and step);
+    env_config["worker_1_delay"] slows runner 1's steps down (seconds a step)."""
 
     def __init__(self, config):
         super().__init__(config)
         self.fail = config.worker_index == 2 and config.get("fail", False)
+        if config.worker_index == 1:
+            self.delay = config.get("worker_1_delay", 0.0)
         self.resets = 0
 
     def reset(self, *, seed=None, options=None):
@@ -304,7 +307,10 @@ def test_async_evaluation_recovers_from_a_failing_runner_and_restarts_it():
             .fault_tolerance(restart_failed_env_runners=True)
             .evaluation(evaluation_interval=1, evaluation_num_env_runners=2, evaluation_duration=4,
                         enable_async_evaluation=True,
-                        evaluation_config={"num_envs_per_env_runner": 1, "env_config": {"fail": True}})
+                        # Runner 1 takes 2 s for the 4 episodes: on a loaded machine it could otherwise
+                        # finish them all before runner 2's first call runs (and fails).
+                        evaluation_config={"num_envs_per_env_runner": 1,
+                                           "env_config": {"fail": True, "worker_1_delay": 0.1}})
             .build())
     result = algo.train()
     assert result["evaluation"]["env_runners"]["num_episodes"] == 4

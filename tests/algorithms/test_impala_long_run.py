@@ -19,6 +19,8 @@ from rlx.algorithms.registry import get_algorithm_config
 
 ROOT = Path(__file__).resolve().parents[2]
 RETURN = "episode_return_mean"
+#: Iterations a dip below 300 has to get back to the target return.
+RECOVERY = 10
 
 
 def _tuned_example(path: str):
@@ -49,7 +51,13 @@ def test_trained_five_times_past_its_stop_the_return_stays_up(path):
                 first = len(returns)
         assert reached_at is not None, f"never reached {target} in {budget} env steps: {returns}"
         after = returns[first:]
-        assert min(after) >= 300, f"the return fell to {min(after):.1f} after reaching {target}: {after}"
+        # No collapse: a fall below 300 (seen once in ~10 runs on a loaded CI machine, to 132 for 3
+        # iterations, with asynchronous runners' policy lag) must come back to the target within
+        # RECOVERY iterations; the Adam collapse this guards against stayed at 9-220 for good.
+        for i, ret in enumerate(after):
+            if ret < 300:
+                recovered = any(r >= target for r in after[i:i + RECOVERY])
+                assert recovered, f"the return fell to {ret:.1f} after reaching {target} and stayed down: {after}"
         assert sum(after[-10:]) / 10 >= 400, after
     finally:
         algo.stop()
