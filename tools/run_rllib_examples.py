@@ -106,7 +106,7 @@ SKIP: dict[str, str] = {
         "downloads the Footsies game binary from the internet",
     "offline_rl/offline_rl_with_image_data.py":
         "reads its images from s3://anonymous@ray-example-data over the internet (rlx's ImageOfflineData and "
-        "ImageOfflinePreLearner run on local images in tests/offline/test_offline_examples_35.py)",
+        "ImageOfflinePreLearner run on local images in tests/offline/test_offline_user_classes.py)",
     "ray_serve/ray_serve_with_rllib.py":
         "starts Ray Serve's `serve run` on RLlib's own classes/cartpole_deployment.py, which this tool does not "
         "copy (rlx serves checkpoints with `rlx serve`)",
