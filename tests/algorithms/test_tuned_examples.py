@@ -18,9 +18,11 @@ from rlx.algorithms.registry import get_algorithm_config
 ROOT = Path(__file__).resolve().parents[2]
 RETURN_KEY = "env_runners/episode_return_mean"
 
+# ppo/cartpole-ppo.yaml is not here: tests/cli/test_cli_train.py::
+# test_ppo_tuned_example_reaches_its_return_through_the_cli trains it to its full criterion
+# (450 within 100k env steps, seed 0) through `rlx train file`, the same run this test would make.
 CASES = [
     # tuned example, (full return criterion, full env-step budget), CI threshold, CI budget
-    ("ppo/cartpole-ppo.yaml", (450.0, 100_000), 450.0, 100_000),
     ("dqn/cartpole-dqn.yaml", (450.0, 200_000), 150.0, 25_000),
     ("sac/pendulum-sac.yaml", (-250.0, 20_000), -400.0, 6_000),
     ("td3/pendulum-td3.yaml", (-250.0, 30_000), -400.0, 12_000),
