@@ -274,13 +274,11 @@ class Algorithm:
 
     @property
     def learner_group(self) -> Any:
-        """RLlib's LearnerGroup: rlx's LearnerGroup with num_learners > 0, else a view of the local
-        Learner (its `_learner`, as RLlib's local group has, and the Learner's methods)."""
-        if getattr(self.learner, "is_local", True) is False:  # learner processes (of some module)
-            return self.learner
-        from rlx.algorithms.components import LocalLearnerGroup  # (loaded with the learners)
+        """RLlib's LearnerGroup: a view of the Algorithm's learners (the local Learner, as its
+        `_learner`, or the learner processes) whose `update()` answers RLlib's list of results."""
+        from rlx.algorithms.components import LearnerGroupView  # (loaded with the learners)
 
-        return LocalLearnerGroup(self.learner)
+        return LearnerGroupView(self.learner)
 
     @property
     def learners(self) -> Any:

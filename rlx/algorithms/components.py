@@ -13,7 +13,8 @@ import gymnasium as gym
 
 from rlx.connectors.learner.learner_connector_pipeline import build_learner_connector as build_pipeline
 from rlx.algorithms.module_specs import with_policy_class_modules
-from rlx.core.learner.container import build_learner
+from rlx.core.learner.async_updates import LOCAL_ASYNC_UPDATE_ERROR, RL_MODULE_STATE_AFTER_UPDATE, state_for_result
+from rlx.core.learner.container import build_learner, module_learners
 from rlx.core.rl_module.multi_rl_module import MultiRLModule
 from rlx.env.env_runner import MultiAgentEnvFoundError, SingleAgentEnvRunner
 from rlx.env.env_runner_group import EnvRunnerGroup
@@ -94,10 +95,10 @@ def check_recurrent_support(module: Any, learner_cls: type) -> None:
                                    "others that set supports_recurrent_modules = True)")
 
 
-class LocalLearnerGroup:
-    """RLlib's local LearnerGroup: the driver's Learner as `_learner`, its methods forwarded."""
-
-    is_local = True
+class LearnerGroupView:
+    """RLlib's LearnerGroup as `algo.learner_group` hands it out: the Algorithm's learners (the
+    driver's Learner, a learner container, or a group of learner processes) as `_learner`, their
+    methods forwarded, and `update()` answering RLlib's shapes (a list of results)."""
 
     def __init__(self, learner: Any):
         self._learner = learner
@@ -107,20 +108,44 @@ class LocalLearnerGroup:
             raise AttributeError(name)
         return getattr(self._learner, name)
 
+    @property
+    def is_local(self) -> bool:
+        """RLlib's `LearnerGroup.is_local`: whether every Learner lives in this process."""
+        return getattr(self._learner, "is_local", True) is not False
+
+    @property
+    def is_remote(self) -> bool:
+        """RLlib's `LearnerGroup.is_remote`: whether some Learner is a process of its own."""
+        return not self.is_local
+
     def foreach_learner(self, func: Any, **kwargs: Any) -> list[Any]:
         """RLlib's `LearnerGroup.foreach_learner`: [func(learner)] for the local Learner (a learner
-        container runs it on its own learners)."""
+        container or a group of learner processes runs it on each of its learners)."""
         inner = getattr(self._learner, "foreach_learner", None)
         return inner(func) if callable(inner) else [func(self._learner)]
 
     def update(self, batch: Any = None, episodes: list[Any] | None = None, timesteps: dict[str, Any] | None = None,
                async_update: bool = False, return_state: bool = False, **kwargs: Any) -> list[dict[str, Any]]:
         """RLlib's `LearnerGroup.update`: update on `batch` or `episodes` (with `num_epochs`,
-        `minibatch_size`, `shuffle_batch_per_epoch`); a list with the one local Learner's results
-        ({module_id: metrics}), for `MetricsLogger.aggregate`."""
-        unsupported = [name for name, on in (("async_update", async_update), ("return_state", return_state)) if on]
-        if unsupported:
-            raise NotSupportedYetError(f"LearnerGroup.update({unsupported[0]}=True)",
-                                       "rlx's local LearnerGroup updates synchronously and returns metrics only",
-                                       fix="Call update() without it; read weights with get_weights() afterwards.")
-        return [self._learner.update(batch=batch, episodes=episodes, timesteps=timesteps, **kwargs)]
+        `minibatch_size`, `shuffle_batch_per_epoch`); a list with the update's results
+        ({module_id: metrics}), for `MetricsLogger.aggregate`. With `return_state=True` the results
+        also hold "_rl_module_state_after_update": {"rl_module": {module_id: weights},
+        "extra_state": {module_id: extra state}} after the update (an ObjectRef to it while Ray is
+        initialised, as RLlib's). `async_update=True` (learner processes only: ValueError for a local
+        group, as RLlib's) queues the update and returns the results of earlier async updates that
+        finished since the last call."""
+        if self.is_remote:  # a group or container of learner processes: it answers both itself
+            result = self._learner.update(batch=batch, episodes=episodes, timesteps=timesteps,
+                                          async_update=async_update, return_state=return_state, **kwargs)
+            return result if async_update else [result]
+        if async_update:
+            raise ValueError(LOCAL_ASYNC_UPDATE_ERROR)
+        result = self._learner.update(batch=batch, episodes=episodes, timesteps=timesteps, **kwargs)
+        if return_state:
+            state = module_learners(self._learner).get_state()["learner"]
+            result = {**result, RL_MODULE_STATE_AFTER_UPDATE: state_for_result(state)}
+        return [result]
+
+
+#: The class's earlier name (it viewed only a Learner in this process then).
+LocalLearnerGroup = LearnerGroupView

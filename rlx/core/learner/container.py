@@ -25,6 +25,7 @@ place that turns the container's `{module_id: ...}` into what a single-agent run
 """
 from __future__ import annotations
 
+import collections
 import concurrent.futures as cf
 import copy
 from typing import Any, Callable, Iterator, Mapping
@@ -32,7 +33,10 @@ from typing import Any, Callable, Iterator, Mapping
 from rlx.core.config_view import ResolvedConfig
 from rlx.core.learner.device import learner_trains_a_copy
 from rlx.core.learner.learner import Learner, building_learner_for, unwrap_module
+from rlx.core.learner.async_updates import LOCAL_ASYNC_UPDATE_ERROR, RL_MODULE_STATE_AFTER_UPDATE, \
+    state_for_result, update_options
 from rlx.core.learner.learner_group import LearnerGroup
+from rlx.core.learner.ray_learners import is_object_ref
 from rlx.core.rl_module.multi_rl_module import MultiRLModule
 from rlx.core.rl_module.agent_mapping import DEFAULT_POLICY_ID, is_trainable
 from rlx.core.sample_batch import SampleBatch
@@ -83,6 +87,29 @@ def module_learners(learner: Any) -> "LearnerContainer":
     if isinstance(learner, LearnerContainer):
         return learner
     return LearnerContainer.of_one(learner)
+
+
+def merge_update_results(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """One result of the modules' results of the same update: {module_id: metrics} together, and
+    their RL_MODULE_STATE_AFTER_UPDATE states merged into one (an ObjectRef again when they were)."""
+    merged: dict[str, Any] = {}
+    states = []
+    for result in results:
+        result = dict(result)
+        if RL_MODULE_STATE_AFTER_UPDATE in result:
+            states.append(result.pop(RL_MODULE_STATE_AFTER_UPDATE))
+        merged.update(result)
+    if states:
+        if any(is_object_ref(state) for state in states):
+            import ray
+
+            states = [ray.get(state) if is_object_ref(state) else state for state in states]
+        state: dict[str, Any] = {}
+        for part in states:
+            for key, value in part.items():
+                state.setdefault(key, {}).update(value)
+        merged[RL_MODULE_STATE_AFTER_UPDATE] = state_for_result(state)
+    return merged
 
 
 def _is_group(learner: Any) -> bool:
@@ -286,15 +313,61 @@ class LearnerContainer:
             return learner.run_update(batch, timestep=timestep)
 
     def update(self, batch: Any = None, episodes: list[Any] | None = None, timesteps: dict[str, Any] | None = None,
-               **kwargs: Any) -> dict[str, dict[str, Any]]:
-        """RLlib's `Learner.update` over every trainable module: each module's Learner (or group)
-        updates on its part of `batch` or of `episodes`; {module_id: metrics}."""
-        results: dict[str, dict[str, Any]] = {}
-        for module_id in list(self.learners):
-            if self.is_trainable(module_id):
-                results.update(self._learner(module_id).update(batch=batch, episodes=episodes, timesteps=timesteps,
-                                                               **kwargs))
+               async_update: bool = False, return_state: bool = False, **kwargs: Any) -> Any:
+        """RLlib's `LearnerGroup.update` over every trainable module: each module's Learner (or
+        group) updates on its part of `batch` or of `episodes` (`kwargs`: num_epochs=,
+        minibatch_size=, shuffle_batch_per_epoch=); {module_id: metrics}.
+
+        `return_state=True` adds RL_MODULE_STATE_AFTER_UPDATE: {"rl_module": {module_id: weights},
+        "extra_state": {module_id: extra state}} of every module after the update (an ObjectRef
+        while Ray is initialised). `async_update=True` (every trainable module trains in a group of
+        learner processes) queues the update in each module's group and returns at once a list of
+        the results ({module_id: metrics}, one per earlier async call) whose every module finished."""
+        module_ids = [module_id for module_id in list(self.learners) if self.is_trainable(module_id)]
+        if async_update:
+            return self._update_async(module_ids, batch, episodes, timesteps, return_state, kwargs)
+        results: dict[str, Any] = {}
+        for module_id in module_ids:
+            results.update(self._learner(module_id).update(batch=batch, episodes=episodes, timesteps=timesteps,
+                                                           **kwargs))
+        if return_state:
+            results[RL_MODULE_STATE_AFTER_UPDATE] = state_for_result(self.get_state()["learner"])
         return results
+
+    def _update_async(self, module_ids: list[str], batch: Any, episodes: list[Any] | None,
+                      timesteps: dict[str, Any] | None, return_state: bool, kwargs: dict[str, Any]) -> list[Any]:
+        """Queue one update in every module's group; the finished earlier calls' merged results."""
+        local = [module_id for module_id in module_ids if not _is_group(self.learners[module_id])]
+        if local:
+            raise ValueError(f"{LOCAL_ASYNC_UPDATE_ERROR} (modules {local} train in this process.)")
+        try:
+            options = update_options(**kwargs)
+        except TypeError:
+            raise TypeError(f"update() got unsupported arguments {sorted(kwargs)}; it takes batch=, episodes=, "
+                            "timesteps=, async_update=, return_state=, num_epochs=, minibatch_size=, "
+                            "shuffle_batch_per_epoch=.") from None
+        # Every job is checked before any is queued, so that a bad call queues nothing.
+        jobs = {module_id: self.learners[module_id].update_job(batch, episodes, timesteps, return_state, options)
+                for module_id in module_ids}
+        calls, ready = self._async_queues()
+        # The finished calls first: never this call's own result.
+        while calls and all(future.done() for future in calls[0].values()):
+            futures = calls.popleft()
+            failed = next((f.exception() for f in futures.values() if f.exception() is not None), None)
+            if failed is not None:
+                raise failed  # (this call is not queued; the results finished before it stay for the next)
+            ready.append(merge_update_results([future.result() for future in futures.values()]))
+        calls.append({module_id: self.learners[module_id].submit_update(job) for module_id, job in jobs.items()})
+        out = list(ready)
+        ready.clear()
+        return out
+
+    def _async_queues(self) -> tuple[collections.deque, list[Any]]:
+        """(the async calls in flight: {module_id: Future} each, in order; merged results not handed out)."""
+        queues = self.__dict__.get("_async_update_queues")
+        if queues is None:  # (also for views made by of_one, which skip __init__)
+            queues = self.__dict__["_async_update_queues"] = (collections.deque(), [])
+        return queues
 
     def run_update(self, batch: Any, timestep: int) -> dict[str, dict[str, Any]]:
         """`update_from_batch` (each module's Learner applies its own precision and compilation)."""
@@ -432,9 +505,16 @@ class JointLearnerContainer(LearnerContainer):
         return self.joint.results_by_module(self.joint.run_update(parts, timestep=timestep))
 
     def update(self, batch: Any = None, episodes: list[Any] | None = None, timesteps: dict[str, Any] | None = None,
-               **kwargs: Any) -> dict[str, dict[str, Any]]:
-        """RLlib's `Learner.update` of the one Learner on `batch` or `episodes`; {module_id: metrics}."""
-        return self.joint.update(batch=batch, episodes=episodes, timesteps=timesteps, **kwargs)
+               async_update: bool = False, return_state: bool = False, **kwargs: Any) -> Any:
+        """RLlib's `Learner.update` of the one Learner on `batch` or `episodes`; {module_id: metrics}
+        (with RL_MODULE_STATE_AFTER_UPDATE when `return_state`). The Learner is in this process:
+        `async_update=True` raises ValueError, as RLlib's local group does."""
+        if async_update:
+            raise ValueError(LOCAL_ASYNC_UPDATE_ERROR)
+        results = self.joint.update(batch=batch, episodes=episodes, timesteps=timesteps, **kwargs)
+        if return_state:
+            results[RL_MODULE_STATE_AFTER_UPDATE] = state_for_result(self.get_state()["learner"])
+        return results
 
     def foreach_learner(self, fn: Callable[[Any], Any]) -> list[Any]:
         """[fn(the one Learner)]: as RLlib's local Learner, it holds every module."""

@@ -51,6 +51,15 @@ joins at the first update after it is built. The lost attempt is not counted (th
 weights and extra state are those of the last completed update). Only when no rank survives
 (or the survivors cannot re-form) does the group restart every actor, as processes do.
 
+RLlib's `update(batch=... | episodes=..., num_epochs=, minibatch_size=, shuffle_batch_per_epoch=,
+return_state=, async_update=)`: episodes go through the Learners' learner connector pipeline here,
+on the driver's module (rank 0's pipeline after its `build()`, fetched once), and the batch then
+updates as above; the minibatching options reach every learner's `_update_options`
+(`minibatch_size` counts all learners' rows, as `config.minibatch_size`). Async updates run one at a
+time, in order, in a thread of the group; every other call (sync updates, weights, state,
+checkpoints) first waits for them, at most `async_wait_timeout_s` seconds. While one runs, the
+driver's module (which the local EnvRunner acts with) gets rank 0's weights when it completes.
+
 With `num_learners=0` (the default) the Algorithm keeps a plain Learner in the driver. The
 learner container (rlx.core.learner.container) makes that choice per module.
 """
@@ -68,6 +77,7 @@ from typing import Any, Callable, Mapping, NoReturn, Sequence
 import numpy as np
 
 from rlx.core.config_view import ResolvedConfig
+from rlx.core.learner.async_updates import RL_MODULE_STATE_AFTER_UPDATE, AsyncUpdates, state_for_result, update_options
 from rlx.core.learner.learner_process import (
     LearnerDiedError,
     LearnerGroupError,
@@ -80,8 +90,8 @@ from rlx.core.learner.ray_learners import LearnerPlacement, RayLearner, is_objec
     rejoin, start_ray_learners, start_standby_learner
 from rlx.core.learner.sharding import merge_metrics, shard_batch
 from rlx.core.learner.learner import module_part
-from rlx.utils.errors import NotSupportedYetError
 from rlx.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
+from rlx.utils.metrics.metrics_logger import MetricsLogger
 
 __all__ = ["LearnerDiedError", "LearnerGroup", "LearnerGroupError", "merge_metrics", "shard_batch"]
 
@@ -91,6 +101,16 @@ _STARTUP_TIMEOUT_S = 300.0
 
 #: A rank of the group: a learner process's handle or a learner actor's.
 _Rank = _LearnerProcess | RayLearner
+
+
+def _built_learner_connector(learner: Any) -> bytes | None:
+    """Run in a learner: build it (`Learner.build()`, which may add pieces to the config's learner
+    connector pipeline) and answer with its pipeline, cloudpickled (None when it has none)."""
+    import cloudpickle
+
+    learner.build()
+    pipeline = getattr(learner, "_learner_connector", None)
+    return None if pipeline is None else cloudpickle.dumps(pipeline)
 
 
 def _all_done(futures: Sequence[Future], timeout: float = _STARTUP_TIMEOUT_S) -> bool:
@@ -186,6 +206,13 @@ class LearnerGroup:
         self.prepare_replacement: Callable[[Any, int], Any] | None = None
         self._prepared: dict[int, Future] = {}
         self._lock = threading.RLock()
+        #: The updates queued by `update(async_update=True)`; every other call waits for them first,
+        #: at most `async_wait_timeout_s` seconds.
+        self._async = AsyncUpdates(f"module {module_id!r}")
+        self.async_wait_timeout_s = float(timeout_s)
+        #: The learners' connector pipeline `update(episodes=...)` runs here (fetched once).
+        self._learner_connector: Any = None
+        self._connector_metrics: Any = None
         #: Why the group cannot be used ("ErrorType: message"), None while it can.
         self._broken: str | None = None
         #: Whether `_broken` is a learner process that died: the next call restarts the group.
@@ -307,6 +334,10 @@ class LearnerGroup:
         Raises:
             LearnerGroupError: the group was stopped (`stop()` is final).
         """
+        self._await_async("LearnerGroup.restart()")
+        self._restart()
+
+    def _restart(self) -> None:
         with self._lock:
             if self._stopped:
                 raise LearnerGroupError("The LearnerGroup is stopped: restart() cannot bring it back.")
@@ -529,7 +560,7 @@ class LearnerGroup:
         if self._broken is not None:
             if not self._broken_by_death:
                 raise LearnerGroupError(f"The LearnerGroup is stopped after an earlier failure ({self._broken}).")
-            self.restart()
+            self._restart()
 
     def _module_versions(self) -> tuple[int, ...]:
         # Every in-place change of a tensor (load_state_dict, an optimizer step, ...) bumps its version.
@@ -562,11 +593,17 @@ class LearnerGroup:
                     raise
         raise AssertionError("unreachable")
 
+    def _await_async(self, what: str) -> None:
+        """Wait for the async updates in flight (see AsyncUpdates.wait), so that `what` sees them applied."""
+        self._async.wait(self.async_wait_timeout_s, what)
+
     def _call_all(self, method: str, *args: Any) -> list[Any]:
+        self._await_async(method)
         with self._lock:
             return self._call(lambda: self._run_all(method, *args))
 
     def _call_rank0(self, method: str, *args: Any) -> Any:
+        self._await_async(method)
         with self._lock:
             return self._call(lambda: self._wait(self._handles[:1], [self._handles[0].submit(method, *args)],
                                                  method, collective=False)[0])
@@ -585,11 +622,17 @@ class LearnerGroup:
         Ray actors: the surviving ranks re-form the group and the update goes again at once on
         them (see `_shrink`), so the call returns as if nothing happened; a replacement joins
         when it is ready. With no survivor the group restarts and the update goes again."""
+        self._await_async("LearnerGroup.update_from_batch()")
+        return self._update_batch(batch, timestep)
+
+    def _update_batch(self, batch: Any, timestep: int, options: dict[str, Any] | None = None) -> dict[str, Any]:
+        """`update_from_batch` without waiting for async updates (`options`: the Learners'
+        minibatching options for this update, None for their own)."""
         with self._lock:
             for attempt in range(2):
                 self._check_usable(restart_on_death=self._retries_lost_updates)
                 try:
-                    return self._update_once(batch, timestep)
+                    return self._update_once(batch, timestep, options)
                 except LearnerDiedError:
                     if attempt or not self._retries_lost_updates or self._stopped or (
                             self._broken is not None and not self._broken_by_death):
@@ -597,40 +640,131 @@ class LearnerGroup:
             raise AssertionError("unreachable")
 
     def update(self, batch: Any = None, episodes: list[Any] | None = None, timesteps: dict[str, Any] | None = None,
-               **kwargs: Any) -> dict[str, dict[str, Any]]:
-        """RLlib's update on `batch` (this group's module's columns, or a MultiAgentBatch /
-        {module_id: columns} holding them): {module_id: averaged metrics}, empty when the batch
-        holds nothing of this module. Episodes are not taken yet (NotSupportedYetError): the
-        Learner's connector pipeline runs in this process only with `num_learners=0`."""
-        if episodes is not None or kwargs:
-            what = "episodes=" if episodes is not None else f"{sorted(kwargs)[0]}="
-            raise NotSupportedYetError(f"LearnerGroup.update({what}...) with num_learners > 0",
-                                       "learner processes train on batches",
-                                       fix="Use num_learners=0 (the Learner in this process runs its connector on "
-                                           "episodes), or pass batch= with the columns the loss reads.")
-        part = module_part(batch, self.module_id)
-        if part is None:
-            return {}
-        timestep = int((timesteps or {}).get(NUM_ENV_STEPS_SAMPLED_LIFETIME) or 0)
-        return {self.module_id: self.update_from_batch(part, timestep)}
+               async_update: bool = False, return_state: bool = False, num_epochs: int = 1,
+               minibatch_size: int | None = None, shuffle_batch_per_epoch: bool = False, **kwargs: Any) -> Any:
+        """RLlib's `LearnerGroup.update` on `batch` (this group's module's columns, or a
+        MultiAgentBatch / {module_id: columns} holding them) or on `episodes` (run through the
+        Learners' learner connector pipeline here, on the driver's module): {module_id: averaged
+        metrics}, without the module id when the data holds nothing of this group's module.
 
-    def _update_once(self, batch: Any, timestep: int) -> dict[str, Any]:
+        `num_epochs` passes over the batch in minibatches of `minibatch_size` rows (None: the whole
+        batch), reshuffled per pass with `shuffle_batch_per_epoch`, for Learners that update through
+        the loss API (`compute_loss_for_module`; those with their own `update_from_batch`, e.g.
+        PPO's, follow their config). `minibatch_size` counts the rows of all learners together, as
+        `config.minibatch_size` does: each learner steps on `minibatch_size // num_learners` rows.
+
+        `return_state=True` adds RL_MODULE_STATE_AFTER_UPDATE: {"rl_module": {module_id: weights},
+        "extra_state": {module_id: learner extra state}} after this update (an ObjectRef to it while
+        Ray is initialised). `async_update=True` queues the update and returns at once a list of the
+        results of earlier async updates that finished since the last such call (possibly empty);
+        every other call of the group waits for the queued updates first."""
+        if kwargs:
+            raise TypeError(f"LearnerGroup.update() got unsupported arguments {sorted(kwargs)}; it takes batch=, "
+                            "episodes=, timesteps=, async_update=, return_state=, num_epochs=, minibatch_size=, "
+                            "shuffle_batch_per_epoch=.")
+        job = self.update_job(batch, episodes, timesteps, return_state,
+                              update_options(num_epochs, minibatch_size, shuffle_batch_per_epoch))
+        if async_update:
+            self._check_not_stopped()
+            finished = self._async.collect()  # first: never this update's own result
+            self._async.submit(job)
+            return finished
+        self._await_async("LearnerGroup.update()")
+        return job()
+
+    def submit_update(self, job: Callable[[], Any]) -> Future:
+        """Queue `job` (an `update_job`) as an async update whose result `update(async_update=True)`
+        does not hand out; its Future. Learner containers queue their modules' updates this way."""
+        self._check_not_stopped()
+        return self._async.submit(job, collect=False)
+
+    def update_job(self, batch: Any, episodes: list[Any] | None, timesteps: dict[str, Any] | None,
+                   return_state: bool, options: dict[str, Any]) -> Callable[[], dict[str, Any]]:
+        """The work of one `update()` call, checked now, run later (at once, or queued when async)."""
+        if (batch is None) == (episodes is None):
+            raise ValueError("LearnerGroup.update() needs exactly one of batch= and episodes=.")
+        timestep = int((timesteps or {}).get(NUM_ENV_STEPS_SAMPLED_LIFETIME) or 0)
+        episodes = None if episodes is None else list(episodes)
+
+        def job() -> dict[str, Any]:
+            part = module_part(batch if episodes is None else self._episodes_batch(episodes), self.module_id)
+            result: dict[str, Any] = {}
+            if part is not None:
+                result[self.module_id] = self._update_batch(part, timestep, self._per_rank(options))
+            if return_state:
+                result[RL_MODULE_STATE_AFTER_UPDATE] = state_for_result(self._state_after_update())
+            return result
+
+        return job
+
+    def _check_not_stopped(self) -> None:
+        if self._stopped:
+            raise LearnerGroupError("The LearnerGroup is stopped.")
+
+    def _per_rank(self, options: dict[str, Any]) -> dict[str, Any]:
+        """`options` for one learner: its share of the minibatch (as `config.minibatch_size`)."""
+        size = options.get("minibatch_size")
+        if size is None or self.num_learners <= 1:
+            return options
+        return dict(options, minibatch_size=max(1, int(size) // self.num_learners))
+
+    def _state_after_update(self) -> dict[str, Any]:
+        """The learners' state as `update(return_state=True)` gives it (the driver's copies of
+        rank 0's weights and extra state)."""
+        with self._lock:
+            return {"rl_module": {self.module_id: self.module.get_state()},
+                    "extra_state": {self.module_id: copy.deepcopy(self._extra_state)}}
+
+    def _episodes_batch(self, episodes: list[Any]) -> Any:
+        """The train batch of `episodes`: the Learners' connector pipeline run here on the driver's
+        module ({module_id: flat batch})."""
+        with self._lock:
+            pipeline = self._episodes_connector()
+            return pipeline(rl_module=self.module, batch={}, episodes=episodes, metrics=self._connector_metrics,
+                            shared_data={})
+
+    def _episodes_connector(self) -> Any:
+        """The learner connector pipeline of the Learners (lock held): built once, in every learner
+        by its `build()` (which may add pieces to the config's, as VPG's Learner does), and rank 0's
+        copy brought here."""
+        if self._learner_connector is not None:
+            return self._learner_connector
+        if not callable(getattr(self.config, "build_learner_connector", None)):
+            raise TypeError(
+                f"LearnerGroup.update(episodes=...) runs the learner connector pipeline, but the config "
+                f"({type(self.config).__name__}) has no build_learner_connector(). Build the Algorithm from an "
+                "AlgorithmConfig, or pass batch= with the columns the loss reads.")
+        answers = self._call(lambda: self._run_all("apply", _built_learner_connector))
+        payload = answers[0][0]
+        if payload is None:
+            raise TypeError(f"LearnerGroup.update(episodes=...): the {self.learner_class.__name__} learners built no "
+                            "learner connector pipeline (config.build_learner_connector() gave None); pass batch= "
+                            "instead.")
+        import cloudpickle
+
+        self._learner_connector = cloudpickle.loads(payload)
+        self._connector_metrics = MetricsLogger()
+        return self._learner_connector
+
+    def _update_once(self, batch: Any, timestep: int, options: dict[str, Any] | None = None) -> dict[str, Any]:
         if self._replacements:
             self._grow()
         self._push_driver_weights()
+        extra = () if options is None else (options,)  # (calls without options stay as they were)
         if is_object_ref(batch):
             if self.learner_backend != "ray":
                 import ray
 
                 batch = ray.get(batch)  # learner processes get their shards from the driver
             else:
-                futures = [h.submit("update_from_batch", batch, int(timestep), h.rank == 0) for h in self._handles]
+                futures = [h.submit("update_from_batch", batch, int(timestep), h.rank == 0, *extra)
+                           for h in self._handles]
                 results = self._wait(self._handles, futures, "update_from_batch")
                 self._take_rank0(results[0][1], results[0][2])
                 return merge_metrics([r[0] for r in results if r[0] is not None], results[0][3],
                                      len(self._handles))
         shards, axis = shard_batch(batch, len(self._handles))
-        futures = [h.submit("update_from_batch", shard, int(timestep), h.rank == 0)
+        futures = [h.submit("update_from_batch", shard, int(timestep), h.rank == 0, *extra)
                    for h, shard in zip(self._handles, shards)]
         results = self._wait(self._handles, futures, "update_from_batch")
         self._take_rank0(results[0][1], results[0][2])
@@ -655,6 +789,7 @@ class LearnerGroup:
         gradients all-reduced as in `update_from_batch`. Returns (averaged metrics, the ranks'
         infos). With `fetch_weights=False` the driver's module keeps its weights (no copy from
         rank 0); `pull_weights()` fetches them later."""
+        self._await_async("LearnerGroup.update_from_own_batches()")
         with self._lock:
             for attempt in range(2):  # Ray actors: a lost learner is replaced and the update goes again
                 self._check_usable(restart_on_death=self._retries_lost_updates)
@@ -678,6 +813,7 @@ class LearnerGroup:
     def pull_weights(self) -> None:
         """Copy rank 0's weights into the driver's module (after updates made with
         `fetch_weights=False`)."""
+        self._await_async("LearnerGroup.pull_weights()")
         with self._lock:
             weights = self._call_rank0("get_weights")
             self.module.set_state(weights)
@@ -686,6 +822,7 @@ class LearnerGroup:
     def get_weights(self) -> dict[str, np.ndarray]:
         """The module's weights (the driver's copy, equal to the learners'). Restarts the
         learners first when one died (see `restart()`)."""
+        self._await_async("LearnerGroup.get_weights()")
         with self._lock:
             if not self._stopped and (self._broken_by_death or (self._broken is None and self._dead_handle())):
                 self._check_usable()
@@ -693,6 +830,7 @@ class LearnerGroup:
 
     def set_weights(self, weights: dict[str, Any]) -> None:
         """Load weights into the driver's module and every learner."""
+        self._await_async("LearnerGroup.set_weights()")
         with self._lock:
             self.module.set_state(weights)
             self._call(lambda: self._run_all("set_weights", self.module.get_state()), push_weights=False)
@@ -700,6 +838,7 @@ class LearnerGroup:
 
     def get_extra_state(self) -> dict[str, Any]:
         """Rank 0's Learner.get_extra_state() (all ranks agree after each update)."""
+        self._await_async("LearnerGroup.get_extra_state()")
         with self._lock:
             state = self._call(lambda: self._wait(self._handles[:1], [self._handles[0].submit("get_extra_state")],
                                                   "get_extra_state", collective=False)[0])
@@ -708,6 +847,7 @@ class LearnerGroup:
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         """Learner.set_extra_state() on every learner."""
+        self._await_async("LearnerGroup.set_extra_state()")
         with self._lock:
             self._extra_state = self._call(lambda: self._run_all("set_extra_state", state))[0]
 
@@ -728,6 +868,7 @@ class LearnerGroup:
     def foreach_learner(self, fn: Callable[[Any], Any]) -> list[Any]:
         """[fn(learner) for every learner], run in the learner processes (fn travels with
         cloudpickle; its result must pickle). Restarts the learners first when one died."""
+        self._await_async("LearnerGroup.foreach_learner()")
         with self._lock:
             self._check_usable()
             self._push_driver_weights()
@@ -742,7 +883,13 @@ class LearnerGroup:
                 and all(h.alive and h.healthy for h in self._handles))
 
     def stop(self) -> None:
-        """Stop the learner processes or actors and free their placement group (idempotent)."""
+        """Stop the learner processes or actors and free their placement group (idempotent). Waits
+        (at most `async_wait_timeout_s`) for async updates in flight first."""
+        try:
+            self._async.wait(self.async_wait_timeout_s, "LearnerGroup.stop()", report_failures=False)
+        except LearnerGroupError as err:  # stop all the same: the updates fail with the learners
+            logger.warning("%s", err)
+        self._async.shutdown()
         with self._lock:
             self._stopped = True
             handles, self._handles = [*self._handles, *self._replacements], []

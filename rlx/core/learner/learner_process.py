@@ -268,10 +268,12 @@ class _LearnerWorker:
         return {"pid": os.getpid(), "optimizers": list(self.learner.optimizers),
                 "extra_state": self.learner.get_extra_state() if self.rank == 0 else None}
 
-    def update_from_batch(self, shard: dict[str, Any] | None, timestep: int,
-                          want_weights: bool) -> tuple[Any, Any, Any]:
+    def update_from_batch(self, shard: dict[str, Any] | None, timestep: int, want_weights: bool,
+                          options: dict[str, Any] | None = None) -> tuple[Any, Any, Any]:
         """(metrics, weights, extra state): the last two only when `want_weights` (rank 0),
-        for the driver's module and its mirror of the extra state."""
+        for the driver's module and its mirror of the extra state. `options` are
+        `Learner.update`'s minibatching options for this update (`num_epochs`, `minibatch_size`,
+        `shuffle`: the Learner's `_update_options`); None keeps the Learner's own."""
         import torch.distributed as dist
 
         metrics = None
@@ -279,7 +281,7 @@ class _LearnerWorker:
         if self.world_size > 1:
             self._synced = self.synced_state()
         if shard is not None:
-            metrics = _plain(self.learner.run_update(shard, timestep=timestep))
+            metrics = _plain(self._run_update(shard, timestep, options))
         steps = self.sync.join()
         if self.world_size > 1:
             # Non-gradient state (PPO's KL coefficient, counters, buffers) follows one rank.
@@ -311,6 +313,17 @@ class _LearnerWorker:
         if not want_weights:
             return metrics, None, None
         return metrics, self.learner.get_weights(), self.learner.get_extra_state()
+
+    def _run_update(self, shard: dict[str, Any], timestep: int, options: dict[str, Any] | None) -> Any:
+        """The Learner's run_update on `shard`, with `options` as its `_update_options` meanwhile."""
+        if options is None:
+            return self.learner.run_update(shard, timestep=timestep)
+        previous = self.learner._update_options
+        self.learner._update_options = dict(options)
+        try:
+            return self.learner.run_update(shard, timestep=timestep)
+        finally:
+            self.learner._update_options = previous
 
     def update_from_own_batch(self, make_batch: Callable[[Any, int], tuple[Any, Any]], timestep: int,
                               want_weights: bool) -> tuple[Any, Any, Any, Any]:

@@ -135,14 +135,16 @@ class _LearnerActor:
         """`worker.<method>(*args)`: every call of the driver goes through here."""
         return getattr(self.worker, method)(*args)
 
-    def update_from_ref(self, batch: Any, timestep: int, want_weights: bool) -> tuple[Any, ...]:
+    def update_from_ref(self, batch: Any, timestep: int, want_weights: bool,
+                        options: dict[str, Any] | None = None) -> tuple[Any, ...]:
         """An update on this rank's strided shard of the whole `batch` (Ray fetched it from the
         object store into this actor: it never passed through the driver). Answers as
-        `update_from_batch` does, plus the axis the batch was split along (for the metrics)."""
+        `update_from_batch` does (`options`: its minibatching options), plus the axis the batch
+        was split along (for the metrics)."""
         shards, axis = shard_batch(batch, self.worker.world_size)
         shard = shards[self.worker.rank]
         return (*self.worker.update_from_batch(None if shard is None else _writable(shard), timestep,
-                                               want_weights), axis)
+                                               want_weights, options), axis)
 
     def ping(self) -> None:
         """Answers while the actor lives."""
