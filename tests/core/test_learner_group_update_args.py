@@ -12,6 +12,7 @@ import pytest
 
 from rlx.core.learner.async_updates import RL_MODULE_STATE_AFTER_UPDATE
 from rlx.core.learner.learner_group import LearnerGroup, LearnerGroupError
+from rlx.core.learner.ray_learners import is_object_ref
 
 
 def vpg_config(num_learners: int, multi_agent: bool = False):
@@ -35,6 +36,17 @@ def adam_steps(group) -> list[int]:
                                                      ["step"]) if learner.optimizer.state_dict()["state"] else 0)
 
 
+def state_of(result: dict) -> dict:
+    """The state a `return_state=True` result holds (an ObjectRef when this process runs Ray,
+    e.g. after an earlier test on the same pytest worker started it)."""
+    state = result[RL_MODULE_STATE_AFTER_UPDATE]
+    if is_object_ref(state):
+        import ray
+
+        state = ray.get(state)
+    return state
+
+
 def assert_weights_equal(a: dict, b: dict) -> None:
     assert a.keys() == b.keys()
     for name in a:
@@ -55,7 +67,7 @@ def test_local_group_returns_state_and_refuses_async_as_rllib():
         before = group.get_weights()
         results = group.update(episodes=episodes, return_state=True)
         assert isinstance(results, list) and len(results) == 1
-        state = results[0][RL_MODULE_STATE_AFTER_UPDATE]
+        state = state_of(results[0])
         after = group.get_weights()
     finally:
         algo.stop()
@@ -96,7 +108,7 @@ def test_learner_processes_update_on_episodes_with_epochs_minibatches_and_state(
     assert weights_differ(before, after)
     for weights in learner_weights:  # the driver's module holds the learners' weights
         assert_weights_equal(weights, after)
-    state = one[RL_MODULE_STATE_AFTER_UPDATE]
+    state = state_of(one)
     assert weights_differ(state["rl_module"]["default_policy"], after)  # the state after THAT update
     assert state["extra_state"]["default_policy"] is not None
 
@@ -143,7 +155,7 @@ def test_multi_agent_groups_take_the_new_arguments_per_module():
         result = container.update(episodes=episodes, num_epochs=2, return_state=True)
         assert {mid: [b - a for a, b in zip(start[mid], adam_steps(g))] for mid, g in groups.items()} == \
             {"p0": [2], "p1": [2]}
-        state = result[RL_MODULE_STATE_AFTER_UPDATE]
+        state = state_of(result)
         weights = container.get_weights()
         for mid in ("p0", "p1"):
             assert np.isfinite(result[mid]["total_loss"])
@@ -156,7 +168,7 @@ def test_multi_agent_groups_take_the_new_arguments_per_module():
         assert len(later) == 2 and all(set(r) >= {"p0", "p1"} for r in later)
         assert {mid: [b - a for a, b in zip(start[mid], adam_steps(g))] for mid, g in groups.items()} == \
             {"p0": [5], "p1": [5]}
-        assert set(later[1][RL_MODULE_STATE_AFTER_UPDATE]["rl_module"]) == {"p0", "p1"}
+        assert set(state_of(later[1])["rl_module"]) == {"p0", "p1"}
     finally:
         algo.stop()
     assert weights.keys() == {"p0", "p1"}
@@ -170,7 +182,7 @@ def test_algorithms_learner_group_answers_rllibs_lists_and_vpg_trains_on_learner
         episodes = algo.env_runner.sample(num_episodes=2)
         [result] = view.update(episodes=episodes, return_state=True)  # RLlib's list of results
         assert np.isfinite(result["default_policy"]["total_loss"])
-        assert_weights_equal(result[RL_MODULE_STATE_AFTER_UPDATE]["rl_module"]["default_policy"], view.get_weights())
+        assert_weights_equal(state_of(result)["rl_module"]["default_policy"], view.get_weights())
         assert view.update(episodes=episodes, async_update=True) == []
         # The example's training_step (sample episodes, learner_group.update, MetricsLogger.aggregate)
         # runs unchanged on learner processes.

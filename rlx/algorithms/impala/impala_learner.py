@@ -47,6 +47,8 @@ class IMPALALearner(TorchLearner):
 
     #: IMPALA and APPO train recurrent (stateful) modules on sequences (see above).
     supports_recurrent_modules = True
+    #: Advantages are estimated along each trajectory of the time-major batch.
+    trains_on_time_major_batches = True
 
     def __init__(self, config: ResolvedConfig, module: Any):
         super().__init__(config, module)

@@ -25,6 +25,9 @@ class PGLearner(TorchLearner):
     accumulated pieces (A2C's microbatching); PG has none.
     """
 
+    #: Returns (and A2C's advantages) are computed along each trajectory of the time-major batch.
+    trains_on_time_major_batches = True
+
     def __init__(self, config: ResolvedConfig, module: Any):
         super().__init__(config, module)
         self.dist_cls = self.rl_module.get_train_action_dist_cls()

@@ -36,6 +36,8 @@ class PPOLearner(TorchLearner):
 
     #: PPO trains recurrent (stateful) modules, on sequences (rlx.algorithms.ppo.recurrent).
     supports_recurrent_modules = True
+    #: Advantages are estimated along each trajectory of the time-major batch.
+    trains_on_time_major_batches = True
 
     def __init__(self, config: ResolvedConfig, module: Any):
         super().__init__(config, module)

@@ -18,12 +18,18 @@ from rlx.connectors.learner.learner_connector_pipeline import LearnerConnectorPi
 
 class EpisodesLearnerConnector(LearnerConnectorPipeline):
     """A LearnerConnectorPipeline that also takes RLlib episodes: called with `episodes` (a list of
-    SingleAgentEpisode / MultiAgentEpisode) it returns {module_id: flat train batch of NumPy
-    columns}; called with rlx's episode views over a batch it runs its pieces as any pipeline."""
+    SingleAgentEpisode / MultiAgentEpisode) it returns {module_id: train batch of NumPy columns};
+    called with rlx's episode views over a batch it runs its pieces as any pipeline."""
+
+    #: It lays RLlib episodes out itself and takes `time_major=` (see __call__).
+    lays_out_episodes = True
 
     def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any],
                  explore: bool | None = None, shared_data: dict | None = None, metrics: Any = None,
-                 **kwargs: Any) -> Any:
+                 time_major: bool = False, **kwargs: Any) -> Any:
+        """The pipeline's pieces run on `batch` and `episodes`; for RLlib episodes,
+        {module_id: train batch}: flat rows, or with `time_major` the [T, B] layout (one episode
+        per column, VALID marking the real rows) for Learners whose update reads trajectories."""
         if not episodes or isinstance(episodes[0], BatchEpisode):
             return super().__call__(rl_module=rl_module, batch=batch, episodes=episodes, explore=explore,
                                     shared_data=shared_data, metrics=metrics, **kwargs)
@@ -33,7 +39,7 @@ class EpisodesLearnerConnector(LearnerConnectorPipeline):
             module_batch = super().__call__(rl_module=rl_module, batch=module_batch,
                                             episodes=batch_episodes(module_batch, module_id=module_id),
                                             explore=explore, shared_data=shared_data, metrics=metrics, **kwargs)
-            out[module_id] = flatten_valid_rows(module_batch)
+            out[module_id] = module_batch if time_major else flatten_valid_rows(module_batch)
         return out
 
 

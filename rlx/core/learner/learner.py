@@ -307,6 +307,11 @@ class Learner:
         module: the module to train (shared with the local EnvRunner).
     """
 
+    #: Whether `update_from_batch` reads time-major [T, B] columns (e.g. to estimate advantages
+    #: along each trajectory, as PPO, PG, A2C, IMPALA and APPO do): `update(episodes=...)` then
+    #: hands it the episodes one per column, VALID marking the real rows, instead of flat rows.
+    trains_on_time_major_batches: bool = False
+
     def __init__(self, config: ResolvedConfig, module: RLModule):
         module = unwrap_module(module)
         self.config = config
@@ -621,8 +626,8 @@ class Learner:
             if self._learner_connector is None:
                 raise RuntimeError(f"{type(self).__name__}.update(episodes=...) needs a learner connector pipeline: "
                                    "build the Learner with an AlgorithmConfig (config.build_learner_connector).")
-            batch = self._learner_connector(rl_module=self.module, batch={}, episodes=list(episodes),
-                                            metrics=self.metrics, shared_data={})
+            batch = run_episodes_connector(self._learner_connector, type(self), rl_module=self.module,
+                                           episodes=list(episodes), metrics=self.metrics)
         batch = self.training_part(batch)
         if batch is None:
             return {}
@@ -980,6 +985,18 @@ def module_part(batch: Any, module_id: str) -> Any:
     if parts is None:
         return batch
     return parts.get(module_id)
+
+
+def run_episodes_connector(pipeline: Any, learner_class: type, *, rl_module: Any, episodes: list[Any],
+                           metrics: Any) -> Any:
+    """The train batch `pipeline` (a Learner's learner connector pipeline) makes of `episodes` for a
+    Learner of `learner_class`: time-major [T, B] columns with VALID for one that
+    `trains_on_time_major_batches` (when the pipeline lays episodes out itself, as rlx's does),
+    else flat rows."""
+    kwargs: dict[str, Any] = {}
+    if getattr(pipeline, "lays_out_episodes", False):
+        kwargs["time_major"] = bool(getattr(learner_class, "trains_on_time_major_batches", False))
+    return pipeline(rl_module=rl_module, batch={}, episodes=episodes, metrics=metrics, shared_data={}, **kwargs)
 
 
 def loss_api_update(learner: Learner, batch: Mapping[str, Any], timestep: int, *, num_epochs: int = 1,

@@ -89,7 +89,7 @@ from rlx.core.learner.learner_process import (
 from rlx.core.learner.ray_learners import LearnerPlacement, RayLearner, is_object_ref, ray_backend_wanted, \
     rejoin, start_ray_learners, start_standby_learner
 from rlx.core.learner.sharding import merge_metrics, shard_batch
-from rlx.core.learner.learner import module_part
+from rlx.core.learner.learner import module_part, run_episodes_connector
 from rlx.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 from rlx.utils.metrics.metrics_logger import MetricsLogger
 
@@ -717,11 +717,11 @@ class LearnerGroup:
 
     def _episodes_batch(self, episodes: list[Any]) -> Any:
         """The train batch of `episodes`: the Learners' connector pipeline run here on the driver's
-        module ({module_id: flat batch})."""
+        module ({module_id: train batch}, laid out as the Learner class reads it)."""
         with self._lock:
             pipeline = self._episodes_connector()
-            return pipeline(rl_module=self.module, batch={}, episodes=episodes, metrics=self._connector_metrics,
-                            shared_data={})
+            return run_episodes_connector(pipeline, self.learner_class, rl_module=self.module, episodes=episodes,
+                                          metrics=self._connector_metrics)
 
     def _episodes_connector(self) -> Any:
         """The learner connector pipeline of the Learners (lock held): built once, in every learner
