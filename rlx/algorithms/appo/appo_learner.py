@@ -11,8 +11,8 @@ from rlx.algorithms.ppo.ppo_learner import compute_advantages
 from rlx.algorithms.ppo.recurrent import recurrent_advantages
 from rlx.core.columns import Columns
 from rlx.core.config_view import ResolvedConfig
-from rlx.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY, make_target_network, \
-    update_target_network
+from rlx.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
+from rlx.core.learner.target_networks import make_target_network, update_target_network
 from rlx.core.learner.sequences import SequenceLayout
 from rlx.core.rl_module.apis import TARGET_NETWORK_ACTION_DIST_INPUTS, TargetNetworkAPI
 

@@ -13,10 +13,9 @@ from rlx.core.learner.learner import (  # noqa: F401
     building_learner_for,
     clip_gradients,
     clip_gradients_dict,
-    make_target_network,
     unwrap_module,
-    update_target_network,
 )
+from rlx.core.learner.target_networks import make_target_network, update_target_network  # noqa: F401
 
 __all__ = [
     "DEFAULT_OPTIMIZER", "ENTROPY_KEY", "LR_KEY", "POLICY_LOSS_KEY", "VF_LOSS_KEY", "Learner", "SingleModuleView",

@@ -43,7 +43,7 @@ def state_for_result(state: dict[str, Any]) -> Any:
 def update_options(num_epochs: int = 1, minibatch_size: int | None = None,
                    shuffle_batch_per_epoch: bool = False) -> dict[str, Any]:
     """`update()`'s minibatching arguments, checked, as a Learner's `_update_options` (see
-    rlx.core.learner.learner.loss_api_update)."""
+    rlx.core.learner.loss_api.loss_api_update)."""
     if isinstance(num_epochs, bool) or not isinstance(num_epochs, (int, np.integer)) or num_epochs < 1:
         raise ValueError(f"update(num_epochs={num_epochs!r}): give a whole number of passes >= 1.")
     if minibatch_size is not None and (isinstance(minibatch_size, bool) or

@@ -25,14 +25,16 @@ import json
 import logging
 import math
 import sys
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
 
 from rlx.core import ALL_MODULES, DEFAULT_MODULE_ID
 from rlx.core.config_view import ResolvedConfig
-from rlx.core.learner.functional import minibatches, module_batches, sum_losses
+from rlx.core.learner.loss_api import loss_api_update, module_part, run_episodes_connector
+from rlx.core.learner.nonfinite import batch_hint, describe_value, is_finite
+from rlx.core.learner.target_networks import update_target_network
 from rlx.core.learner.precision import Precision
 from rlx.core.learner.allocator import keep_freed_memory
 from rlx.core.learner.threads import update_thread_chooser
@@ -874,7 +876,7 @@ class Learner:
         norm = _clip_gradients_fn()(params, self.config.grad_clip, self.config.grad_clip_by)
         if math.isfinite(norm):
             return norm
-        if scaler is not None and _is_finite(loss):
+        if scaler is not None and is_finite(loss):
             self.precision.skip_overflow(self.optimizers[optimizer_name])
             for p in params:
                 p.grad = None
@@ -894,12 +896,12 @@ class Learner:
     def _nonfinite_message(self, optimizer_name: str, loss: torch.Tensor,
                            terms: Mapping[str, torch.Tensor] | None, norm: float) -> str:
         values = dict(terms) if terms else {"loss": loss}
-        shown = {k: _describe_value(v) for k, v in values.items()}
-        bad = [f"{k}={shown[k]}" for k, v in values.items() if not _is_finite(v)]
+        shown = {k: describe_value(v) for k, v in values.items()}
+        bad = [f"{k}={shown[k]}" for k, v in values.items() if not is_finite(v)]
         if bad:
             what = f"a non-finite loss ({', '.join(bad)})"
-        elif not _is_finite(loss):
-            what = f"a non-finite loss ({_describe_value(loss)})"
+        elif not is_finite(loss):
+            what = f"a non-finite loss ({describe_value(loss)})"
         else:
             finite = ", ".join(f"{k}={v}" for k, v in shown.items())
             what = f"a non-finite gradient norm ({norm}) from a finite loss ({finite})"
@@ -911,7 +913,7 @@ class Learner:
         return (
             f"{type(self).__name__} (module {type(self.rl_module).__name__}, optimizer '{optimizer_name}') got "
             f"{what} {when}after {self.num_grad_updates} gradient updates. This optimizer step was not taken, "
-            f"so the weights are as they were before it. {_batch_hint(self._update_batch)}Check the learning "
+            f"so the weights are as they were before it. {batch_hint(self._update_batch)}Check the learning "
             f"rate (lr={float(lr):g}), the scale of rewards and returns (clip_rewards, gamma), unscaled observations "
             "(an observation_filter such as 'MeanStdFilter' helps) and grad_clip."
         )
@@ -976,51 +978,6 @@ class Learner:
             raise ValueError(f"{type(self).__name__} keeps no extra tensors, got {sorted(tensors)[:5]}.")
 
 
-def module_part(batch: Any, module_id: str) -> Any:
-    """This module's columns of `batch`: a MultiAgentBatch's or {module_id: columns} dict's part
-    (None when absent), or `batch` itself when it is one module's columns."""
-    parts = getattr(batch, "policy_batches", None)
-    if parts is None and isinstance(batch, Mapping) and batch and all(isinstance(v, Mapping) for v in batch.values()):
-        parts = batch
-    if parts is None:
-        return batch
-    return parts.get(module_id)
-
-
-def run_episodes_connector(pipeline: Any, learner_class: type, *, rl_module: Any, episodes: list[Any],
-                           metrics: Any) -> Any:
-    """The train batch `pipeline` (a Learner's learner connector pipeline) makes of `episodes` for a
-    Learner of `learner_class`: time-major [T, B] columns with VALID for one that
-    `trains_on_time_major_batches` (when the pipeline lays episodes out itself, as rlx's does),
-    else flat rows."""
-    kwargs: dict[str, Any] = {}
-    if getattr(pipeline, "lays_out_episodes", False):
-        kwargs["time_major"] = bool(getattr(learner_class, "trains_on_time_major_batches", False))
-    return pipeline(rl_module=rl_module, batch={}, episodes=episodes, metrics=metrics, shared_data={}, **kwargs)
-
-
-def loss_api_update(learner: Learner, batch: Mapping[str, Any], timestep: int, *, num_epochs: int = 1,
-                    minibatch_size: int | None = None, shuffle: bool = False) -> dict[str, Any]:
-    """RLlib's update through the loss API: `num_epochs` passes over `batch` in minibatches of
-    `minibatch_size` rows (the whole batch when None), each the module's `forward_train`, then
-    `compute_losses` and one step of every optimizer; the metrics include each pass's total_loss."""
-    learner.begin_update(batch, timestep)
-    learner.set_lr_for_timestep(timestep)
-    parts = dict(batch) if learner.trains_all_modules else {learner.module_id: dict(batch)}
-    tensors = module_batches(parts, list(parts), learner.device)
-    losses: dict[str, torch.Tensor] = {}
-    for minibatch in minibatches(tensors, num_epochs=num_epochs, minibatch_size=minibatch_size, shuffle=shuffle):
-        losses = learner.compute_losses(fwd_out=learner.forward_train_modules(minibatch), batch=minibatch)
-        learner.apply_loss_to_all_optimizers(sum_losses(losses), terms=losses)
-    metrics = learner.end_update()
-    if losses and learner.trains_all_modules:  # each module's loss in its results (the last minibatch's)
-        for mid, loss in losses.items():
-            metrics.setdefault(mid, {}).setdefault("total_loss", float(loss.detach()))
-    elif losses:
-        metrics.setdefault("total_loss", float(sum_losses(losses).detach()))
-    return metrics
-
-
 def _model_with_custom_loss(module: Any) -> Any:
     """The old-API ModelV2 a module runs (its `model`, unwrapped from an LSTMWrapper) when that
     model overrides `custom_loss`; else None."""
@@ -1029,57 +986,3 @@ def _model_with_custom_loss(module: Any) -> Any:
     if isinstance(inner, ModelV2) and type(inner).custom_loss is not ModelV2.custom_loss:
         return model
     return None
-
-
-def _is_finite(value: Any) -> bool:
-    if isinstance(value, torch.Tensor):
-        return bool(torch.isfinite(value).all())
-    return bool(np.all(np.isfinite(value)))
-
-
-def _describe_value(value: Any) -> str:
-    if isinstance(value, torch.Tensor):
-        value = value.detach()
-        return f"{float(value):.4g}" if value.numel() == 1 else f"tensor of shape {tuple(value.shape)}"
-    return f"{float(value):.4g}"
-
-
-def _batch_hint(batch: Mapping[str, Any] | None) -> str:
-    """'The training batch has non-finite values in ...' naming its float columns with NaN/inf, or ''."""
-    if batch is None:
-        return ""
-    found = []
-    for key, column in batch.items():
-        if isinstance(column, torch.Tensor):
-            column = column.detach().cpu().numpy()
-        if isinstance(column, np.ndarray) and column.dtype.kind in "fc" and column.size:
-            count = int(column.size - np.count_nonzero(np.isfinite(column)))
-            if count:
-                found.append(f"'{key}' ({count} of {column.size} values)")
-    if not found:
-        return ""
-    return (f"The training batch itself has non-finite values in {', '.join(found)}: find where they come from "
-            "(the env, a callback, a connector or the replay buffer). ")
-
-
-def update_target_network(target: torch.nn.Module, online: torch.nn.Module, tau: float) -> None:
-    """target <- tau * online + (1 - tau) * target, over parameters and buffers (tau=1 copies)."""
-    with torch.no_grad():
-        t_params = list(target.parameters()) + [b for b in target.buffers() if b.dtype.is_floating_point]
-        o_params = list(online.parameters()) + [b for b in online.buffers() if b.dtype.is_floating_point]
-        if tau >= 1.0:
-            torch._foreach_copy_(t_params, o_params)
-        else:
-            torch._foreach_lerp_(t_params, o_params, tau)
-
-
-_ModuleT = TypeVar("_ModuleT", bound=torch.nn.Module)
-
-
-def make_target_network(online: _ModuleT) -> _ModuleT:
-    """A frozen copy of `online` for computing TD targets."""
-    import copy
-
-    target = copy.deepcopy(online)
-    target.requires_grad_(False)
-    return target

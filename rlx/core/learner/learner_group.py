@@ -89,7 +89,7 @@ from rlx.core.learner.learner_process import (
 from rlx.core.learner.ray_learners import LearnerPlacement, RayLearner, is_object_ref, ray_backend_wanted, \
     rejoin, start_ray_learners, start_standby_learner
 from rlx.core.learner.sharding import merge_metrics, shard_batch
-from rlx.core.learner.learner import module_part, run_episodes_connector
+from rlx.core.learner.loss_api import module_part, run_episodes_connector
 from rlx.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 from rlx.utils.metrics.metrics_logger import MetricsLogger
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from rlx.core.learner.learner import make_target_network
-from rlx.core.learner.learner import update_target_network as _update_target_network
+from rlx.core.learner.target_networks import make_target_network
+from rlx.core.learner.target_networks import update_target_network as _update_target_network
 
 __all__ = ["make_target_network", "update_target_network"]
 
