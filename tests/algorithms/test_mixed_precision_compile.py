@@ -186,3 +186,21 @@ def test_compile_options_are_checked():
 def test_mixed_precision_values_are_checked():
     with pytest.raises(ConfigError, match="bf16"):
         PPOConfig().learners(mixed_precision="float16")
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_bf16_on_a_cpu_without_bfloat16_units_warns_once_that_it_is_slow(monkeypatch, caplog, native):
+    from rlx.core.learner import precision as precision_module
+
+    monkeypatch.setattr(precision_module, "_warned_bf16", False)
+    monkeypatch.setattr(precision_module, "cpu_has_native_bf16", lambda: native)
+    config = type("C", (), {"mixed_precision": "bf16"})()
+    with caplog.at_level("WARNING", logger="rlx"):
+        Precision(config, torch.device("cpu"))
+        Precision(config, torch.device("cpu"))
+        Precision(type("C", (), {"mixed_precision": None})(), torch.device("cpu"))
+    warnings = [r.getMessage() for r in caplog.records if "bfloat16" in r.getMessage()]
+    if native:
+        assert warnings == []
+    else:
+        assert len(warnings) == 1 and "many times slower" in warnings[0] and "mixed_precision" in warnings[0]
