@@ -10,6 +10,7 @@ the fault-tolerance settings say.
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import numpy as np
@@ -30,10 +31,12 @@ def ray_cluster(local_ray):
     def start():
         if "ray" not in state:
             ray = local_ray()
-            # Ray's workers cannot import this directory's modules: ship the test envs by value.
+            # Ray's workers cannot import this directory's modules: ship the test envs and this
+            # module's callbacks by value.
             import envs_for_remote_tests
 
             ray.cloudpickle.register_pickle_by_value(envs_for_remote_tests)
+            ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
             state["ray"] = ray
 
     yield start
@@ -41,6 +44,7 @@ def ray_cluster(local_ray):
         import envs_for_remote_tests
 
         state["ray"].cloudpickle.unregister_pickle_by_value(envs_for_remote_tests)
+        state["ray"].cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 
 @pytest.fixture(params=BACKENDS)
@@ -60,84 +64,89 @@ def config_for(backend: str, env=WhereAmIEnv, runners: int = 2, **training) -> P
             .training(**opts).debugging(seed=0))
 
 
-@pytest.mark.slow
-def test_runners_live_elsewhere_and_answer_foreach(backend):
-    algo = config_for(backend).build()
-    try:
-        group = algo.env_runner_group
-        assert group.backend == backend
-        assert group.num_remote_env_runners() == 2
-        assert algo.env_runner_group.foreach_env_runner(lambda r: r.worker_index) == [0, 1, 2]
-        pids = algo.env_runner_group.foreach_env_runner(lambda r: os.getpid(), local_env_runner=False)
-        assert len(set(pids)) == 2 and os.getpid() not in pids
-    finally:
-        algo.stop()
+@pytest.fixture(scope="module", params=BACKENDS)
+def shared_algo(request, ray_cluster):
+    """(backend, Algorithm, its on_episode_end callback) built from `config_for(backend)`, one per
+    backend for the whole module. The callback, made here at run time as a user's would be, counts
+    each episode ("episodes_seen") and the runner it ended on ("by_runner").
 
-
-@pytest.mark.slow
-def test_batches_of_runners_sit_side_by_side_one_trajectory_per_column(backend):
-    algo = config_for(backend).build()
-    try:
-        batch = algo.env_runner_group.sample(num_timesteps=40)
-        obs = batch["obs"]  # [T, B, 3]: worker_index, vector_index, t
-        T, B = obs.shape[:2]
-        assert B == 4 and T * B >= 40  # 2 runners x 2 sub-envs, side by side
-        owners = {(int(obs[0, b, 0]), int(obs[0, b, 1])) for b in range(B)}
-        assert owners == {(1, 0), (1, 1), (2, 0), (2, 1)}
-        for b in range(B):
-            assert (obs[:, b, :2] == obs[0, b, :2]).all(), "a column mixes sub-envs"
-            # Within a column, t counts up by one and restarts at 0 after each episode's end.
-            t, done = obs[:, b, 2], batch["terminateds"][:, b]
-            for step in range(1, T):
-                assert t[step] == (0 if done[step - 1] else t[step - 1] + 1)
-    finally:
-        algo.stop()
-
-
-@pytest.mark.slow
-def test_training_merges_episode_and_callback_metrics_from_every_runner(backend):
-    def on_episode_end(*, metrics_logger, env_runner, **kwargs):
+    Building one with Ray runners costs seconds of CPU (a fresh Python importing torch and rlx per
+    runner), so the tests that keep its config and runners as they are share it: they look at its
+    runners, sample, or train it and judge only what their own calls did."""
+    def on_episode_end(*, metrics_logger, env_runner, **kwargs) -> None:
         metrics_logger.log_value("episodes_seen", 1, reduce="sum", clear_on_reduce=True)
         metrics_logger.log_value(("by_runner", str(env_runner.worker_index)), 1, reduce="sum", clear_on_reduce=True)
 
-    algo = config_for(backend).callbacks(on_episode_end=on_episode_end).build()
-    try:
-        total = 0
-        for _ in range(3):
-            result = algo.train()
-            total += result["num_env_steps_sampled_this_iter"]
-            runners = result["env_runners"]
-            assert runners["episodes_seen"] == runners["num_episodes"] > 0
-            assert set(runners["by_runner"]) == {"1", "2"}
-            assert runners["episode_len_mean"] == 7.0 and runners["episode_return_mean"] == 7.0
-        assert result["num_env_steps_sampled_lifetime"] == total
-        assert result["fault_tolerance"] == {"num_healthy_workers": 2, "num_remote_worker_restarts": 0,
-            "num_remote_workers_waiting_for_restart": 0}
-    finally:
-        algo.stop()
+    if request.param == "ray":
+        ray_cluster()
+    algo = config_for(request.param).callbacks(on_episode_end=on_episode_end).build()
+    yield request.param, algo, on_episode_end
+    algo.stop()
 
 
 @pytest.mark.slow
-def test_weights_reach_the_runners_only_when_they_changed(backend):
-    algo = config_for(backend).build()
-    try:
-        algo.train()
-        learner = algo.learner.get_weights()
-        versions = algo.env_runner_group.foreach_env_runner(lambda r: r.weights_seq_no, local_env_runner=False)
-        assert versions == [algo.weights_version] * 2
-        for weights in algo.env_runner_group.foreach_env_runner(lambda r: r.get_weights(), local_env_runner=False):
-            for key, value in learner.items():
-                np.testing.assert_array_equal(np.asarray(weights[key]), np.asarray(value))
-        # The same version again: nothing is sent (a runner's weights set by hand survive).
-        algo.env_runner_group.foreach_env_runner(lambda r: setattr(r, "weights_seq_no", -1), local_env_runner=False)
-        algo.sync_env_runner_weights()
-        assert algo.env_runner_group.foreach_env_runner(lambda r: r.weights_seq_no, local_env_runner=False) == [-1, -1]
-        # The global env-step count travels with them, for exploration schedules.
-        steps = algo.env_runner_group.foreach_env_runner(lambda r: r.num_env_steps_sampled_lifetime,
-                                                         local_env_runner=False)
-        assert all(s >= algo._counters["num_env_steps_sampled_lifetime"] for s in steps)
-    finally:
-        algo.stop()
+def test_runners_live_elsewhere_and_answer_foreach(shared_algo):
+    backend, algo, _ = shared_algo
+    group = algo.env_runner_group
+    assert group.backend == backend
+    assert group.num_remote_env_runners() == 2
+    assert algo.env_runner_group.foreach_env_runner(lambda r: r.worker_index) == [0, 1, 2]
+    pids = algo.env_runner_group.foreach_env_runner(lambda r: os.getpid(), local_env_runner=False)
+    assert len(set(pids)) == 2 and os.getpid() not in pids
+
+
+@pytest.mark.slow
+def test_batches_of_runners_sit_side_by_side_one_trajectory_per_column(shared_algo):
+    _, algo, _ = shared_algo
+    batch = algo.env_runner_group.sample(num_timesteps=40)
+    obs = batch["obs"]  # [T, B, 3]: worker_index, vector_index, t
+    T, B = obs.shape[:2]
+    assert B == 4 and T * B >= 40  # 2 runners x 2 sub-envs, side by side
+    owners = {(int(obs[0, b, 0]), int(obs[0, b, 1])) for b in range(B)}
+    assert owners == {(1, 0), (1, 1), (2, 0), (2, 1)}
+    for b in range(B):
+        assert (obs[:, b, :2] == obs[0, b, :2]).all(), "a column mixes sub-envs"
+        # Within a column, t counts up by one and restarts at 0 after each episode's end.
+        t, done = obs[:, b, 2], batch["terminateds"][:, b]
+        for step in range(1, T):
+            assert t[step] == (0 if done[step - 1] else t[step - 1] + 1)
+
+
+@pytest.mark.slow
+def test_training_merges_episode_and_callback_metrics_from_every_runner(shared_algo):
+    _, algo, _ = shared_algo  # its runners run the fixture's on_episode_end
+    total = before = algo._counters["num_env_steps_sampled_lifetime"]  # other tests may have trained it
+    for _ in range(3):
+        result = algo.train()
+        total += result["num_env_steps_sampled_this_iter"]
+        runners = result["env_runners"]
+        assert runners["episodes_seen"] == runners["num_episodes"] > 0
+        assert set(runners["by_runner"]) == {"1", "2"}
+        assert runners["episode_len_mean"] == 7.0 and runners["episode_return_mean"] == 7.0
+    assert result["num_env_steps_sampled_lifetime"] == total > before
+    assert result["fault_tolerance"] == {"num_healthy_workers": 2, "num_remote_worker_restarts": 0,
+        "num_remote_workers_waiting_for_restart": 0}
+
+
+@pytest.mark.slow
+def test_weights_reach_the_runners_only_when_they_changed(shared_algo):
+    _, algo, _ = shared_algo
+    algo.train()  # changes the weights (and their version), whatever the shared Algorithm did before
+    learner = algo.learner.get_weights()
+    versions = algo.env_runner_group.foreach_env_runner(lambda r: r.weights_seq_no, local_env_runner=False)
+    assert versions == [algo.weights_version] * 2
+    for weights in algo.env_runner_group.foreach_env_runner(lambda r: r.get_weights(), local_env_runner=False):
+        for key, value in learner.items():
+            np.testing.assert_array_equal(np.asarray(weights[key]), np.asarray(value))
+    # The same version again: nothing is sent (a runner's weights set by hand survive). The next
+    # train() of another test sends the new version over the -1 again.
+    algo.env_runner_group.foreach_env_runner(lambda r: setattr(r, "weights_seq_no", -1), local_env_runner=False)
+    algo.sync_env_runner_weights()
+    assert algo.env_runner_group.foreach_env_runner(lambda r: r.weights_seq_no, local_env_runner=False) == [-1, -1]
+    # The global env-step count travels with them, for exploration schedules.
+    steps = algo.env_runner_group.foreach_env_runner(lambda r: r.num_env_steps_sampled_lifetime,
+                                                     local_env_runner=False)
+    assert all(s >= algo._counters["num_env_steps_sampled_lifetime"] for s in steps)
 
 
 @pytest.mark.slow
@@ -163,12 +172,14 @@ def test_observation_filters_merge_across_runners(backend, update_workers):
 
 def test_a_runner_that_cannot_be_built_fails_the_build_clearly(backend):
     with pytest.raises(Exception) as info:
-        config_for(backend, env=BrokenConstructorEnv).build()
+        config_for(backend, env=BrokenConstructorEnv, runners=1).build()
     assert "cannot be built on a remote runner" in str(info.value)
 
 
 @pytest.mark.slow
 def test_killed_runner_is_restarted_with_current_weights_and_nothing_double_counted(backend):
+    from rlx.env.process_env_runner import EnvRunnerDiedError
+
     recreated = []
     algo = (config_for(backend)
             .fault_tolerance(restart_failed_env_runners=True, delay_between_env_runner_restarts_s=0)
@@ -176,7 +187,9 @@ def test_killed_runner_is_restarted_with_current_weights_and_nothing_double_coun
             .build())
     try:
         first = algo.train()
-        algo.env_runner_group.remote_workers()[0].kill()
+        victim = algo.env_runner_group.remote_workers()[0]
+        old_pid = victim.pid
+        victim.kill()
         time.sleep(0.5)
         # Restarts happen beside training; wait for this one before checking what it did.
         assert algo.env_runner_group.probe_unhealthy_env_runners() == [1]
@@ -184,10 +197,16 @@ def test_killed_runner_is_restarted_with_current_weights_and_nothing_double_coun
         for _ in range(2):
             result = algo.train()
             totals.append(result["num_env_steps_sampled_this_iter"])
+            assert result["fault_tolerance"]["num_healthy_workers"] == 2
         assert recreated == [[1]]
         assert result["fault_tolerance"] == {"num_healthy_workers": 2, "num_remote_worker_restarts": 1,
             "num_remote_workers_waiting_for_restart": 0}
         assert result["num_env_steps_sampled_lifetime"] == sum(totals)
+        # The dead handle keeps why it died; a new handle (a new process or actor) took its index.
+        assert isinstance(victim.last_error, EnvRunnerDiedError)
+        replacement = algo.env_runner_group.remote_workers()[0]
+        assert replacement is not victim and replacement.index == victim.index == 1 and replacement.pid != old_pid
+        assert algo.env_runner_group.foreach_env_runner(lambda r: r.worker_index) == [0, 1, 2]
         # The new runner samples with the learner's current weights.
         assert algo.env_runner_group.foreach_env_runner(lambda r: r.weights_seq_no, local_env_runner=False) == \
             [algo.weights_version] * 2
@@ -202,10 +221,12 @@ def test_killed_runner_without_fault_tolerance_raises(backend):
     algo = config_for(backend).build()
     try:
         algo.train()
-        algo.env_runner_group.remote_workers()[1].kill()
+        handle = algo.env_runner_group.remote_workers()[1]
+        handle.kill()
         time.sleep(0.5)
         with pytest.raises(EnvRunnerDiedError, match="EnvRunner 2"):
             algo.train()
+        assert not handle.healthy
     finally:
         algo.stop()
 
@@ -271,23 +292,23 @@ def test_remote_worker_envs_step_each_sub_env_in_its_own_process():
 
 
 @pytest.mark.slow
-def test_checkpoint_restores_into_remote_runners(backend, tmp_path):
+def test_checkpoint_restores_into_remote_runners(shared_algo, tmp_path):
     from rlx.algorithms.algorithm import Algorithm
 
-    algo = config_for(backend).build()
-    try:
-        algo.train()
-        path = algo.save(str(tmp_path / "ckpt"))
-        weights = algo.learner.get_weights()
-    finally:
-        algo.stop()
-    restored = Algorithm.from_checkpoint(path)
+    _, algo, on_episode_end = shared_algo
+    saved_iteration = algo.train()["training_iteration"]  # other tests may have trained it before
+    path = algo.save(str(tmp_path / "ckpt"))
+    weights = algo.learner.get_weights()
+    # A callback made at run time has no import path for the checkpoint: it is given again.
+    restored = Algorithm.from_checkpoint(path, config_overrides={"callbacks_on_episode_end": on_episode_end})
     try:
         assert restored.env_runner_group.num_remote_env_runners() == 2
         for remote in restored.env_runner_group.foreach_env_runner(lambda r: r.get_weights(), local_env_runner=False):
             for key, value in weights.items():
                 np.testing.assert_array_equal(np.asarray(remote[key]), np.asarray(value))
-        assert restored.train()["training_iteration"] == 2
+        result = restored.train()
+        assert result["training_iteration"] == saved_iteration + 1
+        assert set(result["env_runners"]["by_runner"]) == {"1", "2"}  # the callback runs in the restored runners
     finally:
         restored.stop()
 
