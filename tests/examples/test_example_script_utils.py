@@ -246,7 +246,8 @@ def test_tune_run_returns_the_result_grid_and_checks_the_success_metric(results_
     monkeypatch.setenv("RAY_AIR_NEW_OUTPUT", "1")  # the runner sets it to 0; restored afterwards
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    # One CPU fits the one trial; Ray prestarts a Python worker per CPU, so more would cost more.
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
     try:
         results = run_rllib_example_script_experiment(
             tiny_config(), parse("--stop-iters=2", "--as-test", "--stop-reward=100000", "--verbose=0"),
