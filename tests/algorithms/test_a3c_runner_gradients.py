@@ -59,7 +59,8 @@ def test_process_runners_compute_the_gradients_and_a3c_learns_cartpole():
 
 def test_ray_runners_compute_the_gradients(local_ray):
     local_ray()
-    algo = _config("ray").build()
+    # One runner: every gradient comes from a remote runner whether one or two send them.
+    algo = _config("ray", num_env_runners=1).build()
     try:
         applied = _forbid_driver_gradients(algo)
         result = algo.train()

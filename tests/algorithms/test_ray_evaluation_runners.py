@@ -16,24 +16,17 @@ from rlx.env.ray_env_runner import RayEnvRunner  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ray_session(tmp_path_factory):
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    saved = os.environ.get("RLX_RESULTS_DIR")
-    os.environ["RLX_RESULTS_DIR"] = str(tmp_path_factory.mktemp("results"))  # Tune trials inherit it
+def ray_session(local_ray):
+    """The shared local Ray instance (4 CPUs), this module shipped by value to its workers, and
+    rlx's algorithms registered with Tune. Tune's trials log under the Tuner's storage_path (the
+    trial's logdir), never under RLX_RESULTS_DIR, so the instance need not be started anew."""
+    local_ray()
     module = sys.modules[__name__]
     ray.cloudpickle.register_pickle_by_value(module)
-    import rlx.tune  # noqa: F401 - registers rlx's algorithms with Tune before ray.init
+    import rlx.tune  # noqa: F401 - registers rlx's algorithms with Tune
 
-    if ray.is_initialized():
-        ray.shutdown()  # the shared instance: Tune's trials must inherit RLX_RESULTS_DIR set above
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     yield
-    ray.shutdown()
     ray.cloudpickle.unregister_pickle_by_value(module)
-    if saved is None:
-        os.environ.pop("RLX_RESULTS_DIR", None)
-    else:
-        os.environ["RLX_RESULTS_DIR"] = saved
 
 
 def runner_facts(runner):

@@ -48,10 +48,34 @@ def _start_like(group: LearnerGroup, fresh) -> None:
         group.optimizers[name].load_state_dict(optimizer.state_dict())
 
 
-def test_ray_learner_actors_match_one_learner_take_object_refs_and_survive_a_kill():
+def _assert_unplaceable_learners_are_a_clear_error(caplog) -> None:
+    """2 learners x 3 CPUs (more than the 4 CPUs of this Ray instance) fail fast with an error
+    naming the shortfall and the option, after a warning while waiting (PLACEMENT_TIMEOUT_S and
+    WARN_AFTER_S patched by the caller to 3 s and 1 s)."""
+    from rlx.utils.ray_placement_wait import PlacementTimeoutError
+
+    config = lg.regression_config().learners(learner_backend="ray", num_cpus_per_learner=3)
+    started = time.perf_counter()
+    with caplog.at_level("WARNING", logger="rlx"), \
+            pytest.raises(PlacementTimeoutError, match=r"6 CPU .* 4 CPU in all .*num_cpus_per_learner"):
+        LearnerGroup(config, lg.TwoHeadRegressionLearner, lg.make_module(0), num_learners=2)
+    assert time.perf_counter() - started < 30
+    assert any("Waiting up to 3 s for Ray to place the 2 learner actor(s)" in r.getMessage() for r in caplog.records)
+
+
+def test_ray_learners_error_when_unplaceable_then_match_one_learner_take_refs_survive_a_kill(monkeypatch, caplog):
+    import rlx.core.learner.ray_learners as ray_learners
+    import rlx.utils.ray_placement_wait as placement_wait
+
     config = lg.regression_config().learners(learner_backend="auto")  # auto: Ray is initialised
     jobs = len(ray._private.state.jobs())
-    group = LearnerGroup(config, lg.TwoHeadRegressionLearner, lg.make_module(0), num_learners=2)
+    with monkeypatch.context() as patch:
+        patch.setattr(ray_learners, "PLACEMENT_TIMEOUT_S", 3.0)
+        patch.setattr(placement_wait, "WARN_AFTER_S", 1.0)
+        _assert_unplaceable_learners_are_a_clear_error(caplog)
+        # Nothing stays reserved: the group that fits (the one all checks below use) is placed
+        # right after, within the same 3 s.
+        group = LearnerGroup(config, lg.TwoHeadRegressionLearner, lg.make_module(0), num_learners=2)
     try:
         assert group.learner_backend == "ray"
         assert len(ray._private.state.jobs()) == jobs  # the actors are part of the driver's job
@@ -205,24 +229,3 @@ def test_learner_backend_process_keeps_processes_with_ray_initialised():
         assert group.learner_backend == "process" and group.actor_ids == [None]
     finally:
         group.stop()
-
-
-def test_learners_the_cluster_cannot_place_are_a_clear_error_not_a_hang(monkeypatch, caplog):
-    import rlx.core.learner.ray_learners as ray_learners
-    import rlx.utils.ray_placement_wait as placement_wait
-    from rlx.utils.ray_placement_wait import PlacementTimeoutError
-
-    monkeypatch.setattr(ray_learners, "PLACEMENT_TIMEOUT_S", 3.0)
-    monkeypatch.setattr(placement_wait, "WARN_AFTER_S", 1.0)
-    # 2 learners x 3 CPUs: more than the 4 CPUs this Ray instance has in all.
-    config = lg.regression_config().learners(learner_backend="ray", num_cpus_per_learner=3)
-    started = time.perf_counter()
-    with caplog.at_level("WARNING", logger="rlx"), \
-            pytest.raises(PlacementTimeoutError, match=r"6 CPU .* 4 CPU in all .*num_cpus_per_learner"):
-        LearnerGroup(config, lg.TwoHeadRegressionLearner, lg.make_module(0), num_learners=2)
-    assert time.perf_counter() - started < 30
-    assert any("Waiting up to 3 s for Ray to place the 2 learner actor(s)" in r.getMessage() for r in caplog.records)
-    # Nothing stays reserved: a group that fits is placed right after.
-    group = LearnerGroup(lg.regression_config().learners(learner_backend="ray"), lg.TwoHeadRegressionLearner,
-                         lg.make_module(0), num_learners=2)
-    group.stop()
