@@ -146,6 +146,3 @@ class LearnerGroupView:
             result = {**result, RL_MODULE_STATE_AFTER_UPDATE: state_for_result(state)}
         return [result]
 
-
-#: The class's earlier name (it viewed only a Learner in this process then).
-LocalLearnerGroup = LearnerGroupView
