@@ -12,7 +12,7 @@ methods that hand their work to one module per job:
     evaluation_runs            evaluate() and evaluation during training (schedule: evaluation)
     policy_management          get_module, get/set_weights, add/remove_policy and _module
     inference                  compute_single_action / compute_actions
-    checkpointing              save/restore/from_checkpoint (state: algorithm_state)
+    algorithm_checkpoints      save/restore/from_checkpoint/get_state (IO: checkpointing)
     algorithm_logging          the result logger, logdir and videos (curriculum: env_task_fn)
 
 The modules that load torch (runner groups, learners, RLModules, offline IO) or checkpoint IO are
@@ -21,7 +21,6 @@ imported where they are used, so that importing an algorithm's config stays chea
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections import deque
@@ -34,8 +33,9 @@ import numpy as np
 from rlx.algorithms import algorithm_logging, evaluation_runs, inference, learning, policy_management
 from rlx.algorithms.algorithm_config import AlgorithmConfig
 # StateFieldError, state_field and state_count lived here; they stay importable from this module.
-from rlx.algorithms.algorithm_state import (StateFieldError, algorithm_state, set_algorithm_state,  # noqa: F401
-                                            state_count, state_field)
+from rlx.algorithms.algorithm_state import StateFieldError, state_count, state_field  # noqa: F401
+# SaveResult lived here; it stays importable from this module.
+from rlx.algorithms.algorithm_checkpoints import AlgorithmCheckpoints, SaveResult  # noqa: F401
 from rlx.algorithms.curriculum import apply_env_task_fn, check_task_settable
 from rlx.algorithms.image_env_advice import advise_on_image_settings
 from rlx.algorithms.resources import check_gpu_request, trial_bundles
@@ -45,7 +45,6 @@ from rlx.core import DEFAULT_POLICY_ID
 from rlx.core.sample_batch import as_multi_agent
 from rlx.offline.results import report_evaluation_returns
 from rlx.utils.errors import ConfigError
-from rlx.utils.hub import download_checkpoint
 from rlx.utils.metrics.metrics_logger import MetricsLogger
 from rlx.utils.metrics.result_keys import (LEARNER_UPDATE_TIMER, SYNCH_WORKER_WEIGHTS_TIMER, TIMERS,
                                            TRAINING_ITERATION_TIMER, TRAINING_STEP_TIMER)
@@ -56,27 +55,7 @@ from rlx.utils.sys_usage import sys_usage_monitor
 
 logger = logging.getLogger("rlx")
 
-class SaveResult(str):
-    """The path of a saved checkpoint (a str), also offering `.checkpoint.path` as RLlib 2.x does."""
-
-    checkpoint: "SaveResult._Checkpoint"
-    metrics: dict
-
-    class _Checkpoint:
-        def __init__(self, path: str):
-            self.path = path
-
-        def __repr__(self) -> str:
-            return f"Checkpoint(path={self.path!r})"
-
-    def __new__(cls, path: str, metrics: dict | None = None) -> "SaveResult":
-        obj = super().__new__(cls, path)
-        obj.checkpoint = cls._Checkpoint(path)
-        obj.metrics = metrics or {}
-        return obj
-
-
-class Algorithm:
+class Algorithm(AlgorithmCheckpoints):
     """Base class of rlx algorithms (RLlib's `Algorithm`, formerly `Trainer`).
 
     Build one from a config (`PPOConfig().environment(...).build()`) or the old way,
@@ -607,109 +586,6 @@ class Algorithm:
         return inference.compute_actions(
             self, observations, state, policy_id=policy_id, full_fetch=full_fetch, explore=explore,
             timestep=timestep, unsquash_actions=unsquash_actions, clip_actions=clip_actions)
-
-    # ------------------------------------------------------------------ checkpoints
-
-    def save(self, checkpoint_dir: str | None = None, prevent_upload: bool = False) -> SaveResult:
-        """Save a checkpoint (into `checkpoint_dir`, or a new dir under the run's logdir)."""
-        path = self.save_to_path(checkpoint_dir)
-        return SaveResult(path, metrics={"training_iteration": self.iteration})
-
-    save_checkpoint = save
-
-    def save_to_path(self, path: str | os.PathLike | None = None, *, state: dict | None = None) -> str:
-        """Write a checkpoint directory at `path` (default: a new one under the logdir) and return the path."""
-        from rlx.algorithms.checkpointing import write_algorithm_checkpoint  # checkpoint IO: loaded on use
-
-        if path is None:
-            path = os.path.join(self.logdir, f"checkpoint_{self.iteration:06d}")
-        return write_algorithm_checkpoint(self, Path(path))
-
-    def restore(self, checkpoint_path: Any) -> None:
-        """Load a checkpoint of the same algorithm and config into this Algorithm.
-
-        `checkpoint_path` is the checkpoint directory or a checkpoint object: Ray Tune's
-        `result.checkpoint`, a Tune `Result`, or what `algo.save()` returned.
-        """
-        self.restore_from_path(checkpoint_path)
-
-    def restore_from_path(self, path: Any, component: str | None = None) -> None:
-        """Load weights, optimizer state, counters and filters from a checkpoint (a directory
-        or a checkpoint object, as for `restore`). With `component` (RLlib's Checkpointable API),
-        `path` is that component's folder and only it is loaded: the RLModule weights,
-        "learner_group/learner/rl_module" or "learner_group/learner/rl_module/<module_id>"."""
-        from rlx.algorithms.checkpointing import read_algorithm_checkpoint, restore_component  # checkpoint IO
-        from rlx.utils.checkpoints import checkpoint_dir
-
-        if component is not None:
-            restore_component(self, checkpoint_dir(path), component)
-            return
-        read_algorithm_checkpoint(self, checkpoint_dir(path))
-        self.callbacks.fire("on_checkpoint_loaded", algorithm=self)
-
-    load_checkpoint = restore_from_path
-
-    @classmethod
-    def from_checkpoint(cls, path: Any, config_overrides: dict | None = None, *, env: Any = None,
-                        policy_mapping_fn: Any = None, **kwargs: Any) -> "Algorithm":
-        """Rebuild an Algorithm (class, config, weights, state) from a checkpoint alone: its
-        directory or a checkpoint object (Ray Tune's `result.checkpoint`, a Tune `Result`,
-        what `algo.save()` returned).
-
-        `env` and `policy_mapping_fn` replace the stored ones (as `config_overrides` does):
-        give them when the checkpoint could not store them (a class defined inside a
-        function, a creator lambda; the error says which)."""
-        from rlx.algorithms.checkpointing import restored_algorithm  # checkpoint IO: loaded on use
-
-        if kwargs:
-            raise TypeError(f"from_checkpoint() got unexpected arguments: {', '.join(kwargs)}.")
-        overrides = dict(config_overrides or {})
-        for key, value in (("env", env), ("policy_mapping_fn", policy_mapping_fn)):
-            if value is not None:
-                overrides[key] = value
-        return restored_algorithm(cls, path, overrides)
-
-    @classmethod
-    def from_hub(cls, repo_id: str, config_overrides: dict | None = None, *, revision: str | None = None,
-                 token: str | None = None, local_dir: str | None = None) -> "Algorithm":
-        """Download the checkpoint in Hugging Face Hub repository `repo_id` (one `rlx hub push`
-        uploaded) into `local_dir` (default ~/.cache/rlx/hub/<owner>--<name>) and load it as
-        `from_checkpoint` does. Needs the `huggingface_hub` package (the `hub` extra)."""
-        folder = download_checkpoint(repo_id, revision=revision, token=token, local_dir=local_dir)
-        return cls.from_checkpoint(folder, config_overrides)
-
-    def write_checkpoint_extras(self, directory: Path) -> list[str]:
-        """Write algorithm-specific checkpoint files (e.g. the replay buffer) into `directory`.
-
-        Returns their paths relative to `directory`; the base Algorithm has none.
-        """
-        return []
-
-    def load_checkpoint_extras(self, directory: Path) -> Any:
-        """Read and check what `write_checkpoint_extras` wrote, without applying it (None when
-        there is nothing; the base Algorithm has nothing)."""
-        return None
-
-    def apply_checkpoint_extras(self, loaded: Any) -> None:
-        """Apply what `load_checkpoint_extras` returned (the base Algorithm has nothing to apply)."""
-        return None
-
-    def read_checkpoint_extras(self, directory: Path) -> None:
-        """Load what `write_checkpoint_extras` wrote into this Algorithm."""
-        self.apply_checkpoint_extras(self.load_checkpoint_extras(directory))
-
-    def get_state(self) -> dict[str, Any]:
-        """JSON-safe algorithm state (counters, metrics, learner and runner extras)."""
-        return algorithm_state(self)
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore get_state(). A field that does not fit raises StateFieldError naming it; the
-        numbers are checked before anything changes.
-
-        RLlib's partial form `{"learner_group": {"learner": {"rl_module": {module_id: weights}}}}`
-        sets just those modules' weights (and syncs the EnvRunners).
-        """
-        set_algorithm_state(self, state)
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -1,248 +1,34 @@
-"""Write and read Algorithm checkpoints in the layout of DESIGN.md.
-
-    rlx_checkpoint.json       format name/version, rlx version, algorithm class, file list
-    config.json               the config (classes and functions as import paths; what rlx's
-                              factories made at run time as the call that made it, see
-                              rlx.utils.checkpoint_recipes; an env without an import path
-                              as its registered name; a lambda policy_mapping_fn as the
-                              table of the policy it picks for each of the env's agents)
-    algorithm_state.json      counters, metrics window, learner extras, env-runner state
-    policies/<policy_id>/module.safetensors      module weights (one folder per policy;
-                                                 single-agent: policies/default_policy)
-    policies/<policy_id>/optimizer.safetensors   optimizer tensors (+ optimizer.json); extra
-                                                 optimizers as optimizer_<name>.safetensors/.json
-    policies/<policy_id>/learner.safetensors     learner tensors outside the module (target
-                                                 networks, SAC's log-alpha), when there are any
-    replay_buffer.safetensors (+ replay_buffer.json) only with store_buffer_in_checkpoints
-    policies/<policy_id>/model.pt                only with export_native_model_files (the state_dict)
-    policies/<policy_id>/model/                  only with export_native_model_files: the policy
-                                                 exported to run without rlx (model.pt, TorchScript;
-                                                 model.onnx when `onnx` is installed; export_info.json)
-
-rlx_checkpoint.json lists the stored policies in `policy_ids` (and `trainable_policies_only`
-when only the trainable ones were written); a config with fewer policies restores just those.
-
-`checkpoint_version` 1.1 (format version 1 still) adds `env_source` to rlx_checkpoint.json:
-what rebuilds the env besides config.json, as plain JSON (no code is stored):
-
-    "env_source": {
-        "imports": [{"module": "my_envs", "path": "/home/me/project"}, ...],
-        "experiment_file": "/home/me/project/my_exp.py"      # or null
-    }
-
-`imports` are the modules to import before the env is resolved, in order: those the user
-named (`rlx train --import`), then the module defining the env (its class or creator, the
-module of an import path, or the package that registered a Gymnasium id); `path` is the
-sys.path entry it was imported from, tried when it is not importable otherwise.
-`experiment_file` is the `rlx train file` Python file that defined the config. Checkpoints
-of version 1.0 have no `env_source` and load as before.
-
-`checkpoint_version` 1.2 adds `checksums` to rlx_checkpoint.json ({file: "sha256:<hex>"} for
-every listed binary file, checked on load; the JSON files stay editable by hand) and an `algorithm_class` key to algorithm_state.json.
-Loading reads and checks every file first and then applies all of it, or nothing.
-"""
+"""Read Algorithm checkpoints: rebuild the stored config, check every file, then apply all of
+it or nothing. The layout of a checkpoint directory is described in
+rlx.algorithms.checkpoint_layout; rlx.algorithms.checkpoint_writer writes it (its entry point
+stays importable here)."""
 from __future__ import annotations
 
 import copy
-import importlib.util
-import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rlx.algorithms.algorithm_state import StateFieldError
-from rlx.algorithms.checkpoint_checks import (check_algorithm_class, check_files, check_finite, check_fits,
-                                              check_param_groups, class_path, file_checksum)
+from rlx.algorithms.checkpoint_checks import check_algorithm_class, check_files, check_finite, check_fits, check_param_groups
 # The env_source entry (version 1.1) is written by its own module; its names stay importable here.
 from rlx.algorithms.checkpoint_env_source import (EXPERIMENT_MODULE, env_source, read_env_source,  # noqa: F401
                                                   record_env_source, reset_env_source)
-from rlx.algorithms.policy_mapping_table import mapping_table_for
-from rlx.core.rl_module.module_checkpoint import MODULE_METADATA_FILE, read_module_dir, write_component_dir
-from rlx.env.policy_export import DEFAULT_ONNX_OPSET, export_policy_files
+from rlx.algorithms.checkpoint_layout import CHECKPOINT_VERSION, STATE_CLASS_KEY, optimizer_stem, policy_dir  # noqa: F401
+from rlx.algorithms.checkpoint_writer import write_algorithm_checkpoint  # noqa: F401
+from rlx.core.rl_module.module_checkpoint import MODULE_METADATA_FILE, read_module_dir
 from rlx.utils.checkpoints import (
-    FORMAT_NAME,
-    FORMAT_VERSION,
     METADATA_FILE,
-    AtomicDirectory,
     checkpoint_dir,
     decode_value,
-    encode_value,
-    flatten_optimizer_state,
     read_json,
     read_metadata,
     read_tensors,
     unflatten_optimizer_state,
-    write_json,
-    write_tensors,
 )
 from rlx.utils.checkpoint_trust import check_string_paths, checkpoint_off_sys_path, import_checked
 from rlx.utils.checkpoint_paths import enclosing_checkpoint
-from rlx.utils.errors import CheckpointError, ConfigError, EnvError, NotSupportedYetError, RLXError, install_hint
-from rlx.utils.registry import get_registered_creator, registered_env_names
-from rlx.utils.version import __version__
-
-#: Key of algorithm_state.json naming the Algorithm class that wrote it.
-STATE_CLASS_KEY = "algorithm_class"
-#: Version of what rlx_checkpoint.json holds within FORMAT_VERSION (1.1: `env_source`; 1.2:
-#: `checksums`, and algorithm_state.json names its algorithm class).
-CHECKPOINT_VERSION = f"{FORMAT_VERSION}.2"
-
-logger = logging.getLogger(__name__)
-#: Whether the missing-`onnx` warning of export_native_model_files was given (once per process).
-_warned_no_onnx = False
-
-
-def write_algorithm_checkpoint(algo: Any, path: Path) -> str:
-    """Write `algo` into the checkpoint directory `path` atomically; return the path."""
-    learners = _learners_to_save(algo)
-    files = ["config.json", "algorithm_state.json"]
-    config = _encoded_config(algo)
-    with AtomicDirectory(path) as tmp:
-        write_json(tmp / "config.json", config)
-        write_json(tmp / "algorithm_state.json", {**algo.get_state(), STATE_CLASS_KEY: class_path(type(algo))})
-        for module_id, learner in learners.items():
-            files += _write_module_files(tmp, module_id, learner, algo.config.export_native_model_files)
-            if algo.config.export_native_model_files:
-                files += _write_exported_model(tmp, module_id, algo, learner)
-            # RLlib's component path of the module (RLModule.from_checkpoint, RLModuleSpec(load_state_path=...)).
-            files.append(write_component_dir(tmp, module_id, learner.module, f"{policy_dir(module_id)}/module.safetensors"))
-        files += algo.write_checkpoint_extras(tmp)
-        cls = type(algo)
-        write_json(tmp / METADATA_FILE, {
-            "format": FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
-            "checkpoint_version": CHECKPOINT_VERSION,
-            "rlx_version": __version__,
-            "algorithm_class": f"{cls.__module__}:{cls.__qualname__}",
-            "env": config.get("env") if isinstance(config.get("env"), str) else None,
-            "env_source": env_source(algo.config),
-            "policy_ids": list(learners),
-            "trainable_policies_only": bool(algo.config.checkpoint_trainable_policies_only),
-            "policy_spaces": _policy_spaces(algo, learners),
-            "training_iteration": algo.iteration,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "files": files,
-            # Of the binary files only: the JSON files are readable, and editable by hand.
-            "checksums": {name: file_checksum(tmp / name) for name in files if not name.endswith(".json")},
-        })
-    return str(Path(path).expanduser().resolve())
-
-
-def policy_dir(module_id: str) -> str:
-    """The checkpoint directory of one module: policies/<module_id>."""
-    if not isinstance(module_id, str) or not module_id or module_id in (".", "..") or "/" in module_id \
-            or "\\" in module_id or "\0" in module_id:
-        raise CheckpointError(f"Policy id {module_id!r} cannot name a checkpoint directory; use ids without "
-                              "path separators.")
-    return f"policies/{module_id}"
-
-
-def _policy_spaces(algo: Any, module_ids: Any) -> dict[str, Any]:
-    """{policy_id: {"observation_space": ..., "action_space": ...}}: each policy's env spaces
-    (encoded), so one policy loads without the mapping function that found them."""
-    slots = getattr(algo.env_runner, "slots", None)
-    if not slots:
-        return {}
-    return {mid: {"observation_space": encode_value(slots[mid].observation_space),
-                  "action_space": encode_value(slots[mid].action_space)}
-            for mid in module_ids if mid in slots}
-
-
-def _learners_to_save(algo: Any) -> dict[str, Any]:
-    container = algo.learners
-    learners = container.by_module()
-    if algo.config.checkpoint_trainable_policies_only:
-        learners = {mid: l for mid, l in learners.items() if container.is_trainable(mid)}
-    return learners
-
-
-def _write_module_files(tmp: Path, module_id: str, learner: Any, native: bool) -> list[str]:
-    """Write one module's weights, optimizer states and extra learner tensors; their names."""
-    folder = policy_dir(module_id)
-    (tmp / folder).mkdir(parents=True)
-    write_tensors(tmp / folder / "module.safetensors", learner.module.state_dict())
-    files = [f"{folder}/module.safetensors"]
-    for name, optimizer in learner.optimizers.items():
-        stem = _optimizer_stem(name)
-        tensors, meta = flatten_optimizer_state(optimizer.state_dict())
-        write_tensors(tmp / folder / f"{stem}.safetensors", tensors)
-        write_json(tmp / folder / f"{stem}.json", meta)
-        files += [f"{folder}/{stem}.safetensors", f"{folder}/{stem}.json"]
-    extra = learner.get_extra_tensors()
-    if extra:
-        write_tensors(tmp / folder / "learner.safetensors", extra)
-        files.append(f"{folder}/learner.safetensors")
-    if native:
-        import torch
-
-        torch.save(learner.module.state_dict(), tmp / folder / "model.pt")
-        files.append(f"{folder}/model.pt")
-    return files
-
-
-def _write_exported_model(tmp: Path, module_id: str, algo: Any, learner: Any) -> list[str]:
-    """policies/<module_id>/model/: the policy exported for serving without rlx (RLlib's
-    native model files): TorchScript always, ONNX when the `onnx` package is installed."""
-    global _warned_no_onnx
-    folder = f"{policy_dir(module_id)}/model"
-    policy = algo.get_policy(module_id)
-    written = export_policy_files(policy, tmp / folder, module=learner.module)
-    if importlib.util.find_spec("onnx") is not None:
-        written += export_policy_files(policy, tmp / folder, onnx=DEFAULT_ONNX_OPSET, module=learner.module)
-    elif not _warned_no_onnx:
-        _warned_no_onnx = True
-        logger.warning("export_native_model_files: checkpoints get model.pt (TorchScript) but no model.onnx, as "
-                       f"the `onnx` package is not installed ({install_hint('export')}).")
-    return sorted({f"{folder}/{name}" for name in written})
-
-
-def _encoded_config(algo: Any) -> dict:
-    """config.json of `algo`: its config encoded, with what has no import path stored another
-    way where one exists (see `_store_env_by_name` and `_store_mapping_as_table`)."""
-    config = algo.config
-    encoded = encode_value(config.to_dict())
-    if _unstorable(encoded.get("logger_creator")):
-        # A lambda that placed this run's results; an Algorithm restored from the checkpoint
-        # is a new run and logs to a new directory, so nothing is lost by dropping it.
-        encoded["logger_creator"] = None
-    _store_env_by_name(encoded, config.env)
-    evaluation = encoded.get("evaluation_config")
-    if isinstance(evaluation, dict) and isinstance(config.evaluation_config, dict):
-        _store_env_by_name(evaluation, config.evaluation_config.get("env"))
-    if _unstorable(encoded.get("policy_mapping_fn")):  # (no table for a single-agent env: it has no agent ids)
-        _store_mapping_as_table(encoded, algo)
-    return encoded
-
-
-def _unstorable(encoded: Any) -> bool:
-    return isinstance(encoded, dict) and "__unserializable__" in encoded
-
-
-def _store_env_by_name(encoded: dict, env: Any) -> None:
-    """An env class or creator without an import path that is registered with `register_env`
-    is stored as its registered name, which resolves wherever that name is registered."""
-    if not _unstorable(encoded.get("env")):
-        return
-    for name in registered_env_names():
-        try:
-            if get_registered_creator(name) is env:
-                encoded["env"] = name
-                return
-        except EnvError:  # a shipped registration that does not load here is not this env
-            continue
-
-
-def _store_mapping_as_table(encoded: dict, algo: Any) -> None:
-    """A policy_mapping_fn without an import path (the docs' lambdas) is stored as the table of
-    the policy it picks for each of the env's agents (rlx.algorithms.policy_mapping_table)."""
-    table = mapping_table_for(algo)
-    if table is not None:
-        encoded["policy_mapping_fn"] = encode_value(table)
-
-
-def _optimizer_stem(name: str) -> str:
-    return "optimizer" if name == "default" else f"optimizer_{name}"
+from rlx.utils.errors import CheckpointError, ConfigError, NotSupportedYetError, RLXError
 
 
 def read_config(root: Path, algo_cls: Any, overrides: dict) -> Any:
@@ -422,7 +208,7 @@ def _load_module_files(root: Path, module_id: str, learner: Any) -> LoadedModule
                 "Was the checkpoint written with a different model config?")
     optimizers = {}
     for name in learner.optimizers:
-        stem = _optimizer_stem(name)
+        stem = optimizer_stem(name)
         if not (folder / f"{stem}.json").is_file():
             raise CheckpointError(
                 f"Checkpoint {root} has no state for the '{name}' optimizer ({policy_dir(module_id)}/{stem}.json): "

@@ -14,7 +14,8 @@ import gymnasium as gym
 from rlx.connectors.learner.learner_connector_pipeline import build_learner_connector as build_pipeline
 from rlx.algorithms.module_specs import with_policy_class_modules
 from rlx.core.learner.async_updates import LOCAL_ASYNC_UPDATE_ERROR, RL_MODULE_STATE_AFTER_UPDATE, state_for_result
-from rlx.core.learner.container import build_learner, module_learners
+from rlx.core.learner.build import build_learner
+from rlx.core.learner.container import module_learners
 from rlx.core.rl_module.multi_rl_module import MultiRLModule
 from rlx.env.env_runner import MultiAgentEnvFoundError, SingleAgentEnvRunner
 from rlx.env.env_runner_group import EnvRunnerGroup

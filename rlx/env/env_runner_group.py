@@ -17,17 +17,18 @@ from typing import AbstractSet, Any, Callable
 import numpy as np
 
 from rlx.core.rl_module.rl_module import RLModule, RLModuleSpec
-from rlx.core.sample_batch import as_multi_agent, concat_time, join_side_by_side
 from rlx.env.config_view import EnvConfig
 from rlx.env.env_runner import EnvInfo, SingleAgentEnvRunner
 from rlx.env.partial_fragment import PartialFragment, take_partial_fragment
 from rlx.env.runner_group import foreach, replacement, weight_sync
 from rlx.env.runner_group.async_sampling import AsyncSample, AsyncSampler
+from rlx.env.runner_group.batches import concat_batches, env_steps_of, join_runner_batches, num_sampled_steps
 from rlx.env.runner_group.episodes import runners_return_episodes, sample_episodes
 from rlx.env.runner_group.backends import (BACKENDS, call_all, make_remote_runner, resolve_backend, run_all,
                                            runner_factory, wait_for_builds)
 from rlx.env.runner_group.calls import (AsyncSampleCall, RestoreCall, SampleCall, SetFilterCall, SetWeightsCall,
                                         env_info, get_metrics, pop_filter_delta)
+from rlx.env.runner_group.local_sampling import sample_local, sampling_local_runner
 from rlx.env.runner_group.sampling import sample_remote
 from rlx.env.runner_group.spares import SpareWorker
 from rlx.env.runner_group.stuck_runners import LocalSampleBound
@@ -44,11 +45,6 @@ __all__ = ["AsyncSample", "BACKENDS", "EnvRunnerGroup", "concat_batches", "join_
 _SampleCall, _AsyncSampleCall, _SetWeightsCall, _RestoreCall, _SetFilterCall = \
     SampleCall, AsyncSampleCall, SetWeightsCall, RestoreCall, SetFilterCall
 _env_info, _get_metrics, _pop_filter_delta = env_info, get_metrics, pop_filter_delta
-
-
-def concat_batches(batches: list[Any]) -> Any:
-    """Join time-major batches of the same sub-envs along the time axis."""
-    return concat_time(batches)
 
 
 class EnvRunnerGroup:
@@ -306,7 +302,7 @@ class EnvRunnerGroup:
         """`sample()` from the envs: the local runner, or every remote runner in service
         (rlx.env.runner_group.sampling), their batches joined side by side."""
         if not self._remote:
-            return self._sample_local(num_timesteps, explore)
+            return sample_local(self, num_timesteps, explore)
         per_runner = sample_remote(self, num_timesteps, explore)
         layout = tuple(sorted(per_runner))
         if layout != self._sampling_layout:
@@ -315,36 +311,6 @@ class EnvRunnerGroup:
             self._sampling_layout = layout
         weight_sync.merge_filters(self, layout)
         return join_runner_batches([concat_batches(per_runner[i]) for i in layout])
-
-    def _sampling_local_runner(self) -> Any:
-        """The local EnvRunner, which samples when the group has no remote runners."""
-        runner = self._local_env_runner
-        if runner is None:
-            raise RuntimeError("This EnvRunnerGroup has neither remote EnvRunners nor a local one to sample with; "
-                               "build it with local_env_runner=True or num_env_runners > 0.")
-        return runner
-
-    def _sample_local(self, num_timesteps: int | None, explore: bool | None) -> dict[str, np.ndarray]:
-        runner = self._sampling_local_runner()
-        if num_timesteps is None:
-            batch = self._local_sample_call(runner, explore)
-        else:
-            batches = []
-            collected = 0
-            while collected < num_timesteps:
-                batches.append(self._local_sample_call(runner, explore))
-                collected += self._count_steps(batches[-1])
-            batch = concat_batches(batches)
-        self.num_resets = runner.num_resets
-        return batch
-
-    def _local_sample_call(self, runner: Any, explore: bool | None) -> Any:
-        """One sample() (a fragment) of the local runner, bounded by sample_timeout_s as a remote
-        runner's request is. Runners without sub-envs (external envs) bound their own waits."""
-        if not self._local_bound.bounded or not getattr(runner, "has_envs", True):
-            return runner.sample(explore=explore)
-        return self._local_bound.run(self.runner_handles()[0], _LocalSample(explore),
-                                     progress=lambda: runner.num_env_steps_sampled_lifetime + runner.num_resets)
 
     def _count_steps(self, batch: Any) -> int:
         """Steps in a sampled batch, as count_steps_by says."""
@@ -386,10 +352,10 @@ class EnvRunnerGroup:
         if self._remote:
             samples = self._async.sample(explore, weights_from, weights_seq_no, global_vars, max_new_requests, wait_s)
         else:
-            local = self._sampling_local_runner()
+            local = sampling_local_runner(self)
             if weights_from is not None and weights_seq_no is not None and local.weights_seq_no != weights_seq_no:
                 self.sync_weights(from_worker_or_learner_group=weights_from, weights_seq_no=weights_seq_no)
-            batch = self._sample_local(None, explore)
+            batch = sample_local(self, None, explore)
             samples = [AsyncSample(batch, 0, int(local.weights_seq_no), self._count_steps(batch))]
         if self.offline_io is not None:
             for sample in samples:
@@ -437,7 +403,7 @@ class EnvRunnerGroup:
             return None
         self._salvaged_metrics.append(fragment.metrics)
         fragment.metrics = {}
-        if not _num_steps(fragment.batch):
+        if not env_steps_of(fragment.batch):
             return None
         self._ft.delivered(handle.index)
         return fragment
@@ -530,32 +496,3 @@ class EnvRunnerGroup:
         elif self._local_env_runner is not None:
             steps.append(self._local_env_runner.stop)
         run_all(steps)
-
-
-class _LocalSample:
-    """The local runner's sample() call, run on its own thread (LocalSampleBound)."""
-
-    def __init__(self, explore: bool | None):
-        self.explore = explore
-
-    def __call__(self, runner: Any) -> Any:
-        return runner.sample(explore=self.explore)
-
-
-def _num_steps(batch: Any) -> int:
-    return as_multi_agent(batch).env_steps()
-
-
-def num_sampled_steps(batch: Any, count_steps_by: str = "env_steps") -> int:
-    """Env steps in a sampled batch (its agent steps with count_steps_by='agent_steps')."""
-    batch = as_multi_agent(batch)
-    return batch.agent_steps() if count_steps_by == "agent_steps" else batch.env_steps()
-
-
-def join_runner_batches(batches: list[Any]) -> Any:
-    """Join time-major batches of different runners side by side (along the sub-env axis).
-
-    Batches of different lengths are padded at the end with rows marked invalid, so every
-    column keeps its own sub-env's trajectory.
-    """
-    return join_side_by_side(batches)

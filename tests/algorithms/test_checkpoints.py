@@ -214,7 +214,7 @@ def test_saving_twice_into_the_same_directory_replaces_it(trained_algo, tmp_path
 
 
 def test_a_failed_save_leaves_the_previous_checkpoint_intact(trained_algo, tmp_path, monkeypatch):
-    import rlx.algorithms.checkpointing as checkpointing
+    import rlx.algorithms.checkpoint_writer as checkpoint_writer
 
     parent = tmp_path / "checkpoints"
     target = parent / "latest"
@@ -225,7 +225,7 @@ def test_a_failed_save_leaves_the_previous_checkpoint_intact(trained_algo, tmp_p
     def failing_write(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(checkpointing, "write_tensors", failing_write)
+    monkeypatch.setattr(checkpoint_writer, "write_tensors", failing_write)
     with pytest.raises(OSError, match="disk full"):
         trained_algo.save(str(target))
     monkeypatch.undo()

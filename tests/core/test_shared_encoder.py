@@ -120,7 +120,7 @@ def test_env_runner_acts_through_the_multi_rl_modules_forward():
 
 
 def test_one_iteration_trains_the_encoder_and_both_heads_with_the_one_optimizer():
-    from rlx.core.learner.container import JointLearnerContainer
+    from rlx.core.learner.joint_container import JointLearnerContainer
 
     config, cls, learner_cls = _shared_encoder_setup([])
     algo = config.build()

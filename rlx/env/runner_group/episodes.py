@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from rlx.env.runner.runner import episodes_by_default
+from rlx.env.runner_group.local_sampling import sampling_local_runner
 
 logger = logging.getLogger("rlx")
 
@@ -50,7 +51,7 @@ def sample_episodes(group: Any, num_timesteps: int | None, explore: bool | None,
     call = SampleEpisodes(explore, random_actions)
     while True:
         if group.num_remote_env_runners() == 0:
-            rounds = [call(group._sampling_local_runner())]
+            rounds = [call(sampling_local_runner(group))]
         else:
             rounds = group.foreach_env_runner(call, local_env_runner=False)
         if not rounds:
