@@ -13,7 +13,10 @@ wall time), under `nice -n 10`. Written to DIR (default benchmarks/results/<exam
 - `curves.json`: {"rlx": {seed: {"steps": [...], "return": [...], "wall_s": s}}, "sb3": ...}
   and a summary: final return (mean +- std over seeds) and mean wall time per library;
 - `curves.csv`: library, seed, env steps, return (one row per iteration / episode);
-- `rlx_curves.png`: `rlx plot` of the rlx trials (needs the `plot` extra).
+- `rlx_curves.png`: `rlx plot` of the rlx trials (needs the `plot` extra);
+- `curves.png`: every seed's curve of both libraries on one chart (needs matplotlib).
+
+`--replot DIR` redraws `curves.png` from an existing `curves.json` without training.
 
 Stable-Baselines3 runs when an anchors interpreter is given (`--anchors-python`, or
 $ANCHORS_PYTHON, or ~/anchors-venv/bin/python when ../shared/anchors exists) and has rl_zoo3:
@@ -72,11 +75,38 @@ def anchors_python(explicit: str | None) -> str | None:
     return None
 
 
+ZOO_CONF_SCRIPT = """
+import pathlib, sys, yaml, rl_zoo3
+algo, env, out = sys.argv[1:]
+table = yaml.safe_load((pathlib.Path(rl_zoo3.__file__).parent / "hyperparams" / f"{algo}.yml").read_text())
+if env in table:
+    print("")
+else:
+    # rl-zoo3 2.x tunes MuJoCo's v4 envs; v5 (Gymnasium 1.x) has the same dynamics and spaces.
+    older = env.rsplit("-v", 1)[0] + "-v4"
+    if older not in table:
+        sys.exit(f"rl-zoo3 has no {algo} hyperparameters for {env} (nor {older})")
+    pathlib.Path(out).write_text(yaml.safe_dump({env: table[older]}))
+    print(out)
+"""
+
+
+def zoo_conf_args(python: str, algo: str, env: str, folder: Path) -> list[str]:
+    """`-conf FILE` giving rl-zoo3's hyperparameters of `env`'s v4 version when rl-zoo3 has none
+    for `env` itself (it tunes HalfCheetah-v4, the rlx examples use v5); [] when it has them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    conf = folder / "zoo_hyperparams.yml"
+    found = subprocess.run([python, "-c", ZOO_CONF_SCRIPT, algo, env, str(conf)], check=True,
+                           capture_output=True, text=True).stdout.strip()
+    return ["-conf", found] if found else []
+
+
 def sb3_curve(python: str, algo: str, env: str, steps: int, seed: int, out: Path) -> dict:
     """rl-zoo3's tuned `algo` on `env` for `steps` env steps; its return curve and wall time."""
     folder = out / "sb3" / f"seed_{seed}"
     command = ["nice", "-n", "10", python, "-m", "rl_zoo3.train", "--algo", algo.lower(), "--env", env,
-               "-n", str(steps), "--seed", str(seed), "-f", str(folder), "--eval-freq", "-1"]
+               "-n", str(steps), "--seed", str(seed), "-f", str(folder), "--eval-freq", "-1",
+               *zoo_conf_args(python, algo.lower(), env, folder)]
     start = time.time()
     subprocess.run(command, check=True)
     wall = time.time() - start
@@ -104,17 +134,50 @@ def summary(curves: dict[str, dict]) -> dict:
             "wall_s_mean": round(statistics.fmean(c["wall_s"] for c in curves.values()), 1)}
 
 
+def plot_both(report: dict, path: Path) -> bool:
+    """Draw every seed's return curve of both libraries on one chart at `path`; False without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for lib, color in (("rlx", "tab:blue"), ("sb3", "tab:orange")):
+        for i, (seed, curve) in enumerate(sorted(report[lib].items())):
+            wall = curve["wall_s"]
+            label = f"{'rlx' if lib == 'rlx' else 'SB3 + rl-zoo3'} seed {seed} ({wall / 60:.1f} min)"
+            ax.plot(curve["steps"], curve["return"], color=color, alpha=1.0 if i == 0 else 0.6, label=label)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("episode return (smoothed)")
+    ax.set_title(f"{report['algo']} on {report['env']}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
 def main(argv: list[str] | None = None) -> None:
     """Parse the command line, run every seed of each library, and write the curves."""
     from rlx.cli.tuned_examples import resolve_experiment_path
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("example")
-    parser.add_argument("--steps", type=int, required=True)
+    parser.add_argument("example", nargs="?")
+    parser.add_argument("--steps", type=int)
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--out", default=None)
     parser.add_argument("--anchors-python", default=None)
+    parser.add_argument("--replot", default=None, help="redraw DIR/curves.png from DIR/curves.json and exit")
     args = parser.parse_args(argv)
+    if args.replot:
+        folder = Path(args.replot)
+        plot_both(json.loads((folder / "curves.json").read_text()), folder / "curves.png")
+        return
+    if args.example is None or args.steps is None:
+        parser.error("give EXAMPLE and --steps N (or --replot DIR)")
     import yaml
 
     example = resolve_experiment_path(args.example)
@@ -138,6 +201,8 @@ def main(argv: list[str] | None = None) -> None:
         for lib in ("rlx", "sb3"):
             for seed, curve in report[lib].items():
                 writer.writerows([lib, seed, x, y] for x, y in zip(curve["steps"], curve["return"]))
+    if not plot_both(report, out / "curves.png"):
+        print("curves.png not drawn: matplotlib is not installed (the plot extra)", file=sys.stderr)
     plot = subprocess.run([sys.executable, "-m", "rlx", "plot", str(out / "rlx"),
                            "--out", str(out / "rlx_curves.png")], capture_output=True, text=True)
     if plot.returncode != 0:

@@ -24,6 +24,10 @@ def check_policies(name: str, value: Any) -> dict[str, Any] | None:
     if isinstance(value, str):
         raise ConfigError(f"'{name}' must be a set/list of policy ids or a dict {{policy_id: PolicySpec}}, got the "
                           f"string {value!r}; write {{{value!r}}}.")
+    if isinstance(value, (set, frozenset)) and all(isinstance(pid, str) for pid in value):
+        # A set has no order, and iterating one follows the process's string hashes: sorted, the
+        # modules are built (and their weights drawn) in the same order whenever the seed is the same.
+        value = sorted(value)
     if isinstance(value, (set, frozenset, list, tuple)):
         value = {pid: None for pid in value}
     if not isinstance(value, dict):

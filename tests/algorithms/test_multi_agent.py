@@ -383,6 +383,41 @@ def test_spaces_are_inferred_per_policy_from_its_agents():
         algo.stop()
 
 
+_SEEDED_TRAINING_SCRIPT = """
+import hashlib, numpy as np
+from rlx.algorithms.dqn import DQNConfig
+from rlx.examples.envs.classes.multi_agent import MultiAgentCartPole
+algo = (DQNConfig().environment(MultiAgentCartPole, env_config={"num_agents": 2})
+        .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=lambda aid, *a, **k: f"p{aid}")
+        .training(num_steps_sampled_before_learning_starts=100)
+        .reporting(min_sample_timesteps_per_iteration=200)
+        .debugging(seed=0).build())
+algo.train()
+weights = algo.get_weights()
+for pid in ("p0", "p1"):
+    print(pid, hashlib.sha256(b"".join(np.ascontiguousarray(w).tobytes() for _, w in sorted(weights[pid].items()))).hexdigest())
+algo.stop()
+"""
+
+
+def test_policies_given_as_a_set_train_to_the_same_seeded_weights_whatever_the_hash_seed():
+    import os
+    import subprocess
+    import sys
+
+    # Fresh interpreters: string hashes (and so a set's iteration order) are fixed when Python starts.
+    outputs = []
+    # (Before policy ids from a set were sorted, hash seeds 0 and 1 trained different weights.)
+    for hash_seed in ("0", "1"):
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+        done = subprocess.run([sys.executable, "-c", _SEEDED_TRAINING_SCRIPT], env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        outputs.append(done.stdout.split())
+    assert len(outputs[0]) == 4 and outputs[0] == outputs[1]
+    assert outputs[0][1] != outputs[0][3]  # each policy has weights of its own
+
+
 def test_policies_as_old_four_tuples():
     config = ma_config().multi_agent(policies={
         "p0": (None, CARTPOLE_OBS, CARTPOLE_ACT, {}),
