@@ -300,6 +300,8 @@ MODEL_MEANINGS: dict[str, str] = {
     "fcnet_bias_initializer_kwargs": "Keyword arguments of fcnet_bias_initializer.",
     "post_fcnet_activation": "Activation of the post_fcnet layers.",
     "free_log_std": "Box actions: the log std is a free parameter instead of a network output.",
+    "log_std_init": "rlx: the free log std's initial value (needs free_log_std=True), as Stable-Baselines3's "
+                    "log_std_init.",
     "log_std_clip_param": "Clamp of the Gaussian log std to [-v, v].",
     "vf_share_layers": "Policy and value heads share one MLP trunk.",
     "no_final_linear": "Drop the final linear layer.",

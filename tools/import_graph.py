@@ -209,7 +209,7 @@ LAYERS: list[tuple[str, int]] = [
     ("rlx.utils.replay_buffers.multi_agent_episode_buffer", 4),
     ("rlx.utils.replay_buffers.multi_agent_prioritized_episode_buffer", 4),
     ("rlx.utils.exploration", 2), ("rlx.utils.replay_buffers", 2), ("rlx.utils.postprocessing", 2),
-    ("rlx.utils.filters", 2), ("rlx.utils.filter", 2), ("rlx.utils.test_utils", 9),
+    ("rlx.utils.filters", 2), ("rlx.utils.filter", 2), ("rlx.utils.reward_scaling", 2), ("rlx.utils.test_utils", 9),
     # The env checker at RLlib's path runs rlx.env's checkers: it sits beside rlx.env.
     ("rlx.utils.pre_checks", 4),
     ("rlx.utils", 0),

@@ -272,8 +272,8 @@ class AlgorithmConfig:
 
     def environment(self, env: Any = NotProvided, **kwargs: Any) -> "AlgorithmConfig":
         """Environment settings: env, env_config, observation_space, action_space,
-        clip_rewards, normalize_actions, clip_actions, disable_env_checking, is_atari,
-        auto_wrap_old_gym_envs, env_task_fn, render_env, action_mask_key."""
+        clip_rewards, normalize_rewards (rlx), normalize_actions, clip_actions, disable_env_checking,
+        is_atari, auto_wrap_old_gym_envs, env_task_fn, render_env, action_mask_key."""
         if env is not NotProvided:
             kwargs = {"env": env, **kwargs}
         return self._update_section("environment", kwargs)

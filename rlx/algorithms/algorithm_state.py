@@ -114,5 +114,8 @@ def set_algorithm_state(algo: "Algorithm", state: dict[str, Any]) -> None:
         algo.learner.set_extra_state(state["learner"])
     with state_field("env_runner"):
         algo.env_runner.set_state(state["env_runner"])
+    if algo.env_runner_group.num_remote_env_runners():
+        # The remote runners sample next: they start from the restored filter statistics too.
+        algo.env_runner_group.sync_filters(algo.env_runner)
     algo._iterations_since_restore = 0
     algo._time_since_restore = 0.0

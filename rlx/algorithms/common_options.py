@@ -125,6 +125,11 @@ COMMON_OPTIONS: list[Option] = [
            doc="Curriculum: fn(train_results, task_settable_env, env_ctx) -> new task, called after every train()."),
     Option("render_env", False, E, boolean),
     Option("clip_rewards", None, E, clip_rewards_check),
+    Option("normalize_rewards", False, E, boolean,
+           doc="rlx: divide the rewards the learner sees by the running standard deviation of the discounted "
+               "return (the algorithm's gamma) and clip them to +-10, as Stable-Baselines3's "
+               "VecNormalize(norm_reward=True) does; the statistics are synced across EnvRunners and "
+               "checkpointed like observation_filter's. Episode returns in the results stay raw."),
     Option("normalize_actions", True, E, boolean),
     Option("clip_actions", False, E, boolean),
     Option("disable_env_checking", False, E, boolean),

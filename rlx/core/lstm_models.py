@@ -17,6 +17,7 @@ from rlx.core.action_masking import apply_action_mask, find_action_mask
 from rlx.core.columns import Columns
 from rlx.core.distributions import DiagGaussian, dist_class_for_space
 from rlx.core.cnn import CNN, default_conv_filters, is_image_space
+from rlx.core.model_defaults import initial_log_std
 from rlx.core.models import flat_obs_dim, make_mlp
 from rlx.core.rl_module.rl_module import RLModule, built_layer
 
@@ -51,6 +52,7 @@ class LSTMActorCriticModule(RLModule):
         dist_cls, _ = dist_class_for_space(action_space, cfg)
         out_dim = dist_cls.required_input_dim(action_space, cfg)
         self.free_log_std = bool(cfg.get("free_log_std", False)) and dist_cls is DiagGaussian
+        log_std_init = initial_log_std(cfg, self.free_log_std)
         pi_out = out_dim // 2 if self.free_log_std else out_dim
         post = list(cfg.get("post_fcnet_hiddens", []))
         post_act = cfg.get("post_fcnet_activation", "relu")
@@ -58,7 +60,7 @@ class LSTMActorCriticModule(RLModule):
         self.vf: nn.Module | None = (None if self.inference_only
                                      else make_mlp(self.cell_size, post, post_act, 1, out_gain=1.0))
         if self.free_log_std:
-            self.log_std = nn.Parameter(torch.zeros(pi_out))
+            self.log_std = nn.Parameter(torch.full((pi_out,), log_std_init))
 
     def _make_encoder(self) -> tuple[nn.Module, int]:
         cfg = self.model_config

@@ -23,6 +23,9 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "fcnet_bias_initializer": None,
     "fcnet_bias_initializer_kwargs": None,
     "free_log_std": False,
+    # rlx: the initial value of the free log-std parameter (free_log_std=True), as
+    # Stable-Baselines3's log_std_init.
+    "log_std_init": 0.0,
     "log_std_clip_param": 20.0,
     "vf_share_layers": False,
     "no_final_linear": False,
@@ -86,6 +89,18 @@ ONLY_WITH = {
     "framestack": "preprocessor_pref='deepmind' on Atari envs",
     "custom_model_config": "custom_model",
 }
+
+
+def initial_log_std(model_config: dict[str, Any], free_log_std: bool) -> float:
+    """The model config's `log_std_init`: the free log-std parameter's starting value.
+    NotSupportedYetError when it is set without free_log_std=True (the log-stds are then
+    network outputs, which start near 0)."""
+    value = float(model_config.get("log_std_init", 0.0) or 0.0)
+    if value != 0.0 and not free_log_std:
+        raise NotSupportedYetError(f"model['log_std_init']={value!r} without free_log_std=True",
+                                   "it sets the free log-std parameter of Box actions",
+                                   fix="Add 'free_log_std': True to the model config, or remove log_std_init.")
+    return value
 
 
 def check_conv_filters(filters: Any) -> list[list[Any]]:
@@ -162,6 +177,9 @@ def merge_model_config(base: dict[str, Any] | None, update: dict[str, Any],
         elif key in ("attention_use_n_prev_actions", "attention_use_n_prev_rewards"):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"model['{key}'] must be a non-negative integer, got {value!r}.")
+        elif key == "log_std_init":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not -20.0 <= value <= 20.0:
+                raise ConfigError(f"model['log_std_init'] must be a number in [-20, 20], got {value!r}.")
         elif key == "log_std_clip_param":
             if not isinstance(value, (int, float)) or value <= 0:
                 raise ConfigError(f"model['{key}'] must be a positive number, got {value!r}.")

@@ -53,6 +53,11 @@ class EnvConfig(ResolvedConfig, Protocol):
         ...
 
     @property
+    def normalize_rewards(self) -> bool:
+        """Scale the sampled rewards by the running std of the discounted return (rlx.utils.reward_scaling)."""
+        ...
+
+    @property
     def policies(self) -> Any:
         """The multi_agent(policies=...) setting (None for a single-agent config)."""
         ...

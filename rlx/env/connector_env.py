@@ -270,7 +270,7 @@ class FilterAndConnectorState:
     @property
     def has_state(self) -> bool:
         """Whether there is anything to sync across runners."""
-        return not self.obs_filter.is_identity or self.pipeline.has_state
+        return bool(getattr(self.obs_filter, "has_state", not self.obs_filter.is_identity)) or self.pipeline.has_state
 
     def get_state(self) -> dict[str, Any]:
         """Both parts' state."""

@@ -382,11 +382,13 @@ def test_external_multi_agent_env_with_a_single_agent_config_is_refused_clearly(
         algo.stop()
 
 
-def test_observation_filters_are_refused_clearly():
-    config = server_config().env_runners(observation_filter="MeanStdFilter")
+@pytest.mark.parametrize("setting, name", [({"observation_filter": "MeanStdFilter"}, "observation_filter"),
+                                           ({"normalize_rewards": True}, "normalize_rewards")])
+def test_observation_filters_and_reward_normalisation_are_refused_clearly(setting, name):
+    config = server_config().update_from_dict(setting)
     algo = config.build()
     try:
-        with pytest.raises(NotSupportedYetError, match="observation_filter"):
+        with pytest.raises(NotSupportedYetError, match=name):
             algo.env_runner_group.offline_io.reader
     finally:
         algo.stop()

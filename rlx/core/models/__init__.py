@@ -52,7 +52,7 @@ class ActorCriticModule(RLModule):
         self.free_log_std = catalog.free_log_std
         self.vf_share_layers = catalog.vf_share_layers
         if self.free_log_std:
-            self.log_std = nn.Parameter(torch.zeros(catalog.pi_head_output_dim))
+            self.log_std = nn.Parameter(torch.full((catalog.pi_head_output_dim,), float(catalog.log_std_init)))
         # (A space without a shape, a Dict, is refused by the encoder built next.)
         self._flatten = not is_image_space(space, cfg) and space.shape is not None and len(space.shape) != 1
         self.encoder = catalog.build_actor_critic_encoder("torch")

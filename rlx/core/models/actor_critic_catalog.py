@@ -19,6 +19,7 @@ from rlx.core.cnn import ImageEncoder, is_image_space
 from rlx.core.distributions import DiagGaussian, dist_class_for_space
 from rlx.core.catalog import INIT_KEYS, Catalog, EncoderConfig, check_framework
 from rlx.core.mlp import make_mlp
+from rlx.core.model_defaults import initial_log_std
 from rlx.utils.errors import NotSupportedYetError
 
 __all__ = ["ActorCriticCatalog"]
@@ -33,6 +34,7 @@ class ActorCriticCatalog(Catalog):
 
     Attributes set from the model config: `vf_share_layers`, `free_log_std` (Box actions: the
     log standard deviations are a free parameter, so the pi head outputs only the means),
+    `log_std_init` (that parameter's initial value),
     `no_final_linear`, and `pi_head_output_dim` (the width the pi head must output).
     """
 
@@ -44,6 +46,7 @@ class ActorCriticCatalog(Catalog):
         if cfg.get("free_log_std", False) and dist_cls is not DiagGaussian:
             raise NotSupportedYetError("model['free_log_std']=True", "it applies to Box action spaces only")
         self.free_log_std = bool(cfg.get("free_log_std", False))
+        self.log_std_init = initial_log_std(cfg, self.free_log_std)
         out_dim = dist_cls.required_input_dim(self.action_space, cfg)
         self.pi_head_output_dim = out_dim // 2 if self.free_log_std else out_dim
         self.no_final_linear = bool(cfg.get("no_final_linear", False))

@@ -94,6 +94,10 @@ def check_external_runner(worker: Any, what: str) -> None:
         raise NotSupportedYetError(f"observation_filter={worker.config.observation_filter!r} with {what}",
                                    "external observations do not update filters",
                                    fix="Leave observation_filter='NoFilter'.")
+    if worker.config.normalize_rewards:
+        raise NotSupportedYetError(f"environment(normalize_rewards=True) with {what}",
+                                   "the rewards of external episodes are not scaled",
+                                   fix="Leave normalize_rewards=False.")
 
 
 class ExternalEnvInput(InputReader):

@@ -21,7 +21,7 @@ from rlx.core.sample_batch import MultiAgentBatch
 from rlx.env.partial_fragment import attach_partial_fragment, cut_time_major
 from rlx.env.runner.columns import ClosedRows, ModuleColumns
 from rlx.env.runner.module_slot import ModuleSlot
-from rlx.env.runner.runner import EnvRunner, clip_rewards
+from rlx.env.runner.runner import EnvRunner, clip_rewards, scale_rewards
 from rlx.env.runner.trajectories import episode_runs, postprocess_stretch
 from rlx.utils.errors import EnvError
 
@@ -75,6 +75,7 @@ class AgentBatches(EnvRunner):
             batch[Columns.NEXT_OBS] = slot.filter.apply_batch(next_obs.reshape((-1,) + shape[2:]),
                                                               update=False).reshape(shape)
         clip_rewards(batch[Columns.REWARDS], self.config.clip_rewards)
+        scale_rewards(slot.filter, batch, taken.columns)
         if batch[Columns.VALID].all():
             del batch[Columns.VALID]
         if self._on_postprocess_trajectory is not None:

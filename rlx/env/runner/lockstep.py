@@ -25,7 +25,7 @@ from rlx.env.partial_steps import PartialSteps, compact_columns
 from rlx.env.runner.columns import ModuleColumns
 from rlx.env.runner.episode_events import log_episode_extras, log_episode_returns
 from rlx.env.runner.env_checks import REWARD_TYPES, RESTART_HINT, StepChecks
-from rlx.env.runner.runner import clip_rewards
+from rlx.env.runner.runner import clip_rewards, scale_rewards
 from rlx.env.runner.trajectories import episode_runs, postprocess_stretch
 from rlx.utils.errors import EnvError, EnvOutputError
 from rlx.utils.progress_events import env_step_listener
@@ -330,7 +330,7 @@ class LockstepSampling(StepChecks):
         if num_episodes is None and not complete and (partial is None or batch[Columns.VALID].all()):
             del batch[Columns.VALID]
         self._check_obs_bounds(batch)
-        self._clip_rewards(batch[Columns.REWARDS])
+        self._finish_rewards(batch)
         if row_episodes is not None:
             self._postprocess_trajectories(batch, row_episodes)
         return batch
@@ -351,7 +351,7 @@ class LockstepSampling(StepChecks):
             batch = {k: v[:t] for k, v in buf.items()}
             if not complete and batch[Columns.VALID].all():
                 del batch[Columns.VALID]
-            self._clip_rewards(batch[Columns.REWARDS])
+            self._finish_rewards(batch)
             if row_episodes is not None:
                 self._postprocess_trajectories(batch, row_episodes[:t])
             cut_time_major(batch, complete)
@@ -425,9 +425,12 @@ class LockstepSampling(StepChecks):
                     extra["t"] = np.arange(episode.t - n, episode.t, dtype=np.int64)
                 postprocess_stretch(self, "default_policy", batch, b, rows, episode, 0, extra)
 
-    def _clip_rewards(self, rewards: np.ndarray) -> None:
+    def _finish_rewards(self, batch: dict[str, np.ndarray]) -> None:
+        """Clip the batch's rewards as `clip_rewards` says (Atari: sign by default), then scale
+        them when `normalize_rewards` is on."""
         clip = self.config.clip_rewards
-        clip_rewards(rewards, self.is_atari if clip is None else clip)
+        clip_rewards(batch[Columns.REWARDS], self.is_atari if clip is None else clip)
+        scale_rewards(self.slot.filter, batch)
 
     # ------------------------------------------------------------------ episodes (callbacks)
 

@@ -25,6 +25,7 @@ from rlx.env.config_view import EnvConfig
 from rlx.env.runner.actions import ActionAdapter
 from rlx.utils.errors import EnvError
 from rlx.utils.filters import make_filter
+from rlx.utils.reward_scaling import FilterWithRewardScaling, ReturnScaler
 
 #: (actions, log-probabilities, distribution inputs) of a batch of observations.
 Acted = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -121,6 +122,8 @@ class ModuleSlot:
             else make_preprocessor(config, observation_space)
         self.filter: Any = obs_filter if obs_filter is not None \
             else make_filter(config.observation_filter, self.preprocessor.shape)
+        if obs_filter is None and config.normalize_rewards:
+            self.filter = FilterWithRewardScaling(self.filter, ReturnScaler(config.gamma))
         self.actions = ActionAdapter(action_space, config.normalize_actions, config.clip_actions)
         self.module_observation_space = self.preprocessor.observation_space
         self.module: Any = None

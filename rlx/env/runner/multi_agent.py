@@ -324,6 +324,11 @@ class PerPolicy:
         """Whether every filter passes observations through unchanged."""
         return all(getattr(f, "is_identity", False) for f in self.items.values())
 
+    @property
+    def has_state(self) -> bool:
+        """Whether any policy's filter has statistics to sync (observations or rewards)."""
+        return any(getattr(f, "has_state", not getattr(f, "is_identity", False)) for f in self.items.values())
+
     def get_state(self) -> dict[str, Any]:
         """{policy_id: state}."""
         return {pid: f.get_state() for pid, f in self.items.items()}

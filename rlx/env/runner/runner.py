@@ -26,6 +26,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlx.core.columns import Columns
 from rlx.core.rl_module.rl_module import RLModule, RLModuleSpec
 from rlx.core.rl_module.agent_mapping import is_trainable
 from rlx.core.rl_module.compiled_acting import CompiledActing
@@ -37,7 +38,8 @@ from rlx.env.runner.episode_events import EpisodeEvents
 from rlx.env.runner.module_slot import ModuleSlot
 from rlx.env.runner.sub_envs import SubEnvs, worker_seed
 from rlx.core.preprocessors import Preprocessor
-from rlx.utils.errors import EnvError
+from rlx.utils.errors import EnvError, NotSupportedYetError
+from rlx.utils.reward_scaling import reward_scaler_of
 from rlx.utils.metrics import (NUM_AGENT_STEPS_SAMPLED_LIFETIME, NUM_ENV_STEPS_SAMPLED_LIFETIME,
                                NUM_MODULE_STEPS_SAMPLED_LIFETIME)
 from rlx.utils.metrics.metrics_logger import MetricsLogger
@@ -171,6 +173,12 @@ class EnvRunner(SubEnvs, EpisodeEvents):
         if num_timesteps is not None and num_episodes is not None:
             raise ValueError(f"sample(num_timesteps={num_timesteps}, num_episodes={num_episodes}): give at most one "
                              "of them (none: rollout_fragment_length steps per sub-env).")
+        if episodes and self.config.normalize_rewards:
+            raise NotSupportedYetError(
+                "environment(normalize_rewards=True) with a runner that returns episodes",
+                "the rewards are scaled in the sample batches of rlx's built-in training steps; episodes (a custom "
+                "training_step, or a runner built from a config alone) keep the env's rewards",
+                fix="Remove normalize_rewards, or scale rewards in a learner connector of your own.")
         if self._fake_sampler is not None and self._fake_sampler.has_batch and not episodes:
             return self._fake_sampler.replay()  # fake_sampler: the first batch again
         with acting_runner(self):
@@ -390,6 +398,16 @@ def episodes_by_default(config: Any, built_from_config_alone: bool) -> bool:
         return True  # on the base Algorithm, whose training_step is abstract: the user's is the loop
     code = getattr(vars(owners[0])["training_step"], "__code__", None)
     return code is None or "super" not in code.co_names
+
+
+def scale_rewards(module_filter: Any, batch: dict[str, np.ndarray], column_ids: np.ndarray | None = None) -> None:
+    """Scale a module's time-major batch rewards in place by its ReturnScaler (normalize_rewards;
+    nothing without one). `column_ids`: the batch columns' lasting ids (ReturnScaler.scale_rewards)."""
+    scaler = reward_scaler_of(module_filter)
+    if scaler is None:
+        return
+    ends = batch[Columns.TERMINATEDS] | batch[Columns.TRUNCATEDS]
+    scaler.scale_rewards(batch[Columns.REWARDS], ends, batch.get(Columns.VALID), column_ids)
 
 
 def clip_rewards(rewards: np.ndarray, clip: Any) -> None:
