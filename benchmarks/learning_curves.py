@@ -18,6 +18,10 @@ wall time), under `nice -n 10`. Written to DIR (default benchmarks/results/<exam
 
 `--replot DIR` redraws `curves.png` from an existing `curves.json` without training.
 
+`--side-by-side` runs each seed of the two libraries at the same time, each pinned (taskset) to
+a core of its own with one torch/BLAS thread: on a 2-core machine this halves the wall time of
+a comparison and gives both libraries the same hardware; the wall times are then one-core ones.
+
 Stable-Baselines3 runs when an anchors interpreter is given (`--anchors-python`, or
 $ANCHORS_PYTHON, or ~/anchors-venv/bin/python when ../shared/anchors exists) and has rl_zoo3:
 `python -m rl_zoo3.train --algo ALGO --env ENV -n N --seed S` with rl-zoo3's own hyperparameters
@@ -41,15 +45,28 @@ RETURN_KEY = "env_runners/episode_return_mean"
 SB3_WINDOW = 10
 
 
-def rlx_curve(example: str, steps: int, seed: int, out: Path) -> dict:
-    """Train `example` with `seed` for `steps` env steps through the CLI; its return curve and wall time."""
+def pinned(core: int | None) -> list[str]:
+    """The command prefix that runs a process on `core` only (none when `core` is None)."""
+    return [] if core is None else ["taskset", "-c", str(core)]
+
+
+def one_thread_env(core: int | None) -> dict[str, str] | None:
+    """The environment of a process pinned to one core: one OpenMP/MKL thread (None: inherit)."""
+    if core is None:
+        return None
+    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def rlx_curve(example: str, steps: int, seed: int, out: Path, core: int | None = None) -> dict:
+    """Train `example` with `seed` for `steps` env steps through the CLI (on `core` only, if
+    given); its return curve and wall time."""
     storage = out / "rlx"
     name = f"seed_{seed}"
-    command = ["nice", "-n", "10", sys.executable, "-m", "rlx", "train", "file", example,
+    command = [*pinned(core), "nice", "-n", "10", sys.executable, "-m", "rlx", "train", "file", example,
                "--seed", str(seed), "--stop", json.dumps({"num_env_steps_sampled_lifetime": steps}),
                "--storage-path", str(storage), "--experiment-name", name, "--no-progress", "--no-checkpoint-at-end"]
     start = time.time()
-    subprocess.run(command, check=True, cwd=ROOT)
+    subprocess.run(command, check=True, cwd=ROOT, env=one_thread_env(core))
     wall = time.time() - start
     [trial] = sorted(p for p in (storage / name).iterdir() if p.is_dir())[-1:]
     xs, ys = [], []
@@ -101,14 +118,15 @@ def zoo_conf_args(python: str, algo: str, env: str, folder: Path) -> list[str]:
     return ["-conf", found] if found else []
 
 
-def sb3_curve(python: str, algo: str, env: str, steps: int, seed: int, out: Path) -> dict:
-    """rl-zoo3's tuned `algo` on `env` for `steps` env steps; its return curve and wall time."""
+def sb3_curve(python: str, algo: str, env: str, steps: int, seed: int, out: Path, core: int | None = None) -> dict:
+    """rl-zoo3's tuned `algo` on `env` for `steps` env steps (on `core` only, if given); its
+    return curve and wall time."""
     folder = out / "sb3" / f"seed_{seed}"
-    command = ["nice", "-n", "10", python, "-m", "rl_zoo3.train", "--algo", algo.lower(), "--env", env,
+    command = [*pinned(core), "nice", "-n", "10", python, "-m", "rl_zoo3.train", "--algo", algo.lower(), "--env", env,
                "-n", str(steps), "--seed", str(seed), "-f", str(folder), "--eval-freq", "-1",
                *zoo_conf_args(python, algo.lower(), env, folder)]
     start = time.time()
-    subprocess.run(command, check=True)
+    subprocess.run(command, check=True, env=one_thread_env(core))
     wall = time.time() - start
     returns, lengths = [], []
     for monitor in sorted(folder.rglob("*monitor.csv")):
@@ -171,6 +189,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default=None)
     parser.add_argument("--anchors-python", default=None)
     parser.add_argument("--replot", default=None, help="redraw DIR/curves.png from DIR/curves.json and exit")
+    parser.add_argument("--side-by-side", action="store_true",
+                        help="run the two libraries at once, each pinned to a core of its own with one thread")
     args = parser.parse_args(argv)
     if args.replot:
         folder = Path(args.replot)
@@ -186,13 +206,27 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     seeds = [int(s) for s in args.seeds.split(",")]
     report: dict = {"example": name, "env": spec["env"], "algo": spec["run"], "steps": args.steps,
-                    "loadavg": os.getloadavg(), "rlx": {}, "sb3": {}}
-    for seed in seeds:
-        report["rlx"][seed] = rlx_curve(example, args.steps, seed, out)
+                    "loadavg": os.getloadavg(), "side_by_side": args.side_by_side, "rlx": {}, "sb3": {}}
     python = anchors_python(args.anchors_python)
-    if python is not None:
+    if args.side_by_side:
+        if python is None:
+            parser.error("--side-by-side needs the anchors interpreter with rl_zoo3 (--anchors-python)")
+        if len(os.sched_getaffinity(0)) < 2:
+            parser.error("--side-by-side needs two cores")
+        from concurrent.futures import ThreadPoolExecutor
+
+        first, second = sorted(os.sched_getaffinity(0))[:2]
+        with ThreadPoolExecutor(2) as pool:
+            for seed in seeds:
+                ours = pool.submit(rlx_curve, example, args.steps, seed, out, first)
+                theirs = pool.submit(sb3_curve, python, spec["run"], spec["env"], args.steps, seed, out, second)
+                report["rlx"][seed], report["sb3"][seed] = ours.result(), theirs.result()
+    else:
         for seed in seeds:
-            report["sb3"][seed] = sb3_curve(python, spec["run"], spec["env"], args.steps, seed, out)
+            report["rlx"][seed] = rlx_curve(example, args.steps, seed, out)
+        if python is not None:
+            for seed in seeds:
+                report["sb3"][seed] = sb3_curve(python, spec["run"], spec["env"], args.steps, seed, out)
     report["summary"] = {lib: summary(report[lib]) for lib in ("rlx", "sb3") if report[lib]}
     (out / "curves.json").write_text(json.dumps(report, indent=1))
     with (out / "curves.csv").open("w", newline="") as f:
