@@ -39,8 +39,7 @@ from rlx.core.preprocessors import AtariRAMPreprocessor, MultiBinaryPreprocessor
 from rlx.env.runner.actions import ActionAdapter
 from rlx.env.runner.module_slot import without_time_axis
 from rlx.utils.errors import install_hint
-from rlx.utils.filters import MeanStdFilter, NoFilter
-from rlx.utils.reward_scaling import FilterWithRewardScaling
+from rlx.utils.filters import FilterWithParts, MeanStdFilter, NoFilter
 from rlx.utils.version import __version__
 
 #: The TorchScript file `export_model` writes (RLlib's name for a torch policy's export).
@@ -71,7 +70,7 @@ class ObservationInput(torch.nn.Module):
         self.sizes = [int(n) for n in np.asarray(nvec).reshape(-1)]
         discrete = isinstance(observation_space, gym.spaces.Discrete)
         self.start = int(getattr(observation_space, "start", 0)) if discrete else 0
-        if isinstance(obs_filter, FilterWithRewardScaling):  # (rewards play no part in acting)
+        if isinstance(obs_filter, FilterWithParts):  # (its other parts play no part in acting)
             obs_filter = obs_filter.obs_filter
         self.filtered = isinstance(obs_filter, MeanStdFilter)
         if not self.filtered and not isinstance(obs_filter, NoFilter):

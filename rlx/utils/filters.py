@@ -1,4 +1,5 @@
-"""Observation filters: NoFilter and MeanStdFilter (running mean/std normalization)."""
+"""Observation filters: NoFilter and MeanStdFilter (running mean/std normalization), and
+FilterWithParts, an observation filter with more synced statistics beside it."""
 from __future__ import annotations
 
 from typing import Any
@@ -193,6 +194,67 @@ def _combine(a: tuple[int, np.ndarray, np.ndarray], b: tuple[int, np.ndarray, np
         return 0, mean_a, m2_a
     delta = mean_b - mean_a
     return total, mean_a + delta * (n_b / total), m2_a + m2_b + delta**2 * (n_a * n_b / total)
+
+
+class FilterWithParts:
+    """A module's observation filter with more statistics beside it that travel with it: the
+    env-to-module connectors' state ("env_to_module"), the reward scaler of normalize_rewards
+    ("reward_scaler"). It filters observations as its observation filter does; the runner
+    group's filter sync (remote runners' statistics merged in the driver and sent back) and the
+    runner state in checkpoints carry every part, as {"obs_filter": ..., name: ...}.
+
+    Each part offers get_state/set_state/pop_delta/merge_delta (and may say `has_state`).
+    Wrapping a FilterWithParts again adds the new parts to it.
+    """
+
+    def __init__(self, obs_filter: Any, **parts: Any):
+        if isinstance(obs_filter, FilterWithParts):
+            parts = {**obs_filter.parts, **parts}
+            obs_filter = obs_filter.obs_filter
+        self.obs_filter = obs_filter
+        self.parts: dict[str, Any] = parts
+
+    @property
+    def is_identity(self) -> bool:
+        """Whether observations pass unchanged (the runner then skips filtering them)."""
+        return bool(self.obs_filter.is_identity)
+
+    @property
+    def has_state(self) -> bool:
+        """Whether there is anything to sync across runners."""
+        return bool(getattr(self.obs_filter, "has_state", not self.obs_filter.is_identity)) or \
+            any(getattr(part, "has_state", True) for part in self.parts.values())
+
+    def get_state(self) -> dict[str, Any]:
+        """Every part's state."""
+        return {"obs_filter": self.obs_filter.get_state(), **{n: p.get_state() for n, p in self.parts.items()}}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore from get_state(), or from a plain observation-filter state; parts the state
+        does not name keep theirs (a checkpoint written without them)."""
+        if "obs_filter" not in state:
+            self.obs_filter.set_state(state)
+            return
+        self.obs_filter.set_state(state["obs_filter"])
+        for name, part in self.parts.items():
+            if name in state:
+                part.set_state(state[name])
+
+    def pop_delta(self) -> dict[str, Any]:
+        """What every part learned since the last call."""
+        return {"obs_filter": self.obs_filter.pop_delta(), **{n: p.pop_delta() for n, p in self.parts.items()}}
+
+    def merge_delta(self, delta: dict[str, Any]) -> None:
+        """Fold another runner's pop_delta() in."""
+        self.obs_filter.merge_delta(delta.get("obs_filter", {}))
+        for name, part in self.parts.items():
+            if delta.get(name):
+                part.merge_delta(delta[name])
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("obs_filter", "parts") or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.obs_filter, name)
 
 
 def make_filter(name: str, shape: tuple[int, ...]) -> NoFilter | MeanStdFilter:

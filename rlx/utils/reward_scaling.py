@@ -7,9 +7,9 @@ variance of those returns is updated with each new row, and each reward is divid
 sqrt(variance + 1e-8) and clipped to +-`clip`. The mean is not subtracted: the sign of a reward
 stays. The scaled rewards are what the learner sees; episode returns in the metrics stay raw.
 
-`FilterWithRewardScaling` carries a scaler beside a module's observation filter, so that the
-runner group's filter sync (remote runners' statistics merged in the driver and sent back) and
-the runner state in checkpoints hold the reward statistics too.
+`with_reward_scaling` puts a scaler beside a module's observation filter (a FilterWithParts),
+so that the runner group's filter sync (remote runners' statistics merged in the driver and
+sent back) and the runner state in checkpoints hold the reward statistics too.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx.utils.filters import MeanStdFilter
+from rlx.utils.filters import FilterWithParts, MeanStdFilter
 
 #: Bound of the scaled rewards (VecNormalize's clip_reward).
 REWARD_CLIP = 10.0
@@ -90,58 +90,13 @@ class ReturnScaler:
         self.returns_stat.merge_delta(delta)
 
 
-class FilterWithRewardScaling:
-    """A module's observation filter with a ReturnScaler beside it: filters observations as the
-    observation filter does, and syncs and checkpoints both parts' statistics together."""
-
-    def __init__(self, obs_filter: Any, reward_scaler: ReturnScaler):
-        self.obs_filter = obs_filter
-        self.reward_scaler = reward_scaler
-
-    @property
-    def is_identity(self) -> bool:
-        """Whether observations pass unchanged (the runner then skips filtering them)."""
-        return bool(self.obs_filter.is_identity)
-
-    @property
-    def has_state(self) -> bool:
-        """Always: the reward statistics are synced across runners."""
-        return True
-
-    def get_state(self) -> dict[str, Any]:
-        """Both parts' state."""
-        return {"obs_filter": self.obs_filter.get_state(), "reward_scaler": self.reward_scaler.get_state()}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore from get_state(), or from a plain observation-filter state (the reward
-        statistics then stay as they are)."""
-        if "reward_scaler" in state and "obs_filter" in state:
-            self.obs_filter.set_state(state["obs_filter"])
-            self.reward_scaler.set_state(state["reward_scaler"])
-        else:
-            self.obs_filter.set_state(state)
-
-    def pop_delta(self) -> dict[str, Any]:
-        """What both parts learned since the last call."""
-        return {"obs_filter": self.obs_filter.pop_delta(), "reward_scaler": self.reward_scaler.pop_delta()}
-
-    def merge_delta(self, delta: dict[str, Any]) -> None:
-        """Fold another runner's pop_delta() in."""
-        self.obs_filter.merge_delta(delta.get("obs_filter", {}))
-        self.reward_scaler.merge_delta(delta.get("reward_scaler", {}))
-
-    def __getattr__(self, name: str) -> Any:
-        if name in ("obs_filter", "reward_scaler") or name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.obs_filter, name)
+def with_reward_scaling(obs_filter: Any, gamma: float) -> FilterWithParts:
+    """A module's observation filter with a ReturnScaler of `gamma` beside it (its part "reward_scaler")."""
+    return FilterWithParts(obs_filter, reward_scaler=ReturnScaler(gamma))
 
 
-def reward_scaler_of(runner_filter: Any) -> ReturnScaler | None:
-    """The ReturnScaler inside a module's filter (through any wrappers around it), or None."""
-    seen = 0
-    while runner_filter is not None and seen < 8:
-        if isinstance(runner_filter, FilterWithRewardScaling):
-            return runner_filter.reward_scaler
-        runner_filter = getattr(runner_filter, "__dict__", {}).get("obs_filter")
-        seen += 1
+def reward_scaler_of(module_filter: Any) -> ReturnScaler | None:
+    """The ReturnScaler beside a module's observation filter, or None (normalize_rewards off)."""
+    if isinstance(module_filter, FilterWithParts):
+        return module_filter.parts.get("reward_scaler")
     return None

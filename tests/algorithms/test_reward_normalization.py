@@ -31,7 +31,7 @@ def test_learner_batches_hold_scaled_rewards_while_results_report_raw_returns():
         rewards = np.concatenate(sampled[1:])
         raw_scale = 16.3 / np.sqrt(1.0 - 0.99 ** 2) / 10  # far below the raw rewards' size
         assert np.abs(rewards).max() < raw_scale and (rewards <= 0).all()
-        scaler = algo.env_runner.filter.reward_scaler
+        scaler = algo.env_runner.filter.parts["reward_scaler"]
         assert scaler.returns_stat.count == 1200 and scaler.gamma == pytest.approx(0.99)
         # The last batch's rewards are the raw ones over the scale then in use (sign kept).
         assert 0.0 < scaler.scale and scaler.returns_stat.std > 50.0
@@ -42,7 +42,7 @@ def test_learner_batches_hold_scaled_rewards_while_results_report_raw_returns():
 def test_off_by_default_and_refused_when_not_a_bool():
     algo = PPOConfig().environment("Pendulum-v1").build()
     try:
-        assert not hasattr(algo.env_runner.filter, "reward_scaler")
+        assert "reward_scaler" not in getattr(algo.env_runner.filter, "parts", {})
     finally:
         algo.stop()
     with pytest.raises(ConfigError, match="normalize_rewards"):
@@ -89,7 +89,7 @@ def test_multi_agent_runners_scale_each_policys_rewards_with_its_own_statistics(
     try:
         result = algo.train()
         runner = algo.env_runner
-        counts = {pid: slot.filter.reward_scaler.returns_stat.count for pid, slot in runner._slots.items()}
+        counts = {pid: slot.filter.parts["reward_scaler"].returns_stat.count for pid, slot in runner._slots.items()}
         steps = result["env_runners"]["num_env_steps_sampled"]
         assert steps >= 200 and counts == {"p0": steps, "p1": steps}  # each agent steps with every env step
         assert set(runner.get_state()["filter"]) == {"p0", "p1"}

@@ -3,8 +3,8 @@ deviation of the discounted return, as Stable-Baselines3's VecNormalize(norm_rew
 import numpy as np
 import pytest
 
-from rlx.utils.filters import MeanStdFilter
-from rlx.utils.reward_scaling import FilterWithRewardScaling, ReturnScaler, reward_scaler_of
+from rlx.utils.filters import FilterWithParts, MeanStdFilter
+from rlx.utils.reward_scaling import ReturnScaler, reward_scaler_of, with_reward_scaling
 
 
 def reference_scaling(rewards, ends, gamma, clip=10.0):
@@ -85,17 +85,50 @@ def test_state_round_trip_and_delta_merge():
 
 def test_filter_wrapper_filters_observations_syncs_both_parts_and_reads_plain_filter_states():
     obs_filter = MeanStdFilter((2,))
-    wrapped = FilterWithRewardScaling(obs_filter, ReturnScaler(0.99))
-    assert reward_scaler_of(wrapped) is wrapped.reward_scaler
+    wrapped = with_reward_scaling(obs_filter, 0.99)
+    scaler = wrapped.parts["reward_scaler"]
+    assert reward_scaler_of(wrapped) is scaler
     assert reward_scaler_of(obs_filter) is None
     assert wrapped.has_state and not wrapped.is_identity
     out = wrapped.apply_batch(np.array([[1.0, 2.0], [3.0, 6.0]], np.float32))
     assert out.shape == (2, 2) and obs_filter.count == 2
-    wrapped.reward_scaler.scale_rewards(np.ones((3, 1), np.float32), np.zeros((3, 1), bool))
-    other = FilterWithRewardScaling(MeanStdFilter((2,)), ReturnScaler(0.99))
+    scaler.scale_rewards(np.ones((3, 1), np.float32), np.zeros((3, 1), bool))
+    other = with_reward_scaling(MeanStdFilter((2,)), 0.99)
     other.merge_delta(wrapped.pop_delta())
-    assert other.obs_filter.count == 2 and other.reward_scaler.returns_stat.count == 3
+    other_scaler = other.parts["reward_scaler"]
+    assert other.obs_filter.count == 2 and other_scaler.returns_stat.count == 3
     plain = MeanStdFilter((2,))
     plain.update(np.zeros((5, 2)))
     other.set_state(plain.get_state())  # an observation-filter state from a run without normalize_rewards
-    assert other.obs_filter.count == 5 and other.reward_scaler.returns_stat.count == 3
+    assert other.obs_filter.count == 5 and other_scaler.returns_stat.count == 3
+
+
+def test_wrapping_again_adds_parts_to_the_one_filter_and_a_state_without_a_part_keeps_it():
+    class Counter:  # a part with state: counts what it was told
+        def __init__(self):
+            self.n = 0
+
+        def get_state(self):
+            return {"n": self.n}
+
+        def set_state(self, state):
+            self.n = state["n"]
+
+        def pop_delta(self):
+            return {"n": self.n}
+
+        def merge_delta(self, delta):
+            self.n += delta["n"]
+
+    inner = with_reward_scaling(MeanStdFilter((1,)), 0.9)
+    outer = FilterWithParts(inner, env_to_module=Counter())
+    assert outer.obs_filter is inner.obs_filter and set(outer.parts) == {"reward_scaler", "env_to_module"}
+    assert reward_scaler_of(outer) is inner.parts["reward_scaler"]
+    outer.parts["env_to_module"].n = 4
+    state = outer.get_state()
+    assert set(state) == {"obs_filter", "reward_scaler", "env_to_module"}
+    fresh = FilterWithParts(with_reward_scaling(MeanStdFilter((1,)), 0.9), env_to_module=Counter())
+    fresh.parts["reward_scaler"].scale_rewards(np.ones((2, 1), np.float32), np.zeros((2, 1), bool))
+    fresh.set_state({"obs_filter": state["obs_filter"], "env_to_module": state["env_to_module"]})
+    assert fresh.parts["env_to_module"].n == 4  # restored
+    assert fresh.parts["reward_scaler"].returns_stat.count == 2  # not in the state: kept

@@ -25,7 +25,7 @@ from rlx.env.config_view import EnvConfig
 from rlx.env.runner.actions import ActionAdapter
 from rlx.utils.errors import EnvError
 from rlx.utils.filters import make_filter
-from rlx.utils.reward_scaling import FilterWithRewardScaling, ReturnScaler
+from rlx.utils.reward_scaling import with_reward_scaling
 
 #: (actions, log-probabilities, distribution inputs) of a batch of observations.
 Acted = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -123,7 +123,7 @@ class ModuleSlot:
         self.filter: Any = obs_filter if obs_filter is not None \
             else make_filter(config.observation_filter, self.preprocessor.shape)
         if obs_filter is None and config.normalize_rewards:
-            self.filter = FilterWithRewardScaling(self.filter, ReturnScaler(config.gamma))
+            self.filter = with_reward_scaling(self.filter, config.gamma)
         self.actions = ActionAdapter(action_space, config.normalize_actions, config.clip_actions)
         self.module_observation_space = self.preprocessor.observation_space
         self.module: Any = None

@@ -21,13 +21,14 @@ from rlx.core.columns import Columns
 from rlx.core.sample_batch import MultiAgentBatch
 from rlx.env.config_view import EnvConfig
 from rlx.env.connector_env import (
-    ConnectorContext, FilterAndConnectorState, MultiAgentConnectorEnv, build_env_to_module, build_module_to_env)
+    ConnectorContext, MultiAgentConnectorEnv, build_env_to_module, build_module_to_env)
 from rlx.env.multi_agent_env import MultiAgentEnv
 from rlx.env.multi_agent_episode import MultiAgentEpisode
 from rlx.env.runner.agent_steps import AgentSampling
 from rlx.env.runner.module_slot import ModuleSlot
 from rlx.env.runner.sub_envs import SingleAgentAsMultiAgent
 from rlx.utils.errors import EnvError, NotSupportedYetError
+from rlx.utils.filters import FilterWithParts
 
 #: Episodes the mapping function is asked about to find the agents of each policy.
 _SPACE_PROBES = 16
@@ -303,7 +304,7 @@ class MultiAgentEnvRunner(AgentSampling):
         with the env-to-module connectors' state when they keep any."""
         filters = PerPolicy({pid: s.filter for pid, s in self._slots.items()})
         if self._connectors is not None and self._connectors.env_to_module is not None:
-            return FilterAndConnectorState(filters, self._connectors.env_to_module)
+            return FilterWithParts(filters, env_to_module=self._connectors.env_to_module)
         return filters
 
     @property

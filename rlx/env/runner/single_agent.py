@@ -17,13 +17,14 @@ from rlx.core.columns import Columns
 from rlx.core.rl_module.rl_module import RLModule, RLModuleSpec
 from rlx.env.config_view import EnvConfig
 from rlx.env.connector_env import (
-    ConnectorContext, ConnectorEnv, FilterAndConnectorState, build_env_to_module, build_module_to_env,
+    ConnectorContext, ConnectorEnv, build_env_to_module, build_module_to_env,
     has_env_to_module_pieces)
 from rlx.env.env_checker import OldGymEnvCompatibility, check_env, looks_like_old_gym_api
 from rlx.env.multi_agent_env import MultiAgentEnv
 from rlx.env.runner.lockstep import LockstepSampling
 from rlx.env.runner.module_slot import slot_attribute
 from rlx.env.runner.sub_envs import EnvInfo, MultiAgentEnvFoundError, is_atari_env
+from rlx.utils.filters import FilterWithParts
 from rlx.env.vector_env import VectorEnv
 
 
@@ -73,7 +74,7 @@ class SingleAgentEnvRunner(LockstepSampling):
         #: The module's acting path (preprocessor, filter, action adapter, exploration).
         self.slot = self._new_slot("default_policy", config, self.observation_space, self.action_space)
         if self._connectors is not None and self._connectors.env_to_module is not None:
-            self.slot.filter = FilterAndConnectorState(self.slot.filter, self._connectors.env_to_module)
+            self.slot.filter = FilterWithParts(self.slot.filter, env_to_module=self._connectors.env_to_module)
         self._slots["default_policy"] = self.slot
         if module is None:
             module = self._build_module(self._spec_or_config_spec(module_spec), self.slot, self.action_space)
