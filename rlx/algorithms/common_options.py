@@ -316,7 +316,8 @@ COMMON_OPTIONS: list[Option] = [
     Option("seed", None, D, integer(0, allow_none=True)),
     # --- callbacks
     Option("callbacks_class", None, CB, callbacks_class, aliases=("callbacks",),
-           doc="An RLlibCallback subclass, a list of them, or the old dict form {'on_train_result': fn}."),
+           doc="An RLlibCallback subclass (or its import path 'package.module.Name', as experiment files "
+               "give it), a list of them, or the old dict form {'on_train_result': fn}."),
     *[Option(f"callbacks_{event}", None, CB, event_callables(event), doc=f"Callables run on {event}.")
       for event in CALLBACK_EVENTS],
     # --- resources

@@ -18,13 +18,14 @@ from rlx.callbacks.events import (ALGORITHM_EVENTS, CALLBACK_EVENTS, ENV_RUNNER_
                                   check_event_name, event_hint)
 from rlx.callbacks.rllib_callback import DefaultCallbacks, RLlibCallback
 from rlx.utils.errors import ConfigError, did_you_mean
+from rlx.utils.serialization import deserialize_type
 
 __all__ = ["ALGORITHM_EVENTS", "CALLBACK_EVENTS", "ENV_RUNNER_EVENTS", "EPISODE_EVENTS", "EVENT_KWARGS",
            "OLD_API_EVENTS", "CallbackDispatcher", "DefaultCallbacks", "MultiCallbacks", "RLlibCallback",
            "make_multi_callbacks", "normalize_callbacks_class", "normalize_event_callables"]
 
 _ACCEPTED = (
-    "an RLlibCallback subclass, a list of them, MultiCallbacks([A, B]), a factory returning an "
+    "an RLlibCallback subclass (or its import path 'package.module.Name'), a list of them, MultiCallbacks([A, B]), a factory returning an "
     "RLlibCallback (e.g. functools.partial(MyCallbacks, x=1)), a dict {event: fn(info)}, or None"
 )
 
@@ -139,7 +140,21 @@ def _needs_arguments(factory: Callable) -> bool:
     return False
 
 
+def _import_callbacks_class(path: str) -> Any:
+    """The object a callbacks import path names (experiment files name classes this way, as RLlib's
+    `update_from_dict` accepts them); a ConfigError naming the path when it cannot be imported."""
+    try:
+        return deserialize_type(path, error=True)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(
+            f"callbacks_class: cannot import '{path}' ({exc}). Give an import path 'package.module.Name' "
+            "that every process can import (on the Python path where the driver starts)."
+        ) from exc
+
+
 def _normalize_one(value: Any) -> list[CallbackItem]:
+    if isinstance(value, str):
+        return _normalize_one(_import_callbacks_class(value))
     if isinstance(value, dict):
         return [dict_callbacks_class(value)]
     if isinstance(value, type):

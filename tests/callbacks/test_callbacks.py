@@ -559,6 +559,43 @@ def test_values_logged_in_algorithm_events_appear_at_the_top_level():
     algo.stop()
 
 
+CALLBACKS_MODULE = """
+from rlx.callbacks.callbacks import RLlibCallback
+
+
+class CountEpisodes(RLlibCallback):
+    def on_episode_end(self, *, metrics_logger, **kwargs):
+        metrics_logger.log_value("episodes_counted", 1, reduce="sum")
+"""
+
+
+@pytest.mark.parametrize("separator", [".", ":"])
+def test_a_callbacks_class_named_by_its_import_path_runs(tmp_path, monkeypatch, separator):
+    # Experiment files and `rlx train --config` can only name a class: "package.module.Name"
+    # (or "package.module:Name"), as RLlib's update_from_dict accepts for callbacks_class.
+    (tmp_path / "my_callbacks_for_test.py").write_text(CALLBACKS_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = small_config(env=StepInfoEnv).environment(env_config={"length": 5})
+    config.update_from_dict({"callbacks": f"my_callbacks_for_test{separator}CountEpisodes"})
+    algo = config.build()
+    result = algo.train()
+    assert result["env_runners"]["episodes_counted"] == result["env_runners"]["num_episodes_lifetime"] > 0
+    algo.stop()
+
+
+@pytest.mark.parametrize("path, missing", [("no_such_module_xyz.Callbacks", "no_such_module_xyz"),
+                                           ("rlx.callbacks.callbacks.NoSuchClass", "NoSuchClass")])
+def test_a_callbacks_import_path_that_does_not_import_names_itself(path, missing):
+    with pytest.raises(ConfigError, match=re.escape(path)) as info:
+        small_config().callbacks(path)
+    assert missing in str(info.value) and "package.module.Name" in str(info.value)
+
+
+def test_an_import_path_naming_something_that_is_not_a_callbacks_class_is_refused():
+    with pytest.raises(ConfigError, match="does not subclass RLlibCallback"):
+        small_config().callbacks("collections.OrderedDict")
+
+
 # ============================================================================ old API (seeds 000/002)
 
 
