@@ -25,8 +25,16 @@ a comparison and gives both libraries the same hardware; the wall times are then
 Stable-Baselines3 runs when an anchors interpreter is given (`--anchors-python`, or
 $ANCHORS_PYTHON, or ~/anchors-venv/bin/python when ../shared/anchors exists) and has rl_zoo3:
 `python -m rl_zoo3.train --algo ALGO --env ENV -n N --seed S` with rl-zoo3's own hyperparameters
-for the env; its returns come from the Monitor files rl-zoo3 writes (mean of the last 10
-episodes, as the rlx MuJoCo examples smooth over 5-10).
+for the env (the example's `env_config` as `--env-kwargs`); its returns come from the Monitor
+files rl-zoo3 writes (mean of the last 10 episodes, as the rlx MuJoCo examples smooth over 5-10).
+rl-zoo3's linear rates (`lin_2.5e-4`) decay over the N steps it is given, so an example whose
+`lr` schedule ends at its own stop step count runs with that schedule rescaled to N.
+
+Atari (ALE/<Game>-v5): rl-zoo3's `atari` settings; both libraries step the env with frameskip 1
+and skip 4 frames in their DeepMind wrappers. rlx ends an episode at each lost life, SB3's Monitor
+counts whole games, so the rlx curve is `env_runners/game_score` (whole-game scores, mean of the
+last 10 games, from benchmarks/atari_game_score.py) and the SB3 curve's steps are its Monitor's
+frames / 4.
 """
 from __future__ import annotations
 
@@ -41,8 +49,16 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RETURN_KEY = "env_runners/episode_return_mean"
 SB3_WINDOW = 10
+#: On Atari, rlx's episodes end at each lost life; these callbacks also log whole-game scores
+#: (`env_runners/game_score`), which is what SB3's Monitor and published scores count.
+GAME_SCORE_CALLBACKS = "benchmarks.atari_game_score.GameScore"
+ATARI_FRAME_SKIP = 4
+
+
+def is_atari_id(env: str) -> bool:
+    """Whether `env` names an ALE game (ALE/<Game>-v5 or <Game>NoFrameskip-v4)."""
+    return env.startswith("ALE/") or "NoFrameskip" in env
 
 
 def pinned(core: int | None) -> list[str]:
@@ -57,14 +73,31 @@ def one_thread_env(core: int | None) -> dict[str, str] | None:
     return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def rlx_curve(example: str, steps: int, seed: int, out: Path, core: int | None = None) -> dict:
+def budget_lr(spec: dict, steps: int) -> list | None:
+    """The example's learning-rate schedule stretched or shrunk to `steps` when it ends at the
+    example's own step budget (rl-zoo3's `lin_` rates decay over the run it is given, whatever its
+    length); None when the example's rate is not such a schedule."""
+    lr = spec.get("config", {}).get("lr")
+    planned = spec.get("stop", {}).get("num_env_steps_sampled_lifetime")
+    if not (isinstance(lr, list) and planned and lr and lr[-1][0] == planned):
+        return None
+    return [[round(t * steps / planned), value] for t, value in lr]
+
+
+def rlx_curve(example: str, steps: int, seed: int, out: Path, core: int | None = None, atari: bool = False,
+              lr: list | None = None) -> dict:
     """Train `example` with `seed` for `steps` env steps through the CLI (on `core` only, if
-    given); its return curve and wall time."""
+    given; with the learning-rate schedule `lr`, if given); its return curve (whole-game scores on
+    Atari) and wall time."""
     storage = out / "rlx"
     name = f"seed_{seed}"
+    overrides = {**({"callbacks": GAME_SCORE_CALLBACKS} if atari else {}), **({"lr": lr} if lr else {})}
+    extra = ["--config", json.dumps(overrides)] if overrides else []
     command = [*pinned(core), "nice", "-n", "10", sys.executable, "-m", "rlx", "train", "file", example,
                "--seed", str(seed), "--stop", json.dumps({"num_env_steps_sampled_lifetime": steps}),
-               "--storage-path", str(storage), "--experiment-name", name, "--no-progress", "--no-checkpoint-at-end"]
+               "--storage-path", str(storage), "--experiment-name", name, "--no-progress", "--no-checkpoint-at-end",
+               *extra]
+    metric = "game_score" if atari else "episode_return_mean"
     start = time.time()
     subprocess.run(command, check=True, cwd=ROOT, env=one_thread_env(core))
     wall = time.time() - start
@@ -72,7 +105,7 @@ def rlx_curve(example: str, steps: int, seed: int, out: Path, core: int | None =
     xs, ys = [], []
     for line in (trial / "result.json").read_text().splitlines():
         result = json.loads(line)
-        value = result.get("env_runners", {}).get("episode_return_mean")
+        value = result.get("env_runners", {}).get(metric)
         if isinstance(value, (int, float)):
             xs.append(int(result["num_env_steps_sampled_lifetime"]))
             ys.append(float(value))
@@ -96,8 +129,8 @@ ZOO_CONF_SCRIPT = """
 import pathlib, sys, yaml, rl_zoo3
 algo, env, out = sys.argv[1:]
 table = yaml.safe_load((pathlib.Path(rl_zoo3.__file__).parent / "hyperparams" / f"{algo}.yml").read_text())
-if env in table:
-    print("")
+if env in table or ((env.startswith("ALE/") or "NoFrameskip" in env) and "atari" in table):
+    print("")  # rl-zoo3 uses its `atari` entry for every ALE game
 else:
     # rl-zoo3 2.x tunes MuJoCo's v4 envs; v5 (Gymnasium 1.x) has the same dynamics and spaces.
     older = env.rsplit("-v", 1)[0] + "-v4"
@@ -118,30 +151,47 @@ def zoo_conf_args(python: str, algo: str, env: str, folder: Path) -> list[str]:
     return ["-conf", found] if found else []
 
 
-def sb3_curve(python: str, algo: str, env: str, steps: int, seed: int, out: Path, core: int | None = None) -> dict:
-    """rl-zoo3's tuned `algo` on `env` for `steps` env steps (on `core` only, if given); its
-    return curve and wall time."""
-    folder = out / "sb3" / f"seed_{seed}"
-    command = [*pinned(core), "nice", "-n", "10", python, "-m", "rl_zoo3.train", "--algo", algo.lower(), "--env", env,
-               "-n", str(steps), "--seed", str(seed), "-f", str(folder), "--eval-freq", "-1",
-               *zoo_conf_args(python, algo.lower(), env, folder)]
-    start = time.time()
-    subprocess.run(command, check=True, env=one_thread_env(core))
-    wall = time.time() - start
-    returns, lengths = [], []
+def zoo_env_kwargs(env_config: dict) -> list[str]:
+    """rl-zoo3's `--env-kwargs k:v ...` for the example's env_config, so both libraries make the
+    same env (on ALE/...-v5: frameskip 1, as SB3's AtariWrapper skips frames itself)."""
+    if not env_config:
+        return []
+    return ["--env-kwargs", *(f"{key}:{value!r}" for key, value in env_config.items())]
+
+
+def monitor_curve(folder: Path, frames_per_step: int = 1) -> dict[str, list]:
+    """The return curve in the Monitor files under `folder`: env steps (Monitor lengths /
+    `frames_per_step`) against the mean return of the last SB3_WINDOW episodes."""
+    episodes = []  # (seconds since start, return, length) of every sub-env's episodes
     for monitor in sorted(folder.rglob("*monitor.csv")):
         with monitor.open() as f:
             next(f)  # the Monitor's JSON header line
-            for row in csv.DictReader(f):
-                returns.append(float(row["r"]))
-                lengths.append(int(row["l"]))
+            episodes += [(float(row["t"]), float(row["r"]), int(row["l"])) for row in csv.DictReader(f)]
+    episodes.sort()  # one Monitor file per sub-env: merge them in the order the episodes ended
+    returns, lengths = [r for _, r, _ in episodes], [n for _, _, n in episodes]
     xs, ys, total = [], [], 0
     for i, length in enumerate(lengths):
-        total += length
+        total += length / frames_per_step
         window = returns[max(0, i + 1 - SB3_WINDOW):i + 1]
-        xs.append(total)
+        xs.append(round(total))
         ys.append(sum(window) / len(window))
-    return {"steps": xs, "return": ys, "wall_s": round(wall, 1)}
+    return {"steps": xs, "return": ys}
+
+
+def sb3_curve(python: str, algo: str, env: str, steps: int, seed: int, out: Path, core: int | None = None,
+              env_config: dict | None = None) -> dict:
+    """rl-zoo3's tuned `algo` on `env` (made with `env_config`) for `steps` env steps (on `core`
+    only, if given); its return curve and wall time. On Atari the Monitor sits below SB3's frame
+    skip, so its episode lengths count frames: the curve's steps are those frames / 4."""
+    frames_per_step = ATARI_FRAME_SKIP if is_atari_id(env) else 1
+    folder = out / "sb3" / f"seed_{seed}"
+    command = [*pinned(core), "nice", "-n", "10", python, "-m", "rl_zoo3.train", "--algo", algo.lower(), "--env", env,
+               "-n", str(steps), "--seed", str(seed), "-f", str(folder), "--eval-freq", "-1",
+               *zoo_conf_args(python, algo.lower(), env, folder), *zoo_env_kwargs(env_config or {})]
+    start = time.time()
+    subprocess.run(command, check=True, env=one_thread_env(core))
+    wall = time.time() - start
+    return {**monitor_curve(folder, frames_per_step), "wall_s": round(wall, 1)}
 
 
 def summary(curves: dict[str, dict]) -> dict:
@@ -205,6 +255,9 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out or ROOT / "benchmarks" / "results" / name)
     out.mkdir(parents=True, exist_ok=True)
     seeds = [int(s) for s in args.seeds.split(",")]
+    atari = is_atari_id(spec["env"])
+    env_config = spec.get("config", {}).get("env_config") or {}
+    lr = budget_lr(spec, args.steps)
     report: dict = {"example": name, "env": spec["env"], "algo": spec["run"], "steps": args.steps,
                     "loadavg": os.getloadavg(), "side_by_side": args.side_by_side, "rlx": {}, "sb3": {}}
     python = anchors_python(args.anchors_python)
@@ -218,15 +271,17 @@ def main(argv: list[str] | None = None) -> None:
         first, second = sorted(os.sched_getaffinity(0))[:2]
         with ThreadPoolExecutor(2) as pool:
             for seed in seeds:
-                ours = pool.submit(rlx_curve, example, args.steps, seed, out, first)
-                theirs = pool.submit(sb3_curve, python, spec["run"], spec["env"], args.steps, seed, out, second)
+                ours = pool.submit(rlx_curve, example, args.steps, seed, out, first, atari, lr)
+                theirs = pool.submit(sb3_curve, python, spec["run"], spec["env"], args.steps, seed, out, second,
+                                     env_config)
                 report["rlx"][seed], report["sb3"][seed] = ours.result(), theirs.result()
     else:
         for seed in seeds:
-            report["rlx"][seed] = rlx_curve(example, args.steps, seed, out)
+            report["rlx"][seed] = rlx_curve(example, args.steps, seed, out, atari=atari, lr=lr)
         if python is not None:
             for seed in seeds:
-                report["sb3"][seed] = sb3_curve(python, spec["run"], spec["env"], args.steps, seed, out)
+                report["sb3"][seed] = sb3_curve(python, spec["run"], spec["env"], args.steps, seed, out,
+                                                env_config=env_config)
     report["summary"] = {lib: summary(report[lib]) for lib in ("rlx", "sb3") if report[lib]}
     (out / "curves.json").write_text(json.dumps(report, indent=1))
     with (out / "curves.csv").open("w", newline="") as f:
