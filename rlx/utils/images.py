@@ -23,6 +23,8 @@ def resize(img: np.ndarray, height: int, width: int) -> np.ndarray:
         rows = np.minimum(np.arange(height) * img.shape[0] // height, img.shape[0] - 1)
         cols = np.minimum(np.arange(width) * img.shape[1] // width, img.shape[1] - 1)
         return np.ascontiguousarray(img[rows][:, cols])
+    if img.dtype == np.uint8 and img.ndim == 2:  # the Atari case: one 8-bit plane, no conversions
+        return np.array(Image.fromarray(np.ascontiguousarray(img)).resize((width, height), Image.BOX))
     channels = img.shape[2] if img.ndim == 3 else 0
     planes = [img] if channels == 0 else [img[..., c] for c in range(channels)]
     # uint8 planes resize as 8-bit images ("L"), the rest as 32-bit float ones ("F").
