@@ -217,8 +217,9 @@ def plot_both(report: dict, path: Path) -> bool:
             wall = curve["wall_s"]
             label = f"{'rlx' if lib == 'rlx' else 'SB3 + rl-zoo3'} seed {seed} ({wall / 60:.1f} min)"
             ax.plot(curve["steps"], curve["return"], color=color, alpha=1.0 if i == 0 else 0.6, label=label)
-    ax.set_xlabel("env steps")
-    ax.set_ylabel("episode return (smoothed)")
+    atari = is_atari_id(report["env"])
+    ax.set_xlabel("env steps (4 frames each)" if atari else "env steps")
+    ax.set_ylabel("game score (mean of the last 10 games)" if atari else "episode return (smoothed)")
     ax.set_title(f"{report['algo']} on {report['env']}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
