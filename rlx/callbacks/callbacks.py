@@ -18,7 +18,7 @@ from rlx.callbacks.events import (ALGORITHM_EVENTS, CALLBACK_EVENTS, ENV_RUNNER_
                                   check_event_name, event_hint)
 from rlx.callbacks.rllib_callback import DefaultCallbacks, RLlibCallback
 from rlx.utils.errors import ConfigError, did_you_mean
-from rlx.utils.serialization import deserialize_type
+from rlx.utils.registry import import_object
 
 __all__ = ["ALGORITHM_EVENTS", "CALLBACK_EVENTS", "ENV_RUNNER_EVENTS", "EPISODE_EVENTS", "EVENT_KWARGS",
            "OLD_API_EVENTS", "CallbackDispatcher", "DefaultCallbacks", "MultiCallbacks", "RLlibCallback",
@@ -144,11 +144,11 @@ def _import_callbacks_class(path: str) -> Any:
     """The object a callbacks import path names (experiment files name classes this way, as RLlib's
     `update_from_dict` accepts them); a ConfigError naming the path when it cannot be imported."""
     try:
-        return deserialize_type(path, error=True)
+        return import_object(path)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(
-            f"callbacks_class: cannot import '{path}' ({exc}). Give an import path 'package.module.Name' "
-            "that every process can import (on the Python path where the driver starts)."
+            f"callbacks_class: cannot import '{path}' ({exc}); an import path must name a module that every "
+            f"process can import (on the Python path where the driver starts). Accepted: {_ACCEPTED}."
         ) from exc
 
 
