@@ -25,8 +25,9 @@ __all__ = ["ALGORITHM_EVENTS", "CALLBACK_EVENTS", "ENV_RUNNER_EVENTS", "EPISODE_
            "make_multi_callbacks", "normalize_callbacks_class", "normalize_event_callables"]
 
 _ACCEPTED = (
-    "an RLlibCallback subclass (or its import path 'package.module.Name'), a list of them, MultiCallbacks([A, B]), a factory returning an "
-    "RLlibCallback (e.g. functools.partial(MyCallbacks, x=1)), a dict {event: fn(info)}, or None"
+    "an RLlibCallback subclass (or its import path 'package.module.Name'), a list of them, "
+    "MultiCallbacks([A, B]), a factory returning an RLlibCallback (e.g. functools.partial(MyCallbacks, x=1)), "
+    "a dict {event: fn(info)}, or None"
 )
 
 CallbackItem = Union[type, Callable[[], "RLlibCallback"]]

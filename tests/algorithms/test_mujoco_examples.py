@@ -33,7 +33,8 @@ def tiny_overrides(algo: str) -> dict:
     """Settings that make one training iteration of `algo` take a second."""
     if algo == "PPO":
         return {"train_batch_size": 64, "minibatch_size": 32, "num_epochs": 1}
-    return {"num_steps_sampled_before_learning_starts": 32, "train_batch_size": 32, "min_sample_timesteps_per_iteration": 64,
+    return {"num_steps_sampled_before_learning_starts": 32, "train_batch_size": 32,
+            "min_sample_timesteps_per_iteration": 64,
             "replay_buffer_config": {"type": "EpisodeReplayBuffer", "capacity": 1000}}
 
 
