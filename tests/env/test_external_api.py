@@ -212,7 +212,10 @@ def test_external_env_subclass_as_input_trains_in_process():
         second = algo.train()
     finally:
         algo.stop()
-    assert second["num_env_steps_sampled_lifetime"] >= 2 * first["num_env_steps_sampled_lifetime"] * 0.9
+    # Every iteration trains on at least a train batch; the first can hold more, as the simulator's
+    # thread runs (and queues steps) while the Algorithm is still being built.
+    assert first["num_env_steps_sampled_lifetime"] >= 1000
+    assert second["num_env_steps_sampled_lifetime"] - first["num_env_steps_sampled_lifetime"] >= 1000
     assert second["env_runners"]["episode_return_mean"] > 0
 
 
