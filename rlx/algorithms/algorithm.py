@@ -39,7 +39,7 @@ from rlx.algorithms.algorithm_checkpoints import AlgorithmCheckpoints, SaveResul
 from rlx.algorithms.curriculum import apply_env_task_fn, check_task_settable
 from rlx.algorithms.image_env_advice import advise_on_image_settings
 from rlx.algorithms.resources import check_gpu_request, trial_bundles
-from rlx.algorithms.results import add_algorithm_metrics, train_result
+from rlx.algorithms.results import Episode, add_algorithm_metrics, train_result
 from rlx.algorithms.throughput import add_throughput
 from rlx.core import DEFAULT_POLICY_ID
 from rlx.core.sample_batch import as_multi_agent
@@ -121,7 +121,7 @@ class Algorithm(AlgorithmCheckpoints):
         self._logger_creator = logger_creator if logger_creator is not None else self.config.logger_creator
         self._result_logger: Any = None  # created on first use: build() alone writes no files
         #: (return, length, ((policy_id, agent return), ...)) of the latest episodes.
-        self._episodes_window: deque[tuple[float, int, tuple]] = \
+        self._episodes_window: deque[Episode] = \
             deque(maxlen=self.config.metrics_num_episodes_for_smoothing)
         #: Algorithm-side metrics: merged EnvRunner metrics under "env_runners", plus whatever
         #: Algorithm callbacks log (reported at the top level of the result). The root logger:

@@ -10,6 +10,7 @@ import contextlib
 import math
 from typing import TYPE_CHECKING, Any, Iterator
 
+from rlx.algorithms.results import histogram_values, is_real_number
 
 if TYPE_CHECKING:
     from rlx.algorithms.algorithm import Algorithm
@@ -68,14 +69,39 @@ def check_metrics_state(state: Any) -> None:
                     raise StateFieldError(f"stats[{i}].values", f"{value!r:.60} is not a number")
 
 
+def numeric_extras(extras: tuple[dict, dict] | None) -> list[dict] | None:
+    """An episode's (custom_metrics, hist_data) as JSON: the metrics that are numbers and the
+    histogram data that are numbers (what the results summarize); None without."""
+    if extras is None:
+        return None
+    metrics, hist = extras
+    saved_hist = {}
+    for key, values in hist.items():
+        values = histogram_values(values)
+        if all(is_real_number(x) for x in values):
+            saved_hist[str(key)] = [float(x) for x in values]
+    return [{str(k): float(v) for k, v in metrics.items() if is_real_number(v)}, saved_hist]
+
+
+def restored_extras(saved: Any) -> tuple[dict, dict] | None:
+    """`numeric_extras`' JSON back as (custom_metrics, hist_data), checked."""
+    if saved is None:
+        return None
+    if not isinstance(saved, list) or len(saved) != 2 or not all(isinstance(d, dict) for d in saved):
+        raise ValueError(f"{saved!r:.60} is not [custom_metrics, hist_data]")
+    metrics, hist = saved
+    return ({str(k): float(v) for k, v in metrics.items()},
+            {str(k): [float(x) for x in v] for k, v in hist.items()})
+
+
 def algorithm_state(algo: "Algorithm") -> dict[str, Any]:
     """JSON-safe state of `algo` (counters, metrics, learner and runner extras)."""
     return {
         "iteration": algo.iteration,
         "time_total_s": algo._time_total_s,
         "counters": dict(algo._counters),
-        "episodes_window": [[float(r), int(n), [[str(pid), float(v)] for pid, v in p]]
-                            for r, n, p in algo._episodes_window],
+        "episodes_window": [[float(r), int(n), [[str(pid), float(v)] for pid, v in p], numeric_extras(e)]
+                            for r, n, p, e in algo._episodes_window],
         "metrics": algo.metrics.get_state(),
         "learner": algo.learner.get_extra_state(),
         "env_runner": algo.env_runner.get_state(),
@@ -99,7 +125,8 @@ def set_algorithm_state(algo: "Algorithm", state: dict[str, Any]) -> None:
     with state_field("counters"):
         counters = {str(k): state_count(state["counters"], k) for k in dict(state["counters"])}
     with state_field("episodes_window"):
-        window = [(float(e[0]), int(e[1]), tuple((str(pid), float(v)) for pid, v in (e[2] if len(e) > 2 else ())))
+        window = [(float(e[0]), int(e[1]), tuple((str(pid), float(v)) for pid, v in (e[2] if len(e) > 2 else ())),
+                   restored_extras(e[3] if len(e) > 3 else None))
                   for e in state["episodes_window"]]
     algo.iteration = iteration
     algo._time_total_s = time_total

@@ -15,13 +15,18 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from rlx.utils.metrics.metrics_logger import MetricsLogger
 
 if TYPE_CHECKING:
     from rlx.algorithms.algorithm import Algorithm
 
-#: One reported episode: (return, length, ((policy_id, that policy's agents' return), ...)).
-Episode = tuple[float, int, tuple]
+#: What callbacks put on one finished episode: (custom_metrics, hist_data).
+EpisodeExtras = tuple[dict[str, Any], dict[str, Any]]
+#: One reported episode: (return, length, ((policy_id, that policy's agents' return), ...),
+#: its extras or None).
+Episode = tuple[float, int, tuple, "EpisodeExtras | None"]
 
 
 def train_result(algo: "Algorithm", learner_results: dict[str, Any], sampled: int, trained: int,
@@ -34,11 +39,8 @@ def train_result(algo: "Algorithm", learner_results: dict[str, Any], sampled: in
     # these in add_algorithm_metrics; the peeked values are what reduce() would give.
     peeked = algo.metrics.peek("env_runners") if "env_runners" in algo.metrics else {}
     hist = peeked.get("hist_stats", {})
-    episodes = smoothed_episodes(algo._episodes_window, hist.get("episode_reward", []),
-                                 hist.get("episode_lengths", []), hist.get("episode_policy_returns"))
-    returns, lengths = [e[0] for e in episodes], [e[1] for e in episodes]
-    env_runners = env_runner_section(peeked, algo.config.keep_per_episode_custom_metrics, returns, lengths)
-    add_policy_hist_stats(env_runners["hist_stats"], episodes)
+    episodes = smoothed_episodes(algo._episodes_window, logged_episodes(hist))
+    env_runners = env_runner_section(peeked, algo.config.keep_per_episode_custom_metrics, episodes)
     counters["num_episodes_lifetime"] += int(env_runners["num_episodes"])
     env_runners["num_episodes_lifetime"] = counters["num_episodes_lifetime"]
     env_runners["num_env_steps_sampled"] = sampled
@@ -86,27 +88,61 @@ def train_result(algo: "Algorithm", learner_results: dict[str, Any], sampled: in
     return result
 
 
-def smoothed_episodes(window: Any, returns: list[float], lengths: list[int],
-                      policy_returns: list[tuple] | None = None) -> list[Episode]:
+def logged_episodes(hist_stats: dict[str, Any]) -> list[Episode]:
+    """The episodes the runners logged under `hist_stats` (returns, lengths, per-policy returns
+    and extras, one entry per episode in the same order), as Episode tuples."""
+    returns = list(hist_stats.get("episode_reward", []))
+    n = len(returns)
+    lengths = _aligned(hist_stats.get("episode_lengths"), n, 0)
+    policy_returns = _aligned(hist_stats.get("episode_policy_returns"), n, ())
+    extras = _aligned(hist_stats.get("episode_extras"), n, None)
+    return [(r, length, tuple(p), e) for r, length, p, e in zip(returns, lengths, policy_returns, extras)]
+
+
+def _aligned(values: list | None, n: int, missing: Any) -> list:
+    """`values` when it has one entry per episode, else `missing` for each."""
+    values = list(values) if values is not None else []
+    return values if len(values) == n else [missing] * n
+
+
+def smoothed_episodes(window: Any, this_iteration: list[Episode]) -> list[Episode]:
     """The episodes to report: add this iteration's to `window` (a deque with maxlen
     metrics_num_episodes_for_smoothing) and return the window, or all of this iteration's
     episodes when there are more (seed 003: excess episodes are never cut)."""
-    if policy_returns is None or len(policy_returns) != len(returns):
-        policy_returns = [()] * len(returns)
-    this_iteration = list(zip(returns, lengths, (tuple(p) for p in policy_returns)))
     window.extend(this_iteration)
-    if len(returns) >= window.maxlen:
-        return this_iteration
+    if len(this_iteration) >= window.maxlen:
+        return list(this_iteration)
     return list(window)
 
 
 def add_policy_hist_stats(hist_stats: dict[str, Any], episodes: list[Episode]) -> None:
     """hist_stats["policy_<id>_reward"]: the returns of each agent that used policy <id> in the
-    reported episodes (the old API's per-policy statistics), replacing the raw per-episode entries."""
-    hist_stats.pop("episode_policy_returns", None)
-    for _, _, policy_returns in episodes:
+    reported episodes (the old API's per-policy statistics)."""
+    for _, _, policy_returns, _ in episodes:
         for policy_id, value in policy_returns:
             hist_stats.setdefault(f"policy_{policy_id}_reward", []).append(value)
+
+
+def add_episode_extras(section: dict[str, Any], episodes: list[Episode]) -> None:
+    """Add the reported episodes' custom metrics ({name: [value per episode]}) under
+    section["custom_metrics"] and their histogram data under section["hist_stats"], so both
+    cover the same episodes as the returns."""
+    custom, hist = section.setdefault("custom_metrics", {}), section["hist_stats"]
+    for *_, extras in episodes:
+        if extras is None:
+            continue
+        episode_metrics, episode_hist = extras
+        for name, value in episode_metrics.items():
+            custom.setdefault(str(name), []).append(value)
+        for name, values in episode_hist.items():
+            hist.setdefault(str(name), []).extend(histogram_values(values))
+
+
+def histogram_values(values: Any) -> list:
+    """An episode's hist_data entry as a list of values (a single value is one)."""
+    if isinstance(values, np.ndarray):
+        return values.ravel().tolist()
+    return list(values) if isinstance(values, (list, tuple)) else [values]
 
 
 def add_algorithm_metrics(metrics: MetricsLogger, result: dict[str, Any]) -> None:
@@ -134,26 +170,30 @@ def summarize_runner_metrics(runner_metrics: list[dict], keep_per_episode_custom
 def env_runner_section(
     reduced: dict[str, Any] | None,
     keep_per_episode_custom_metrics: bool,
-    episode_returns: list[float] | None = None,
-    episode_lengths: list[int] | None = None,
+    episodes: list[Episode] | None = None,
 ) -> dict[str, Any]:
     """The `env_runners` section from a reduced (or peeked) MetricsLogger branch.
 
-    Episode statistics come from `episode_returns`/`episode_lengths` (the smoothing window)
-    or, when not given, from every episode the runners logged (`hist_stats`); they are NaN
-    without episodes. The episodes' `custom_metrics` become `<name>_mean/_min/_max` (or
+    Episode statistics, custom metrics and histogram data come from `episodes` (the smoothing
+    window) or, when not given, from every episode the runners logged (`hist_stats`); the
+    statistics are NaN without episodes. The custom metrics become `<name>_mean/_min/_max` (or
     per-episode lists when asked to).
     """
     out = dict(reduced or {})
     hist = dict(out.get("hist_stats") or {})
-    if episode_returns is None:
-        episode_returns = list(hist.get("episode_reward", []))
-        episode_lengths = list(hist.get("episode_lengths", []))
-    hist["episode_reward"] = list(episode_returns)
-    hist["episode_lengths"] = list(episode_lengths or [])
+    if episodes is None:
+        episodes = logged_episodes(hist)
+    for raw in ("episode_policy_returns", "episode_extras"):  # per-episode records, not histograms
+        hist.pop(raw, None)
+    returns, lengths = [e[0] for e in episodes], [e[1] for e in episodes]
+    hist["episode_reward"] = returns
+    hist["episode_lengths"] = lengths
     out["hist_stats"] = hist
-    out.update(_stats("episode_return", episode_returns))
-    out.update(_stats("episode_len", episode_lengths or []))
+    out["custom_metrics"] = dict(out.get("custom_metrics") or {})
+    add_policy_hist_stats(hist, episodes)
+    add_episode_extras(out, episodes)
+    out.update(_stats("episode_return", returns))
+    out.update(_stats("episode_len", lengths))
     out.setdefault("num_episodes", 0)
     out.setdefault("num_env_steps_sampled", 0)
     out.setdefault("agent_episode_returns_mean", {})
@@ -182,7 +222,7 @@ def summarize_custom_metrics(per_episode: dict[str, Any], keep_per_episode: bool
                 out[f"{name}/{sub}"] = summary
             continue
         values = list(values) if isinstance(values, (list, tuple)) else [values]
-        if keep_per_episode or not all(_is_number(v) for v in values):
+        if keep_per_episode or not all(is_real_number(v) for v in values):
             out[name] = values
             continue
         if not values:
@@ -194,7 +234,8 @@ def summarize_custom_metrics(per_episode: dict[str, Any], keep_per_episode: bool
     return out
 
 
-def _is_number(value: Any) -> bool:
+def is_real_number(value: Any) -> bool:
+    """Whether `value` is a real number (bools are not)."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 

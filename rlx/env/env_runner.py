@@ -11,7 +11,7 @@ from rlx.core.columns import state_column
 from rlx.env.runner.actions import ActionAdapter
 from rlx.env.runner.env_checks import all_finite
 from rlx.env.runner.episode_events import (AGENT_RETURNS_KEY, EPISODE_LENGTHS_KEY, EPISODE_POLICY_RETURNS_KEY,
-                                           EPISODE_RETURNS_KEY, MODULE_RETURNS_KEY, log_episode_extras)
+                                           EPISODE_RETURNS_KEY, MODULE_RETURNS_KEY, episode_extras)
 from rlx.env.runner.module_slot import has_float_values, module_chosen_actions, without_time_axis
 from rlx.env.runner.runner import clip_rewards
 from rlx.env.runner.single_agent import SingleAgentEnvRunner
@@ -25,5 +25,5 @@ EnvRunner = SingleAgentEnvRunner
 __all__ = ["AGENT_RETURNS_KEY", "DEFAULT_AGENT_ID", "EPISODE_LENGTHS_KEY", "EPISODE_POLICY_RETURNS_KEY",
            "EPISODE_RETURNS_KEY", "MODULE_RETURNS_KEY", "ActionAdapter", "DeepMindAtariCreator", "EnvInfo",
            "EnvRunner", "MultiAgentEnvFoundError", "SingleAgentEnvRunner", "all_finite", "clip_rewards",
-           "episode_step_limit", "has_float_values", "is_atari_env", "log_episode_extras", "module_chosen_actions",
+           "episode_extras", "episode_step_limit", "has_float_values", "is_atari_env", "module_chosen_actions",
            "state_column", "without_time_axis", "write_back_postprocessed"]

