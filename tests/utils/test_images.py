@@ -52,3 +52,14 @@ def test_resize_rejects_a_batch_of_images():
 def test_rgb2gray_weights_the_channels_by_luma():
     img = np.array([[[255, 0, 0], [0, 255, 0], [0, 0, 255], [255, 255, 255]]], np.uint8)
     assert rgb2gray(img).tolist() == [[76, 150, 29, 255]]  # 0.299, 0.587, 0.114 of 255, rounded
+
+
+def test_rgb2gray_of_8_bit_frames_matches_the_float_luma_within_rounding():
+    rng = np.random.default_rng(0)
+    frame = rng.integers(0, 256, (21, 16, 3), dtype=np.uint8)
+    exact = frame[..., 0] * 0.299 + frame[..., 1] * 0.587 + frame[..., 2] * 0.114
+    gray = rgb2gray(frame)
+    assert gray.dtype == np.uint8 and gray.shape == (21, 16)
+    assert np.abs(gray.astype(float) - exact).max() <= 1.0
+    float_gray = rgb2gray(frame.astype(np.float32))
+    assert float_gray.dtype == np.float32 and np.allclose(float_gray, exact, atol=1e-4)
