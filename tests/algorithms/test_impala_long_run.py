@@ -19,8 +19,10 @@ from rlx.algorithms.registry import get_algorithm_config
 
 ROOT = Path(__file__).resolve().parents[2]
 RETURN = "episode_return_mean"
-#: Iterations a dip below 300 has to get back to the target return.
-RECOVERY = 10
+#: Iterations a dip below 300 has to get back to the target return. The return is a mean over
+#: 100 episodes, so even a policy that is fixed at once needs several iterations to show it;
+#: a one-core CI simulation saw a dip to 152 that took 12 iterations back to 450.
+RECOVERY = 20
 
 
 def _tuned_example(path: str):
@@ -51,8 +53,8 @@ def test_trained_five_times_past_its_stop_the_return_stays_up(path):
                 first = len(returns)
         assert reached_at is not None, f"never reached {target} in {budget} env steps: {returns}"
         after = returns[first:]
-        # No collapse: a fall below 300 (seen once in ~10 runs on a loaded CI machine, to 132 for 3
-        # iterations, with asynchronous runners' policy lag) must come back to the target within
+        # No collapse: a fall below 300 (seen on loaded CI machines, to 132-152 for 3-6 iterations,
+        # with asynchronous runners' policy lag) must come back to the target within
         # RECOVERY iterations; the Adam collapse this guards against stayed at 9-220 for good.
         for i, ret in enumerate(after):
             if ret < 300:
