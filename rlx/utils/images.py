@@ -5,6 +5,8 @@ that RLlib uses); otherwise NumPy does a nearest-neighbour resize.
 """
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 
 __all__ = ["resize", "rgb2gray"]
@@ -41,13 +43,10 @@ def resize(img: np.ndarray, height: int, width: int) -> np.ndarray:
 def rgb2gray(img: np.ndarray) -> np.ndarray:
     """An RGB image [h, w, 3] as grayscale [h, w] (ITU-R 601 luma, as OpenCV), in its dtype."""
     img = np.asarray(img)
-    if img.dtype == np.uint8 and img.ndim == 3 and img.shape[2] == 3:  # an Atari frame
-        try:
-            from PIL import Image
-        except ImportError:
-            pass
-        else:  # the same luma in fixed point (pixels may differ by 1 in rounding), 3x faster
-            return np.array(Image.fromarray(np.ascontiguousarray(img)).convert("L"))
+    if img.dtype == np.uint8 and img.ndim == 3 and img.shape[2] == 3 and importlib.util.find_spec("PIL"):
+        from PIL import Image  # an Atari frame: the same luma in fixed point (may differ by 1), 3x faster
+
+        return np.array(Image.fromarray(np.ascontiguousarray(img)).convert("L"))
     gray = img[..., 0] * 0.299 + img[..., 1] * 0.587 + img[..., 2] * 0.114
     if np.issubdtype(img.dtype, np.integer):
         gray = np.rint(gray)
