@@ -17,6 +17,8 @@ wall time), under `nice -n 10`. Written to DIR (default benchmarks/results/<exam
 - `curves.png`: every seed's curve of both libraries on one chart (needs matplotlib).
 
 `--replot DIR` redraws `curves.png` from an existing `curves.json` without training.
+`--merge DIR [DIR ...] --out OUT` combines runs of the same example and budget made with
+different seeds (e.g. one seed per session) into one report in OUT, summary and chart included.
 
 `--side-by-side` runs each seed of the two libraries at the same time, each pinned (taskset) to
 a core of its own with one torch/BLAS thread: on a 2-core machine this halves the wall time of
@@ -202,6 +204,51 @@ def summary(curves: dict[str, dict]) -> dict:
             "wall_s_mean": round(statistics.fmean(c["wall_s"] for c in curves.values()), 1)}
 
 
+def merged_report(folders: list[Path]) -> dict:
+    """One report holding every seed of the reports in `folders` (their curves.json), which must
+    be runs of the same example, algorithm, env and step budget with no seed of a library twice."""
+    reports = []
+    for folder in folders:
+        path = folder / "curves.json"
+        if not path.is_file():
+            raise ValueError(f"{path} does not exist: give folders written by this script")
+        reports.append(json.loads(path.read_text()))
+    first = reports[0]
+    for folder, report in zip(folders[1:], reports[1:]):
+        for key in ("example", "env", "algo", "steps"):
+            if report.get(key) != first.get(key):
+                raise ValueError(f"{folder} has {key} {report.get(key)!r}, {folders[0]} has {first.get(key)!r}: "
+                                 f"only runs of the same example and budget can be merged")
+    merged: dict = {key: first[key] for key in ("example", "env", "algo", "steps")}
+    merged["sources"] = [{"dir": str(folder), "loadavg": report.get("loadavg"),
+                          "side_by_side": report.get("side_by_side")} for folder, report in zip(folders, reports)]
+    for lib in ("rlx", "sb3"):
+        merged[lib] = {}
+        for folder, report in zip(folders, reports):
+            for seed, curve in report.get(lib, {}).items():
+                if seed in merged[lib]:
+                    raise ValueError(f"seed {seed} of {lib} is in more than one of {[str(f) for f in folders]}")
+                merged[lib][seed] = curve
+    return merged
+
+
+def write_report(report: dict, out: Path) -> None:
+    """Write `report` with its summary to OUT/curves.json, its curves to OUT/curves.csv and
+    OUT/curves.png, and print the summary."""
+    out.mkdir(parents=True, exist_ok=True)
+    report["summary"] = {lib: summary(report[lib]) for lib in ("rlx", "sb3") if report[lib]}
+    (out / "curves.json").write_text(json.dumps(report, indent=1))
+    with (out / "curves.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["library", "seed", "env_steps", "return"])
+        for lib in ("rlx", "sb3"):
+            for seed, curve in report[lib].items():
+                writer.writerows([lib, seed, x, y] for x, y in zip(curve["steps"], curve["return"]))
+    if not plot_both(report, out / "curves.png"):
+        print("curves.png not drawn: matplotlib is not installed (the plot extra)", file=sys.stderr)
+    print(json.dumps({"out": str(out), **report["summary"]}))
+
+
 def plot_both(report: dict, path: Path) -> bool:
     """Draw every seed's return curve of both libraries on one chart at `path`; False without matplotlib."""
     try:
@@ -240,12 +287,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default=None)
     parser.add_argument("--anchors-python", default=None)
     parser.add_argument("--replot", default=None, help="redraw DIR/curves.png from DIR/curves.json and exit")
+    parser.add_argument("--merge", nargs="+", default=None, metavar="DIR",
+                        help="combine the curves.json of runs with different seeds into --out and exit")
     parser.add_argument("--side-by-side", action="store_true",
                         help="run the two libraries at once, each pinned to a core of its own with one thread")
     args = parser.parse_args(argv)
     if args.replot:
         folder = Path(args.replot)
         plot_both(json.loads((folder / "curves.json").read_text()), folder / "curves.png")
+        return
+    if args.merge:
+        if args.out is None:
+            parser.error("--merge needs --out DIR for the combined report")
+        try:
+            report = merged_report([Path(d) for d in args.merge])
+        except ValueError as e:
+            parser.error(str(e))
+        write_report(report, Path(args.out))
         return
     if args.example is None or args.steps is None:
         parser.error("give EXAMPLE and --steps N (or --replot DIR)")
@@ -283,21 +341,12 @@ def main(argv: list[str] | None = None) -> None:
             for seed in seeds:
                 report["sb3"][seed] = sb3_curve(python, spec["run"], spec["env"], args.steps, seed, out,
                                                 env_config=env_config)
-    report["summary"] = {lib: summary(report[lib]) for lib in ("rlx", "sb3") if report[lib]}
-    (out / "curves.json").write_text(json.dumps(report, indent=1))
-    with (out / "curves.csv").open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["library", "seed", "env_steps", "return"])
-        for lib in ("rlx", "sb3"):
-            for seed, curve in report[lib].items():
-                writer.writerows([lib, seed, x, y] for x, y in zip(curve["steps"], curve["return"]))
-    if not plot_both(report, out / "curves.png"):
-        print("curves.png not drawn: matplotlib is not installed (the plot extra)", file=sys.stderr)
+    write_report(report, out)
     plot = subprocess.run([sys.executable, "-m", "rlx", "plot", str(out / "rlx"),
                            "--out", str(out / "rlx_curves.png")], capture_output=True, text=True)
     if plot.returncode != 0:
         print(f"rlx plot failed (the plot extra installs matplotlib): {plot.stderr.strip()}", file=sys.stderr)
-    print(json.dumps({"out": str(out), **report["summary"]}))
+
 
 
 if __name__ == "__main__":

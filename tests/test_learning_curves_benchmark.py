@@ -1,0 +1,72 @@
+"""benchmarks/learning_curves.py --merge: runs of one example made with different seeds (one seed
+per session on a small machine) become one report whose summary covers every seed."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "learning_curves.py"
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("learning_curves_under_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _write_run(folder: Path, seed: int, rlx_final: float, sb3_final: float, steps: int = 1000,
+               env: str = "HalfCheetah-v5") -> Path:
+    folder.mkdir(parents=True)
+    report = {"example": "halfcheetah-ppo", "env": env, "algo": "PPO", "steps": steps,
+              "loadavg": [1.0, 1.0, 1.0], "side_by_side": True,
+              "rlx": {str(seed): {"steps": [500, 1000], "return": [rlx_final / 2, rlx_final], "wall_s": 60.0 + seed}},
+              "sb3": {str(seed): {"steps": [400, 1000], "return": [sb3_final / 2, sb3_final], "wall_s": 90.0}}}
+    (folder / "curves.json").write_text(json.dumps(report))
+    return folder
+
+
+def test_merge_combines_the_seeds_of_separate_runs(tmp_path):
+    first = _write_run(tmp_path / "a", 0, rlx_final=5000.0, sb3_final=4000.0)
+    second = _write_run(tmp_path / "b", 1, rlx_final=5400.0, sb3_final=4400.0)
+    out = tmp_path / "merged"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--merge", str(first), str(second), "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((out / "curves.json").read_text())
+    assert sorted(report["rlx"]) == ["0", "1"] and sorted(report["sb3"]) == ["0", "1"]
+    assert report["summary"]["rlx"]["final_return_mean"] == pytest.approx(5200.0)
+    assert report["summary"]["rlx"]["final_return_std"] == pytest.approx(statistics.pstdev([5000.0, 5400.0]))
+    assert report["summary"]["sb3"]["final_return_mean"] == pytest.approx(4200.0)
+    assert report["summary"]["rlx"]["wall_s_mean"] == pytest.approx(60.5)
+    assert [s["dir"] for s in report["sources"]] == [str(first), str(second)]
+    rows = (out / "curves.csv").read_text().splitlines()
+    assert rows[0] == "library,seed,env_steps,return" and len(rows) == 1 + 8
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["rlx"] == report["summary"]["rlx"]
+
+
+def test_merge_refuses_a_seed_twice_and_different_budgets(tmp_path):
+    module = _load_script()
+    first = _write_run(tmp_path / "a", 0, 5000.0, 4000.0)
+    same_seed = _write_run(tmp_path / "b", 0, 5100.0, 4100.0)
+    with pytest.raises(ValueError, match="seed 0 of rlx is in more than one"):
+        module.merged_report([first, same_seed])
+    other_budget = _write_run(tmp_path / "c", 1, 5100.0, 4100.0, steps=2000)
+    with pytest.raises(ValueError, match="steps 2000.*same example and budget"):
+        module.merged_report([first, other_budget])
+    with pytest.raises(ValueError, match="curves.json does not exist"):
+        module.merged_report([first, tmp_path / "missing"])
+
+
+def test_merge_without_out_is_a_usage_error(tmp_path):
+    first = _write_run(tmp_path / "a", 0, 5000.0, 4000.0)
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--merge", str(first)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "--merge needs --out" in proc.stderr
