@@ -4,6 +4,9 @@ beside Stable-Baselines3 + rl-zoo3 at the same budget when an anchors environmen
 Usage:
     python benchmarks/learning_curves.py EXAMPLE --steps N [--seeds 0,1,2] [--out DIR]
                                          [--anchors-python PATH]
+                                         [--side-by-side | --only rlx|sb3 [--core N]]
+    python benchmarks/learning_curves.py --merge DIR [DIR ...] --out DIR
+    python benchmarks/learning_curves.py --replot DIR
 
 EXAMPLE is a tuned example's path or name (e.g. tuned_examples/sac/halfcheetah-sac.yaml or
 halfcheetah-sac). Each rlx seed runs `rlx train file EXAMPLE --seed S` in a fresh process with
@@ -23,6 +26,11 @@ different seeds (e.g. one seed per session) into one report in OUT, summary and 
 `--side-by-side` runs each seed of the two libraries at the same time, each pinned (taskset) to
 a core of its own with one torch/BLAS thread: on a 2-core machine this halves the wall time of
 a comparison and gives both libraries the same hardware; the wall times are then one-core ones.
+
+`--only rlx|sb3` runs one library's half of a comparison and `--core N` pins it to core N with one
+thread, as `--side-by-side` pins each library: on a 2-core machine the two halves of a comparison
+can then run on whichever core is free (e.g. the next workload's rlx half while SB3 finishes the
+previous one) and be combined with `--merge` afterwards.
 
 Stable-Baselines3 runs when an anchors interpreter is given (`--anchors-python`, or
 $ANCHORS_PYTHON, or ~/anchors-venv/bin/python when ../shared/anchors exists) and has rl_zoo3:
@@ -115,9 +123,11 @@ def rlx_curve(example: str, steps: int, seed: int, out: Path, core: int | None =
 
 
 def anchors_python(explicit: str | None) -> str | None:
-    """The anchors environment's interpreter, if there is one with rl_zoo3."""
-    candidates = [explicit, os.environ.get("ANCHORS_PYTHON")]
-    if (ROOT.parent / "shared" / "anchors").exists():
+    """The anchors environment's interpreter, if there is one with rl_zoo3: `explicit` only when
+    given (a wrong path is not replaced by another interpreter), else $ANCHORS_PYTHON or the
+    anchors venv."""
+    candidates = [explicit] if explicit else [os.environ.get("ANCHORS_PYTHON")]
+    if not explicit and (ROOT.parent / "shared" / "anchors").exists():
         candidates.append(str(Path.home() / "anchors-venv" / "bin" / "python"))
     for candidate in candidates:
         if candidate and Path(candidate).exists():
@@ -221,7 +231,8 @@ def merged_report(folders: list[Path]) -> dict:
                                  f"only runs of the same example and budget can be merged")
     merged: dict = {key: first[key] for key in ("example", "env", "algo", "steps")}
     merged["sources"] = [{"dir": str(folder), "loadavg": report.get("loadavg"),
-                          "side_by_side": report.get("side_by_side")} for folder, report in zip(folders, reports)]
+                          "side_by_side": report.get("side_by_side"), "core": report.get("core")}
+                         for folder, report in zip(folders, reports)]
     for lib in ("rlx", "sb3"):
         merged[lib] = {}
         for folder, report in zip(folders, reports):
@@ -276,6 +287,23 @@ def plot_both(report: dict, path: Path) -> bool:
     return True
 
 
+def usage_problem(args: argparse.Namespace, has_anchors: bool, cores: list[int]) -> str | None:
+    """Why the run options `args` cannot run on this machine (`cores`: the usable cores; whether
+    an anchors interpreter with rl_zoo3 exists), or None when they can."""
+    if args.side_by_side and args.only:
+        return f"--side-by-side runs both libraries, --only {args.only} one: give one of them"
+    if args.side_by_side and args.core is not None:
+        return "--side-by-side picks the two cores itself: drop --core"
+    if (args.side_by_side or args.only == "sb3") and not has_anchors:
+        option = "--side-by-side" if args.side_by_side else "--only sb3"
+        return f"{option} needs the anchors interpreter with rl_zoo3 (--anchors-python)"
+    if args.side_by_side and len(cores) < 2:
+        return "--side-by-side needs two cores"
+    if args.core is not None and args.core not in cores:
+        return f"--core {args.core} is not one of this process's cores {cores}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Parse the command line, run every seed of each library, and write the curves."""
     from rlx.cli.tuned_examples import resolve_experiment_path
@@ -291,6 +319,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="combine the curves.json of runs with different seeds into --out and exit")
     parser.add_argument("--side-by-side", action="store_true",
                         help="run the two libraries at once, each pinned to a core of its own with one thread")
+    parser.add_argument("--only", choices=("rlx", "sb3"), default=None,
+                        help="run one library only (combine the halves with --merge)")
+    parser.add_argument("--core", type=int, default=None,
+                        help="pin the run to this core with one thread (not with --side-by-side)")
     args = parser.parse_args(argv)
     if args.replot:
         folder = Path(args.replot)
@@ -311,6 +343,10 @@ def main(argv: list[str] | None = None) -> None:
 
     example = resolve_experiment_path(args.example)
     [(name, spec)] = yaml.safe_load(Path(example).read_text()).items()
+    python = anchors_python(args.anchors_python)
+    problem = usage_problem(args, python is not None, sorted(os.sched_getaffinity(0)))
+    if problem:
+        parser.error(problem)
     out = Path(args.out or ROOT / "benchmarks" / "results" / name)
     out.mkdir(parents=True, exist_ok=True)
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -318,13 +354,9 @@ def main(argv: list[str] | None = None) -> None:
     env_config = spec.get("config", {}).get("env_config") or {}
     lr = budget_lr(spec, args.steps)
     report: dict = {"example": name, "env": spec["env"], "algo": spec["run"], "steps": args.steps,
-                    "loadavg": os.getloadavg(), "side_by_side": args.side_by_side, "rlx": {}, "sb3": {}}
-    python = anchors_python(args.anchors_python)
+                    "loadavg": os.getloadavg(), "side_by_side": args.side_by_side, "core": args.core,
+                    "rlx": {}, "sb3": {}}
     if args.side_by_side:
-        if python is None:
-            parser.error("--side-by-side needs the anchors interpreter with rl_zoo3 (--anchors-python)")
-        if len(os.sched_getaffinity(0)) < 2:
-            parser.error("--side-by-side needs two cores")
         from concurrent.futures import ThreadPoolExecutor
 
         first, second = sorted(os.sched_getaffinity(0))[:2]
@@ -335,13 +367,16 @@ def main(argv: list[str] | None = None) -> None:
                                      env_config)
                 report["rlx"][seed], report["sb3"][seed] = ours.result(), theirs.result()
     else:
-        for seed in seeds:
-            report["rlx"][seed] = rlx_curve(example, args.steps, seed, out, atari=atari, lr=lr)
-        if python is not None:
+        if args.only != "sb3":
             for seed in seeds:
-                report["sb3"][seed] = sb3_curve(python, spec["run"], spec["env"], args.steps, seed, out,
-                                                env_config=env_config)
+                report["rlx"][seed] = rlx_curve(example, args.steps, seed, out, args.core, atari, lr)
+        if python is not None and args.only != "rlx":
+            for seed in seeds:
+                report["sb3"][seed] = sb3_curve(python, spec["run"], spec["env"], args.steps, seed, out, args.core,
+                                                env_config)
     write_report(report, out)
+    if not report["rlx"]:
+        return
     plot = subprocess.run([sys.executable, "-m", "rlx", "plot", str(out / "rlx"),
                            "--out", str(out / "rlx_curves.png")], capture_output=True, text=True)
     if plot.returncode != 0:

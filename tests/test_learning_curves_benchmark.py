@@ -70,3 +70,47 @@ def test_merge_without_out_is_a_usage_error(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "--merge needs --out" in proc.stderr
+
+
+def test_merge_joins_the_two_halves_of_one_seed(tmp_path):
+    """`--only rlx` and `--only sb3` runs of the same seed (each on whichever core was free)
+    merge into one comparison of that seed."""
+    module = _load_script()
+    ours = _write_run(tmp_path / "rlx_half", 1, 5000.0, 0.0)
+    theirs = _write_run(tmp_path / "sb3_half", 1, 0.0, 4000.0)
+    for folder, drop in ((ours, "sb3"), (theirs, "rlx")):
+        report = json.loads((folder / "curves.json").read_text())
+        report[drop] = {}
+        (folder / "curves.json").write_text(json.dumps(report))
+    merged = module.merged_report([ours, theirs])
+    assert merged["rlx"]["1"]["return"][-1] == 5000.0 and merged["sb3"]["1"]["return"][-1] == 4000.0
+
+
+def _options(**given):
+    import argparse
+
+    return argparse.Namespace(**{"side_by_side": False, "only": None, "core": None, **given})
+
+
+def test_run_options_that_cannot_run_say_why():
+    module = _load_script()
+    problem = module.usage_problem
+    assert problem(_options(), False, [0, 1]) is None
+    assert problem(_options(only="rlx", core=1), False, [0, 1]) is None
+    assert "give one of them" in problem(_options(side_by_side=True, only="rlx"), True, [0, 1])
+    assert "drop --core" in problem(_options(side_by_side=True, core=0), True, [0, 1])
+    assert "--only sb3 needs the anchors interpreter" in problem(_options(only="sb3"), False, [0, 1])
+    assert "--side-by-side needs the anchors interpreter" in problem(_options(side_by_side=True), False, [0, 1])
+    assert "needs two cores" in problem(_options(side_by_side=True), True, [0])
+    assert "--core 3 is not one of this process's cores [0, 1]" in problem(_options(core=3), True, [0, 1])
+
+
+def test_only_sb3_without_anchors_stops_before_writing_anything(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "cartpole-ppo", "--steps", "1000", "--only", "sb3",
+                           "--anchors-python", str(tmp_path / "no-python"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in __import__("os").environ.items() if k != "ANCHORS_PYTHON"})
+    assert proc.returncode == 2
+    assert "--only sb3 needs the anchors interpreter" in proc.stderr
+    assert not out.exists()
