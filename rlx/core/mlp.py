@@ -128,16 +128,33 @@ class EnsembleMLP(nn.Module):
     """
 
     def __init__(self, num_members: int, in_dim: int, hiddens: Sequence[int], out_dim: int,
-                 activation: str | None = "relu"):
+                 activation: str | None = "relu", initializers: dict[str, Any] | None = None):
         super().__init__()
         self.num_members = num_members
         dims = [in_dim] + list(hiddens) + [out_dim]
+        init = initializers or {}
+        kernel_init = resolve_initializer(init.get("fcnet_kernel_initializer"))
+        bias_init = resolve_initializer(init.get("fcnet_bias_initializer"))
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
-        for a, b in zip(dims[:-1], dims[1:]):
+        for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
+            # PyTorch's nn.Linear default, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), unless the model
+            # config names initializers for the hidden layers (as make_mlp's).
             bound = 1.0 / math.sqrt(a)
-            self.weights.append(nn.Parameter(torch.empty(num_members, a, b).uniform_(-bound, bound)))
-            self.biases.append(nn.Parameter(torch.empty(num_members, 1, b).uniform_(-bound, bound)))
+            weight = torch.empty(num_members, a, b).uniform_(-bound, bound)
+            bias = torch.empty(num_members, 1, b).uniform_(-bound, bound)
+            hidden = i < len(dims) - 2
+            for member in range(num_members):
+                if hidden and kernel_init is not None:
+                    kernel = torch.empty(b, a)  # nn.Linear's [out, in], so fans are computed the same way
+                    kernel_init(kernel, **(init.get("fcnet_kernel_initializer_kwargs") or {}))
+                    weight[member] = kernel.T
+                if hidden and bias_init is not None:
+                    row = torch.empty(b)
+                    bias_init(row, **(init.get("fcnet_bias_initializer_kwargs") or {}))
+                    bias[member, 0] = row
+            self.weights.append(nn.Parameter(weight))
+            self.biases.append(nn.Parameter(bias))
         self._act = ACTIVATION_FNS[activation]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

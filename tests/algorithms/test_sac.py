@@ -362,6 +362,34 @@ def test_twin_q_false_uses_a_single_critic(built):
     assert q.shape == (1, 5)
 
 
+
+def test_model_config_initializers_reach_the_hidden_layers_of_policy_and_critics(built):
+    """fcnet_kernel_initializer / fcnet_bias_initializer of policy_model_config and q_model_config
+    set the hidden layers of the policy and of every critic; output layers keep their own init."""
+    module = built(policy_model_config={"fcnet_hiddens": [16, 16], "fcnet_kernel_initializer": "constant_",
+                                        "fcnet_kernel_initializer_kwargs": {"val": 0.25}},
+                   q_model_config={"fcnet_hiddens": [16, 16], "fcnet_kernel_initializer": "ones_",
+                                   "fcnet_bias_initializer": "constant_",
+                                   "fcnet_bias_initializer_kwargs": {"val": -0.5}}).learner.module
+    pi_linears = [m for m in module.pi.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(pi_linears) == 3
+    for hidden in pi_linears[:2]:
+        assert torch.all(hidden.weight == 0.25)
+    assert not torch.all(pi_linears[2].weight == 0.25)
+    weights, biases = list(module.qf.weights), list(module.qf.biases)
+    for w, b in zip(weights[:2], biases[:2]):
+        assert w.shape[0] == 2 and torch.all(w == 1.0) and torch.all(b == -0.5)
+    assert not torch.all(weights[2] == 1.0)
+
+
+def test_default_critic_init_is_pytorchs_linear_default_per_layer_fan_in(built):
+    module = built(q_model_config={"fcnet_hiddens": [64]}).learner.module
+    first, last = module.qf.weights  # [members, in, out]
+    assert first.abs().max() <= 1.0 / math.sqrt(first.shape[1])
+    assert last.abs().max() <= 1.0 / math.sqrt(64) and last.abs().max() > 0.5 / math.sqrt(64)
+    assert not torch.equal(first[0], first[1])  # twin critics start apart
+
+
 # ----------------------------------------------------------------------------- learning rates
 
 

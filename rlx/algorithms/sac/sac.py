@@ -13,6 +13,7 @@ from rlx.algorithms.sac.recurrent_sac_learner import RecurrentSACLearner
 from rlx.algorithms.sac.recurrent_sac_rl_module import RecurrentSACRLModule
 from rlx.algorithms.sac.sac_learner import SACLearner
 from rlx.algorithms.sac.sac_rl_module import SACRLModule
+from rlx.core.catalog import INIT_KEYS
 from rlx.core.model_defaults import merge_model_config
 from rlx.core.rl_module.rl_module import RLModuleSpec
 from rlx.utils.errors import ConfigError, did_you_mean
@@ -30,7 +31,7 @@ def _target_entropy(name: str, value: Any) -> Any:
 
 def _net_config(name: str, value: Any) -> dict:
     value = dictionary()(name, value)
-    allowed = {"fcnet_hiddens", "fcnet_activation"}
+    allowed = {"fcnet_hiddens", "fcnet_activation", *INIT_KEYS}
     unknown = set(value) - allowed
     if unknown:
         key = sorted(unknown)[0]

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from rlx.core.action_masking import find_action_mask
+from rlx.core.catalog import INIT_KEYS
 from rlx.core.cnn import is_image_space
 from rlx.core.columns import Columns
 from rlx.core.distributions import BoundDistribution, Categorical, SquashedGaussian
@@ -25,7 +26,8 @@ class SACRLModule(RLModule):
     (the EnvRunner maps that onto the action bounds) and `qf` reads (obs, action).
     Discrete actions: `pi` outputs logits and `qf` outputs one Q-value per action.
     Model-config keys (SACConfig fills them): `policy_model_config` and `q_model_config`
-    dicts with `fcnet_hiddens` and `fcnet_activation`, and `twin_q`.
+    dicts with `fcnet_hiddens`, `fcnet_activation` and optionally the hidden layers'
+    `fcnet_kernel_initializer`/`fcnet_bias_initializer` (and `_kwargs`), and `twin_q`.
     """
 
     def setup(self) -> None:
@@ -63,10 +65,12 @@ class SACRLModule(RLModule):
                 q_cfg["fcnet_hiddens"], q_out, q_cfg["fcnet_activation"])
             return
         self.pi = make_mlp(obs_dim, [], None, pi_out, out_gain=0.01,
-                           post_hiddens=pi_cfg["fcnet_hiddens"], post_activation=pi_cfg["fcnet_activation"])
+                           post_hiddens=pi_cfg["fcnet_hiddens"], post_activation=pi_cfg["fcnet_activation"],
+                           initializers={k: pi_cfg.get(k) for k in INIT_KEYS})
         q_in = obs_dim if self.discrete else obs_dim + self.action_dim
         self.qf = None if self.inference_only else EnsembleMLP(
-            2 if self.twin_q else 1, q_in, q_cfg["fcnet_hiddens"], q_out, q_cfg["fcnet_activation"]
+            2 if self.twin_q else 1, q_in, q_cfg["fcnet_hiddens"], q_out, q_cfg["fcnet_activation"],
+            initializers={k: q_cfg.get(k) for k in INIT_KEYS},
         )
 
     def flat_obs(self, obs: torch.Tensor) -> torch.Tensor:
