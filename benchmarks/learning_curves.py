@@ -4,7 +4,7 @@ beside Stable-Baselines3 + rl-zoo3 at the same budget when an anchors environmen
 Usage:
     python benchmarks/learning_curves.py EXAMPLE --steps N [--seeds 0,1,2] [--out DIR]
                                          [--anchors-python PATH]
-                                         [--side-by-side | --only rlx|sb3 [--core N]]
+                                         [--side-by-side | --only rlx|sb3 [--core N]] [--config JSON]
     python benchmarks/learning_curves.py --merge DIR [DIR ...] --out DIR
     python benchmarks/learning_curves.py --replot DIR
 
@@ -26,6 +26,9 @@ different seeds (e.g. one seed per session) into one report in OUT, summary and 
 `--side-by-side` runs each seed of the two libraries at the same time, each pinned (taskset) to
 a core of its own with one torch/BLAS thread: on a 2-core machine this halves the wall time of
 a comparison and gives both libraries the same hardware; the wall times are then one-core ones.
+
+`--config JSON` overrides the example's config in the rlx runs (a variant; the report records it
+and `--merge` only combines runs with the same overrides).
 
 `--only rlx|sb3` runs one library's half of a comparison and `--core N` pins it to core N with one
 thread, as `--side-by-side` pins each library: on a 2-core machine the two halves of a comparison
@@ -95,13 +98,14 @@ def budget_lr(spec: dict, steps: int) -> list | None:
 
 
 def rlx_curve(example: str, steps: int, seed: int, out: Path, core: int | None = None, atari: bool = False,
-              lr: list | None = None) -> dict:
+              lr: list | None = None, config: dict | None = None) -> dict:
     """Train `example` with `seed` for `steps` env steps through the CLI (on `core` only, if
-    given; with the learning-rate schedule `lr`, if given); its return curve (whole-game scores on
-    Atari) and wall time."""
+    given; with the learning-rate schedule `lr` and the config overrides `config`, if given); its
+    return curve (whole-game scores on Atari) and wall time."""
     storage = out / "rlx"
     name = f"seed_{seed}"
-    overrides = {**({"callbacks": GAME_SCORE_CALLBACKS} if atari else {}), **({"lr": lr} if lr else {})}
+    overrides = {**({"callbacks": GAME_SCORE_CALLBACKS} if atari else {}), **({"lr": lr} if lr else {}),
+                 **(config or {})}
     extra = ["--config", json.dumps(overrides)] if overrides else []
     command = [*pinned(core), "nice", "-n", "10", sys.executable, "-m", "rlx", "train", "file", example,
                "--seed", str(seed), "--stop", json.dumps({"num_env_steps_sampled_lifetime": steps}),
@@ -229,7 +233,14 @@ def merged_report(folders: list[Path]) -> dict:
             if report.get(key) != first.get(key):
                 raise ValueError(f"{folder} has {key} {report.get(key)!r}, {folders[0]} has {first.get(key)!r}: "
                                  f"only runs of the same example and budget can be merged")
+    # The rlx runs' config overrides (a variant of the example) must agree; SB3-only runs have none.
+    with_rlx = [(folder, report) for folder, report in zip(folders, reports) if report.get("rlx")]
+    for folder, report in with_rlx[1:]:
+        if report.get("rlx_config") != with_rlx[0][1].get("rlx_config"):
+            raise ValueError(f"{folder} ran rlx with --config {report.get('rlx_config')!r}, {with_rlx[0][0]} with "
+                             f"{with_rlx[0][1].get('rlx_config')!r}: merge runs of one variant at a time")
     merged: dict = {key: first[key] for key in ("example", "env", "algo", "steps")}
+    merged["rlx_config"] = with_rlx[0][1].get("rlx_config") if with_rlx else None
     merged["sources"] = [{"dir": str(folder), "loadavg": report.get("loadavg"),
                           "side_by_side": report.get("side_by_side"), "core": report.get("core")}
                          for folder, report in zip(folders, reports)]
@@ -321,6 +332,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="run the two libraries at once, each pinned to a core of its own with one thread")
     parser.add_argument("--only", choices=("rlx", "sb3"), default=None,
                         help="run one library only (combine the halves with --merge)")
+    parser.add_argument("--config", default=None, metavar="JSON",
+                        help="overrides of the example's config for the rlx runs (a variant to compare)")
     parser.add_argument("--core", type=int, default=None,
                         help="pin the run to this core with one thread (not with --side-by-side)")
     args = parser.parse_args(argv)
@@ -347,6 +360,12 @@ def main(argv: list[str] | None = None) -> None:
     problem = usage_problem(args, python is not None, sorted(os.sched_getaffinity(0)))
     if problem:
         parser.error(problem)
+    try:
+        rlx_config = json.loads(args.config) if args.config else None
+    except json.JSONDecodeError as e:
+        parser.error(f"--config is not JSON ({e}): give a JSON object such as '{{\"tau\": 0.01}}'")
+    if rlx_config is not None and not isinstance(rlx_config, dict):
+        parser.error(f"--config must be a JSON object of config keys, got {args.config}")
     out = Path(args.out or ROOT / "benchmarks" / "results" / name)
     out.mkdir(parents=True, exist_ok=True)
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -354,6 +373,7 @@ def main(argv: list[str] | None = None) -> None:
     env_config = spec.get("config", {}).get("env_config") or {}
     lr = budget_lr(spec, args.steps)
     report: dict = {"example": name, "env": spec["env"], "algo": spec["run"], "steps": args.steps,
+                    "rlx_config": rlx_config,
                     "loadavg": os.getloadavg(), "side_by_side": args.side_by_side, "core": args.core,
                     "rlx": {}, "sb3": {}}
     if args.side_by_side:
@@ -362,14 +382,14 @@ def main(argv: list[str] | None = None) -> None:
         first, second = sorted(os.sched_getaffinity(0))[:2]
         with ThreadPoolExecutor(2) as pool:
             for seed in seeds:
-                ours = pool.submit(rlx_curve, example, args.steps, seed, out, first, atari, lr)
+                ours = pool.submit(rlx_curve, example, args.steps, seed, out, first, atari, lr, rlx_config)
                 theirs = pool.submit(sb3_curve, python, spec["run"], spec["env"], args.steps, seed, out, second,
                                      env_config)
                 report["rlx"][seed], report["sb3"][seed] = ours.result(), theirs.result()
     else:
         if args.only != "sb3":
             for seed in seeds:
-                report["rlx"][seed] = rlx_curve(example, args.steps, seed, out, args.core, atari, lr)
+                report["rlx"][seed] = rlx_curve(example, args.steps, seed, out, args.core, atari, lr, rlx_config)
         if python is not None and args.only != "rlx":
             for seed in seeds:
                 report["sb3"][seed] = sb3_curve(python, spec["run"], spec["env"], args.steps, seed, out, args.core,

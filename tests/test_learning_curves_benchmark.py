@@ -114,3 +114,36 @@ def test_only_sb3_without_anchors_stops_before_writing_anything(tmp_path):
     assert proc.returncode == 2
     assert "--only sb3 needs the anchors interpreter" in proc.stderr
     assert not out.exists()
+
+
+def test_merge_keeps_variants_of_the_rlx_runs_apart(tmp_path):
+    """Runs made with `--config` overrides (a variant of the example) merge only with runs of the
+    same variant; an SB3-only run joins any of them."""
+    module = _load_script()
+
+    def variant(folder: Path, config: dict | None, drop: str | None = None) -> Path:
+        report = json.loads((folder / "curves.json").read_text())
+        report["rlx_config"] = config
+        if drop:
+            report[drop] = {}
+        (folder / "curves.json").write_text(json.dumps(report))
+        return folder
+
+    tweak = {"policy_model_config": {"fcnet_kernel_initializer": "kaiming_uniform_"}}
+    first = variant(_write_run(tmp_path / "a", 0, 5000.0, 4000.0), tweak, drop="sb3")
+    second = variant(_write_run(tmp_path / "b", 1, 5200.0, 4200.0), tweak, drop="sb3")
+    plain = variant(_write_run(tmp_path / "c", 2, 5300.0, 4300.0), None)
+    sb3_only = variant(_write_run(tmp_path / "d", 0, 0.0, 4100.0), None, drop="rlx")
+    merged = module.merged_report([first, second, sb3_only])
+    assert merged["rlx_config"] == tweak and sorted(merged["rlx"]) == ["0", "1"] and sorted(merged["sb3"]) == ["0"]
+    with pytest.raises(ValueError, match="merge runs of one variant at a time"):
+        module.merged_report([first, plain])
+
+
+def test_config_that_is_not_a_json_object_is_a_usage_error(tmp_path):
+    for bad, message in (("{tau: 1}", "--config is not JSON"), ("[1, 2]", "--config must be a JSON object")):
+        proc = subprocess.run([sys.executable, str(SCRIPT), "cartpole-ppo", "--steps", "1000", "--config", bad,
+                               "--only", "rlx", "--out", str(tmp_path / "run")],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and message in proc.stderr
+        assert not (tmp_path / "run").exists()
