@@ -228,11 +228,22 @@ def two_node_cluster() -> Iterator[TwoNodeCluster]:
     ray = pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
 
+    import ray._private.utils as ray_private_utils
+
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     if ray.is_initialized():
         ray.shutdown()
-    cluster = Cluster(initialize_head=True,
-                      head_node_args={"num_cpus": NODE_CPUS, "resources": {"head_node": 1000}})
+    # Cluster() announces its head in /tmp/ray/ray_current_cluster, where every ray.init() without an
+    # address on this machine looks first: tests and example scripts in the other pytest-xdist workers
+    # would join this cluster (and fail on their num_cpus=...) while it runs. The driver connects by
+    # address, so the announcement is skipped.
+    announce = ray_private_utils.write_ray_address
+    ray_private_utils.write_ray_address = lambda *args, **kwargs: None
+    try:
+        cluster = Cluster(initialize_head=True,
+                          head_node_args={"num_cpus": NODE_CPUS, "resources": {"head_node": 1000}})
+    finally:
+        ray_private_utils.write_ray_address = announce
     worker = cluster.add_node(num_cpus=NODE_CPUS, resources={"worker_node": 1000})
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)

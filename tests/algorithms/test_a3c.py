@@ -99,7 +99,7 @@ def test_without_remote_runners_it_steps_synchronously_on_local_fragments():
 
 @pytest.mark.slow
 def test_tuned_example_learns_cartpole_with_two_remote_runners():
-    """CI bar: 150 within 60k env steps (the tuned example's criterion is 150 within 200k)."""
+    """CI bar: 150 within 100k env steps (the tuned example's criterion is 150 within 200k)."""
     spec = next(iter(yaml.safe_load((ROOT / "tuned_examples" / "a3c" / "cartpole-a3c.yaml").read_text()).values()))
     assert spec["stop"] == {"env_runners/episode_return_mean": 150, "num_env_steps_sampled_lifetime": 200000}
     assert spec["config"]["num_env_runners"] == 2
@@ -112,7 +112,7 @@ def test_tuned_example_learns_cartpole_with_two_remote_runners():
             result = algo.train()
             steps, ret = result["num_env_steps_sampled_lifetime"], result["env_runners"]["episode_return_mean"]
             progress.append((steps, round(ret, 1)))
-            if (not math.isnan(ret) and ret >= 150) or steps >= 60_000:
+            if (not math.isnan(ret) and ret >= 150) or steps >= 100_000:
                 break
     finally:
         algo.stop()

@@ -100,3 +100,12 @@ def test_runners_and_evaluation_runners_on_the_other_node_survive_kills(two_node
         assert max(after) <= max(3 * median, 3.0), (times, after)
     finally:
         algo.stop()
+
+
+def test_the_test_cluster_is_not_found_by_ray_init_without_an_address(two_node_cluster, monkeypatch):
+    """Other pytest-xdist workers' ray.init(num_cpus=...) must start their own Ray, not join this
+    cluster (CI failed when they found it through /tmp/ray/ray_current_cluster)."""
+    from ray._private import services
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert services.get_ray_address_from_environment(None, None) is None
