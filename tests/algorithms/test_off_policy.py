@@ -337,6 +337,64 @@ def test_sac_learner_receives_replayed_batches_with_consistent_columns(built):
         np.testing.assert_array_equal(batch["weights"], 1.0)  # SAC's default buffer is uniform
 
 
+def test_every_env_step_reaches_the_replay_buffer_as_the_env_made_it(built):
+    """Each sub-env's transitions are stored in order, exactly as the env returned them: the env's
+    action (Pendulum's [-2, 2]) is the stored squashed one unsquashed, and a truncated step's
+    new_obs is the episode's last observation, not the next episode's first."""
+    import gymnasium as gym
+
+    from rlx.utils.registry import register_env
+
+    logs: list[list[tuple]] = []
+
+    class Recorder(gym.Wrapper):
+        def reset(self, **kwargs):
+            obs, info = self.env.reset(**kwargs)
+            # Steps of an episode left unfinished (the env check's step before sampling starts)
+            # reach no buffer: keep only finished episodes and the running one.
+            while self.log and not (self.log[-1][4] or self.log[-1][5]):
+                self.log.pop()
+            self.last_obs = obs
+            return obs, info
+
+        def step(self, action):
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            self.log.append((self.last_obs, np.array(action, dtype=np.float64), reward, obs, terminated, truncated))
+            self.last_obs = obs
+            return obs, reward, terminated, truncated, info
+
+    def make_env(env_config):
+        env = Recorder(gym.make("Pendulum-v1", max_episode_steps=20))
+        env.log = []
+        logs.append(env.log)
+        return env
+
+    register_env("recorded_pendulum_for_replay_test", make_env)
+    algo = built(sac_config().environment("recorded_pendulum_for_replay_test")
+                 .env_runners(num_env_runners=0, num_envs_per_env_runner=2, rollout_fragment_length=4))
+    for _ in range(2):
+        algo.train()
+    buffer = algo.local_replay_buffer
+    stored = buffer._columns
+    assert len(buffer) == buffer.num_added == 128
+    for lane in range(2):
+        rows = {k: v[lane:len(buffer):2] for k, v in stored.items()}
+        matches = [log for log in logs if len(log) == 64
+                   and np.allclose(np.stack([step[0] for step in log]), rows["obs"], atol=1e-6)]
+        assert len(matches) == 1, f"lane {lane}: {len(matches)} sub-env logs match its observations"
+        log = matches[0]
+        truncated = np.array([step[5] for step in log])
+        assert truncated.sum() == 3  # 64 steps of 20-step episodes
+        np.testing.assert_allclose(np.stack([step[3] for step in log]), rows["new_obs"], atol=1e-6)
+        np.testing.assert_allclose(np.stack([step[1] for step in log]), 2.0 * rows["actions"], atol=1e-5)
+        np.testing.assert_allclose([step[2] for step in log], rows["rewards"], rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(truncated, rows["truncateds"])
+        np.testing.assert_array_equal([step[4] for step in log], rows["terminateds"])
+        # Where an episode was cut, the next row starts a fresh episode (a reset observation).
+        ends = np.nonzero(truncated)[0]
+        assert not np.allclose(rows["new_obs"][ends], rows["obs"][ends + 1])
+
+
 # ----------------------------------------------------------------------------- checkpoints
 
 
