@@ -766,6 +766,10 @@ def test_evaluation_recovers_from_a_failing_runner_and_restarts_it(asynchronous)
     rec.eval_samples.clear()
     second = algo.train()
     assert second["evaluation"]["env_runners"]["num_episodes"] == 4
+    # Asynchronous evaluation ends as soon as every episode is in, possibly with the slower
+    # runner's copy of one still running: wait for both before looking at who sampled.
+    for handle in group.runner_handles():
+        _wait_idle(handle)
     assert {s["worker"] for s in rec.eval_samples} == {1, 2}
     assert {s["seq"] for s in rec.eval_samples} == {2}
     algo.stop()
