@@ -294,9 +294,10 @@ MODEL_MEANINGS: dict[str, str] = {
     "fcnet_activation": "Activation of the hidden layers: tanh, relu, swish/silu, elu, linear or None.",
     "post_fcnet_hiddens": "Extra layers after fcnet_hiddens.",
     "fcnet_kernel_initializer": "Initializer of the hidden layers' weights: a torch.nn.init function or its name "
-                                "(default: orthogonal with gain sqrt(2)).",
+                                "(default: orthogonal with gain sqrt(2); SAC's networks: PyTorch's default).",
     "fcnet_kernel_initializer_kwargs": "Keyword arguments of fcnet_kernel_initializer.",
-    "fcnet_bias_initializer": "Initializer of the hidden layers' biases (default: zeros).",
+    "fcnet_bias_initializer": "Initializer of the hidden layers' biases (default: zeros; SAC's networks: "
+                              "PyTorch's default).",
     "fcnet_bias_initializer_kwargs": "Keyword arguments of fcnet_bias_initializer.",
     "post_fcnet_activation": "Activation of the post_fcnet layers.",
     "free_log_std": "Box actions: the log std is a free parameter instead of a network output.",

@@ -4,7 +4,7 @@ initializer settings), `EnsembleMLP` (several MLPs of one shape in batched matmu
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence, cast
+from typing import Any, Literal, Sequence, cast
 
 import gymnasium as gym
 import numpy as np
@@ -58,14 +58,20 @@ def make_mlp(
     post_hiddens: Sequence[int] = (),
     post_activation: str | None = "relu",
     initializers: dict[str, Any] | None = None,
+    layer_init: Literal["orthogonal", "torch"] = "orthogonal",
 ) -> MLP:
     """An MLP `in_dim -> hiddens (activation) -> post_hiddens (post_activation) [-> out_dim]`.
 
-    Hidden layers use orthogonal init with gain sqrt(2); the output layer uses `out_gain`
-    (small for policy logits, 1 for values), the initialization PPO is known to like.
-    `initializers` (the model dict's fcnet_kernel_initializer, fcnet_bias_initializer and their
-    _kwargs) replace the hidden layers' initialization.
+    With `layer_init="orthogonal"`, hidden layers use orthogonal init with gain sqrt(2) and zero
+    biases, and the output layer uses `out_gain` (small for policy logits, 1 for values): the
+    initialization PPO is known to like. With `layer_init="torch"`, every layer keeps
+    torch.nn.Linear's own initialization (what RLlib's and SB3's SAC use) and `out_gain` is
+    unused. `initializers` (the model dict's fcnet_kernel_initializer, fcnet_bias_initializer and
+    their _kwargs) replace the hidden layers' initialization in both cases.
     """
+    if layer_init not in ("orthogonal", "torch"):
+        raise ValueError(f"layer_init must be 'orthogonal' or 'torch', got {layer_init!r}.")
+    orthogonal = layer_init == "orthogonal"
     init = initializers or {}
     kernel_init = resolve_initializer(init.get("fcnet_kernel_initializer"))
     bias_init = resolve_initializer(init.get("fcnet_bias_initializer"))
@@ -77,19 +83,20 @@ def make_mlp(
             lin = nn.Linear(dim, h)
             if kernel_init is not None:
                 kernel_init(lin.weight, **(init.get("fcnet_kernel_initializer_kwargs") or {}))
-            else:
+            elif orthogonal:
                 nn.init.orthogonal_(lin.weight, gain=math.sqrt(2.0))
             if bias_init is not None:
                 bias_init(lin.bias, **(init.get("fcnet_bias_initializer_kwargs") or {}))
-            else:
+            elif orthogonal:
                 nn.init.zeros_(lin.bias)
             linears.append(lin)
             acts.append(act_name)
             dim = h
     if out_dim is not None:
         lin = nn.Linear(dim, out_dim)
-        nn.init.orthogonal_(lin.weight, gain=out_gain)
-        nn.init.zeros_(lin.bias)
+        if orthogonal:
+            nn.init.orthogonal_(lin.weight, gain=out_gain)
+            nn.init.zeros_(lin.bias)
         linears.append(lin)
         acts.append(None)
     return MLP(linears, acts)

@@ -390,6 +390,24 @@ def test_default_critic_init_is_pytorchs_linear_default_per_layer_fan_in(built):
     assert not torch.equal(first[0], first[1])  # twin critics start apart
 
 
+def test_default_policy_init_is_pytorchs_linear_default_per_layer_fan_in(built):
+    """The policy keeps torch.nn.Linear's init (bounds 1/sqrt(fan_in), nonzero biases), as RLlib's
+    and SB3's SAC, not the orthogonal init with a near-zero output layer PPO uses."""
+    module = built(policy_model_config={"fcnet_hiddens": [64, 64]}).learner.module
+    linears = [m for m in module.pi.modules() if isinstance(m, torch.nn.Linear)]
+    assert [lin.in_features for lin in linears] == [linears[0].in_features, 64, 64]
+    for lin in linears:
+        bound = 1.0 / math.sqrt(lin.in_features)
+        assert lin.weight.abs().max() <= bound and lin.weight.abs().max() > 0.5 * bound
+        assert lin.bias.abs().max() <= bound and lin.bias.abs().max() > 0.0
+
+
+def test_make_mlp_refuses_an_unknown_layer_init():
+    from rlx.core.mlp import make_mlp
+    with pytest.raises(ValueError, match="layer_init must be 'orthogonal' or 'torch', got 'xavier'"):
+        make_mlp(3, [4], "relu", 2, layer_init="xavier")
+
+
 # ----------------------------------------------------------------------------- learning rates
 
 

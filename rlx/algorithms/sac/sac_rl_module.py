@@ -64,9 +64,11 @@ class SACRLModule(RLModule):
                 2 if self.twin_q else 1, obs_space, cfg, 0 if self.discrete else self.action_dim,
                 q_cfg["fcnet_hiddens"], q_out, q_cfg["fcnet_activation"])
             return
-        self.pi = make_mlp(obs_dim, [], None, pi_out, out_gain=0.01,
-                           post_hiddens=pi_cfg["fcnet_hiddens"], post_activation=pi_cfg["fcnet_activation"],
-                           initializers={k: pi_cfg.get(k) for k in INIT_KEYS})
+        # PyTorch's default init, as RLlib's and SB3's SAC: on HalfCheetah it learned faster than
+        # the orthogonal init rlx's PPO uses (docs/performance.md, the SAC HalfCheetah row).
+        self.pi = make_mlp(obs_dim, [], None, pi_out, post_hiddens=pi_cfg["fcnet_hiddens"],
+                           post_activation=pi_cfg["fcnet_activation"],
+                           initializers={k: pi_cfg.get(k) for k in INIT_KEYS}, layer_init="torch")
         q_in = obs_dim if self.discrete else obs_dim + self.action_dim
         self.qf = None if self.inference_only else EnsembleMLP(
             2 if self.twin_q else 1, q_in, q_cfg["fcnet_hiddens"], q_out, q_cfg["fcnet_activation"],
